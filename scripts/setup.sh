@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create .venv (once) and install attnflow with its test extras; re-installs when pyproject.toml changes.
+# Sourced by scripts/run.sh and scripts/test.sh. PyTorch is pinned to the CPU build that pip takes
+# from this machine's local wheel cache (torch==2.13.0); a GPU user installs a CUDA build of torch
+# into .venv first and attnflow uses it unchanged (this script keeps any torch already there).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+py="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv "$venv"
+fi
+stamp="$venv/.attnflow-installed"
+want="$(sha256sum "$root/pyproject.toml" | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0"
+  fi
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -e "$root[test]"
+  echo "$want" > "$stamp"
+fi
+export PATH="$venv/bin:$PATH"

@@ -1,0 +1,49 @@
+"""The coupled token-weight system seen by the integrators.
+
+State (x, D): tokens (P, n, d) and heads (P, H, d, d). The deterministic part of the coupled ODE is
+
+    x' = s v(x, D, t)            (s = +1 ascent, -1 descent; NOTES.md §1)
+    D' = f(D, t)                 (drift of the weight process)
+
+and the integrators advance it; the weight noise g dW and layer jumps are added by the simulation
+loop (Euler-Maruyama, arXiv 2605.18870 Sec. 6).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..geometry.sphere import project
+from ..model.transformer import TransformerModel
+from .field import FieldEval, evaluate
+
+
+class VectorField:
+    """Callable field of a model with fixed value matrices ``V`` (``None``: V = D).
+
+    Parameters
+    ----------
+    model : TransformerModel
+    V : Tensor or None, shape=[P, H, d, d]
+    """
+
+    def __init__(self, model: TransformerModel, V: torch.Tensor | None = None):
+        self.model = model
+        self.V = V
+        self.sign = model.sign
+        self.sphere = model.geometry == "sphere"
+
+    def __call__(self, x: torch.Tensor, D: torch.Tensor, t: float, *, ledger: bool = False, raw: bool = False) -> FieldEval:
+        return evaluate(self.model, x, D, self.V, t, ledger=ledger, raw=raw)
+
+    def token_rate(self, fe: FieldEval) -> torch.Tensor:
+        """dx/dt = s v."""
+        return self.sign * fe.velocity
+
+    def weight_rate(self, D: torch.Tensor, t: float) -> torch.Tensor:
+        """dD/dt drift f(D, t)."""
+        return self.model.weights.drift(D, t)
+
+    def retract(self, y: torch.Tensor) -> torch.Tensor:
+        """Pi(y) = y/|y| on the sphere, identity in R^d."""
+        return project(y) if self.sphere else y

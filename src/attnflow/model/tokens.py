@@ -1,0 +1,153 @@
+"""Initial token configurations x(0) in (S^{d-1})^n, batched over paths: shape (P, n, d).
+
+Every generator takes a ``seed``; path p uses its own stream (see :mod:`attnflow.random`), so the
+initial condition of a path does not depend on how many paths are drawn.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..geometry.sphere import check_on_sphere, project
+from ..random import path_generators, path_seed, randn_per_path
+
+_DEFAULT_DTYPE = torch.float64
+
+
+def _check_sizes(paths: int, n: int, d: int) -> None:
+    for name, val, low in (("paths", paths, 1), ("n", n, 1), ("d", d, 2)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < low:
+            raise ValueError(f"{name} must be an integer >= {low}: got {val!r}")
+
+
+def uniform(
+    paths: int, n: int, d: int, *, seed: int, dtype: torch.dtype = _DEFAULT_DTYPE, device="cpu"
+) -> torch.Tensor:
+    """i.i.d. uniform tokens on S^{d-1} (normalised standard Gaussians).
+
+    Returns
+    -------
+    Tensor, shape=[paths, n, d]
+    """
+    _check_sizes(paths, n, d)
+    gens = path_generators(seed, paths, "tokens")
+    return project(randn_per_path(gens, (n, d), dtype, "cpu")).to(device)
+
+
+def octahedral(
+    paths: int,
+    n: int,
+    d: int = 3,
+    *,
+    seed: int,
+    noise: float = 0.05,
+    dtype: torch.dtype = _DEFAULT_DTYPE,
+    device="cpu",
+) -> torch.Tensor:
+    """The authors' initial tokens (NOTES.md §2): vertices +-e_k chosen uniformly, plus N(0, noise^2).
+
+    Each token picks one of the 2d signed basis vectors uniformly at random, adds isotropic Gaussian
+    noise of standard deviation ``noise`` and is normalised (arXiv 2605.18870, Sec. 6 set-up).
+
+    Returns
+    -------
+    Tensor, shape=[paths, n, d]
+    """
+    _check_sizes(paths, n, d)
+    if not (noise >= 0 and math.isfinite(noise)):
+        raise ValueError(f"noise must be a finite number >= 0: got {noise!r}")
+    gens = path_generators(seed, paths, "tokens")
+    out = []
+    for g in gens:
+        idx = torch.randint(0, 2 * d, (n,), generator=g)
+        base = torch.zeros(n, d, dtype=dtype)
+        sign = torch.where(idx % 2 == 0, 1.0, -1.0).to(dtype)
+        base[torch.arange(n), idx // 2] = sign
+        eps = torch.randn(n, d, generator=g, dtype=dtype) * noise
+        out.append(project(base + eps))
+    return torch.stack(out).to(device)
+
+
+def von_mises_fisher(
+    paths: int,
+    n: int,
+    d: int,
+    *,
+    seed: int,
+    clusters: int = 3,
+    kappa: float = 50.0,
+    dtype: torch.dtype = _DEFAULT_DTYPE,
+    device="cpu",
+) -> torch.Tensor:
+    """Tokens from a mixture of ``clusters`` von Mises-Fisher laws with concentration ``kappa``.
+
+    Cluster means are uniform on the sphere; each token picks a cluster uniformly. Sampling uses
+    Wood's (1994) rejection algorithm for the cosine w = <x, mu>, exact for every d >= 2 (NumPy
+    generator seeded from the path's token stream).
+
+    Returns
+    -------
+    Tensor, shape=[paths, n, d]
+    """
+    _check_sizes(paths, n, d)
+    if isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
+        raise ValueError(f"clusters must be an integer >= 1: got {clusters!r}")
+    if not (kappa > 0 and math.isfinite(kappa)):
+        raise ValueError(f"kappa must be a finite number > 0: got {kappa!r}")
+    b = (d - 1) / (2 * kappa + math.sqrt(4 * kappa**2 + (d - 1) ** 2))
+    x0 = (1 - b) / (1 + b)
+    c = kappa * x0 + (d - 1) * math.log(1 - x0**2)
+    out = []
+    for p in range(paths):
+        rng = np.random.default_rng(path_seed(seed, p, "tokens"))
+        means = rng.standard_normal((clusters, d))
+        means /= np.linalg.norm(means, axis=1, keepdims=True)
+        lab = rng.integers(0, clusters, n)
+        w = np.empty(n)
+        filled = 0
+        while filled < n:
+            m = 2 * (n - filled) + 8
+            z = rng.beta((d - 1) / 2, (d - 1) / 2, m)
+            u = rng.random(m)
+            ww = (1 - (1 + b) * z) / (1 - (1 - b) * z)
+            ok = kappa * ww + (d - 1) * np.log(1 - x0 * ww) - c >= np.log(u)
+            acc = ww[ok][: n - filled]
+            w[filled : filled + acc.size] = acc
+            filled += acc.size
+        mu = means[lab]
+        v = rng.standard_normal((n, d))
+        v -= (v * mu).sum(-1, keepdims=True) * mu
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        x = w[:, None] * mu + np.sqrt(np.clip(1 - w**2, 0, None))[:, None] * v
+        out.append(project(torch.from_numpy(x)).to(dtype))
+    return torch.stack(out).to(device)
+
+
+def from_array(x, *, paths: int | None = None, dtype: torch.dtype = _DEFAULT_DTYPE, device="cpu") -> torch.Tensor:
+    """Validate user tokens and return them with shape (P, n, d).
+
+    Parameters
+    ----------
+    x : array-like, shape=[n, d] or [P, n, d]
+        Unit vectors. A single cloud ``(n, d)`` is repeated over ``paths`` (default 1).
+    """
+    t = torch.as_tensor(x, dtype=dtype, device=device)
+    if t.ndim == 2:
+        t = t.unsqueeze(0).expand(paths or 1, -1, -1).clone()
+    elif t.ndim == 3:
+        if paths is not None and t.shape[0] != paths:
+            raise ValueError(
+                f"tokens have {t.shape[0]} paths but paths={paths}; pass (n, d) to repeat one cloud "
+                "or drop the paths argument"
+            )
+    else:
+        raise ValueError(
+            f"tokens must have shape (n, d) or (P, n, d): got shape {tuple(t.shape)}"
+        )
+    if t.shape[-1] < 2:
+        raise ValueError(f"token dimension d must be >= 2: got d={t.shape[-1]}")
+    check_on_sphere(t, "tokens")
+    return t

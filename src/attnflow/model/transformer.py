@@ -1,0 +1,121 @@
+"""The model: one frozen description of the attention dynamics (NOTES.md §1; arXiv 2605.18870 eq. (10))."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .attention import check_attention_kind
+from .weights import Constant, WeightProcess
+
+DIRECTIONS = {"ascent": 1.0, "descent": -1.0}
+GEOMETRIES = ("sphere", "flat")
+BACKENDS = ("auto", "torch", "numba")
+#: beta must lie in (0, BETA_MAX]; beyond, exp(beta <x, D y>) leaves float64 for any D of order one.
+BETA_MAX = 1e4
+
+
+@dataclass(frozen=True)
+class TransformerModel:
+    r"""Multi-head attention dynamics of tokens x_i on S^{d-1} (or R^d) with moving heads.
+
+    x_i' = s * (1/H) sum_h P_perp(x_i) sum_j A^h_ij V_h x_j,  A^h = attention(beta <x_i, D_h x_j>)
+    (arXiv 2605.18870, eq. (10) and Sec. 6; NOTES.md §1), with s = +1 for ``ascent`` and -1 for
+    ``descent``.
+
+    Parameters
+    ----------
+    direction : {"ascent", "descent"}
+        Required. ``ascent``: attention pulls tokens together (transformer convention, the sign of
+        the printed formula); ``descent``: gradient descent of +E (what the authors' code runs).
+    attention : {"softmax", "usa", "relu", "sigmoid", "sinkhorn"}
+    beta : float
+        Inverse temperature, 0 < beta <= 1e4 (paper: 1).
+    geometry : {"sphere", "flat"}
+        ``flat`` drops the tangent projection and the retraction (dynamics in R^d).
+    weights : WeightProcess
+        How the heads move with time (default: frozen).
+    causal : bool
+        Token i attends only to j <= i.
+    layer_scaling : float or None
+        If set to t0 > 0, every head acts as D / ((t0 + t) sqrt(H)) (and V likewise): the
+        layer-dependent normalisation of Sec. 5 (z -> z / (t sqrt(H))), regularised at t = 0 by t0.
+    sinkhorn_iters : int
+        Sweeps of the log-domain Sinkhorn normalisation (attention="sinkhorn").
+    backend : {"auto", "torch", "numba"}
+        ``auto`` uses the fused numba kernel for softmax attention on CPU, else the PyTorch path.
+    """
+
+    direction: str
+    attention: str = "softmax"
+    beta: float = 1.0
+    geometry: str = "sphere"
+    weights: WeightProcess = field(default_factory=Constant)
+    causal: bool = False
+    layer_scaling: float | None = None
+    sinkhorn_iters: int = 50
+    backend: str = "auto"
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise ValueError(
+                f"direction must be 'ascent' (tokens attract, x' = +v) or 'descent' (x' = -v, the "
+                f"authors' code): got {self.direction!r}"
+            )
+        check_attention_kind(self.attention)
+        if isinstance(self.beta, bool) or not isinstance(self.beta, (int, float)) or not (
+            math.isfinite(self.beta) and 0 < self.beta <= BETA_MAX
+        ):
+            raise ValueError(
+                f"beta must be a finite number in (0, {BETA_MAX:g}]: got {self.beta!r}"
+            )
+        if self.geometry not in GEOMETRIES:
+            raise ValueError(f"unknown geometry {self.geometry!r}; valid: {', '.join(GEOMETRIES)}")
+        if not isinstance(self.weights, WeightProcess):
+            raise ValueError(
+                f"weights must be a WeightProcess (Constant, OrnsteinUhlenbeck, Oscillating, ...): "
+                f"got {type(self.weights).__name__}"
+            )
+        if self.layer_scaling is not None and not (
+            math.isfinite(self.layer_scaling) and self.layer_scaling > 0
+        ):
+            raise ValueError(
+                f"layer_scaling must be None or an offset t0 > 0: got {self.layer_scaling!r}"
+            )
+        if isinstance(self.sinkhorn_iters, bool) or not isinstance(self.sinkhorn_iters, int) or self.sinkhorn_iters < 1:
+            raise ValueError(f"sinkhorn_iters must be an integer >= 1: got {self.sinkhorn_iters!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
+
+    @property
+    def sign(self) -> float:
+        """+1 for ascent, -1 for descent."""
+        return DIRECTIONS[self.direction]
+
+    def head_scale(self, t: float, H: int) -> float:
+        """c(t) = 1 / ((t0 + t) sqrt(H)) under layer scaling, else 1 (Sec. 5)."""
+        if self.layer_scaling is None:
+            return 1.0
+        return 1.0 / ((self.layer_scaling + t) * math.sqrt(H))
+
+    def head_scale_rate(self, t: float, H: int) -> float:
+        """dc/dt (0 without layer scaling)."""
+        if self.layer_scaling is None:
+            return 0.0
+        return -1.0 / ((self.layer_scaling + t) ** 2 * math.sqrt(H))
+
+    def describe(self) -> dict:
+        """JSON-friendly description stored with results."""
+        return {
+            "direction": self.direction,
+            "attention": self.attention,
+            "beta": float(self.beta),
+            "geometry": self.geometry,
+            "causal": bool(self.causal),
+            "layer_scaling": self.layer_scaling,
+            "weights": self.weights.describe(),
+            "backend": self.backend,
+        }
+

@@ -1,0 +1,337 @@
+r"""Clustering measures of a token cloud on :math:`S^{d-1}`, none of which hides a threshold.
+
+Tokens cluster along the attention flow (Geshkovski, Letrouit, Polyanskiy & Rigollet, "A mathematical
+perspective on Transformers", 2023; NOTES.md §5). The measures here say *how much* without choosing a
+cut-off: mean and minimum pairwise inner product, norm of the mean token and effective rank of the
+Gram matrix. The one measure that needs a scale, the number of clusters, is returned together with its
+dependence on that scale (:func:`cluster_count_sensitivity`), so that no single threshold is hidden.
+
+Shapes (``docs/design.md``): tokens ``x`` of shape ``(P, n, d)`` (``P`` paths), or ``(n, d)`` for one
+cloud, which is treated as ``P = 1``. Every function returns one value per path, shape ``(P,)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import squareform
+
+from attnflow.geometry.sphere import check_on_sphere
+
+__all__ = [
+    "cluster_count",
+    "cluster_count_sensitivity",
+    "gram_effective_rank",
+    "mean_pairwise_inner_product",
+    "mean_token_norm",
+    "min_pairwise_inner_product",
+    "pairwise_geodesic_distance",
+]
+
+
+def _as_batched_tokens(x: torch.Tensor, name: str = "x", *, min_tokens: int = 1) -> torch.Tensor:
+    """Validate a token cloud once and return it with a leading path axis, shape ``(P, n, d)``.
+
+    Rules: a floating torch tensor of shape ``(P, n, d)`` or ``(n, d)``, ``d >= 2``,
+    ``n >= min_tokens``, finite, rows on the unit sphere within ``attnflow.geometry.sphere.SPHERE_TOL``.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of shape (P, n, d) or (n, d): got {type(x).__name__}; "
+            f"convert with torch.as_tensor({name}, dtype=torch.float64)"
+        )
+    if x.ndim not in (2, 3):
+        raise ValueError(
+            f"{name} must have shape (P, n, d) or (n, d): got shape {tuple(x.shape)}; "
+            "stack paths along the first axis"
+        )
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{name} must have a floating dtype: got {x.dtype}; convert with {name}.to(torch.float64)"
+        )
+    xb = x.unsqueeze(0) if x.ndim == 2 else x
+    n, d = xb.shape[-2], xb.shape[-1]
+    if d < 2:
+        raise ValueError(
+            f"{name} must have dimension d >= 2 (tokens on S^(d-1)): got d = {d}; "
+            "the last axis holds the coordinates"
+        )
+    if n < min_tokens or xb.shape[0] < 1:
+        raise ValueError(
+            f"{name} must hold at least {min_tokens} token(s) per path and at least one path: got shape "
+            f"{tuple(x.shape)}; this measure compares tokens with each other"
+        )
+    check_on_sphere(xb, name=name)
+    return xb
+
+
+def _check_positive_scalar(value: float, name: str) -> float:
+    """Return ``value`` as a float, raising unless it is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number > 0: got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0: got {value!r}; pass a positive value")
+    return value
+
+
+def _gram(x: torch.Tensor) -> torch.Tensor:
+    """Gram matrices :math:`G_{ij} = \\langle x_i, x_j\\rangle`, shape ``(P, n, n)``."""
+    return x @ x.transpose(-1, -2)
+
+
+def pairwise_geodesic_distance(x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Great-circle distances between all pairs of tokens, clipped before ``arccos``.
+
+    .. math::
+        \theta_{ij} = \arccos\big(\operatorname{clip}(\langle x_i, y_j\rangle, -1, 1)\big)
+
+    Round-off can push :math:`\langle x_i, y_j\rangle` slightly outside :math:`[-1, 1]`; clipping first
+    (geomstats ``Hypersphere.metric.dist`` practice) keeps the result finite. Near :math:`\theta = 0`
+    the ``arccos`` route has an absolute error floor of about :math:`\sqrt{2\varepsilon}\approx 1.5\cdot
+    10^{-8}` in float64 (:math:`\varepsilon` the machine epsilon), which is far below any clustering
+    scale used here.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[P, n, d] or [n, d]
+        Tokens on :math:`S^{d-1}`.
+    y : Tensor, shape=[P, m, d] or [m, d], optional
+        Second cloud (same ``P`` and ``d``); ``None`` means ``y = x``.
+
+    Returns
+    -------
+    Tensor, shape=[P, n, m]
+        Distances in radians, in :math:`[0, \pi]`.
+
+    Examples
+    --------
+    >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    >>> pairwise_geodesic_distance(x)[0, 0, 1].item()  # doctest: +ELLIPSIS
+    1.5707963...
+    """
+    xb = _as_batched_tokens(x, "x")
+    yb = xb if y is None else _as_batched_tokens(y, "y")
+    if yb.shape[-1] != xb.shape[-1] or yb.shape[0] != xb.shape[0]:
+        raise ValueError(
+            f"x and y must have the same number of paths P and dimension d: got x {tuple(xb.shape)} and "
+            f"y {tuple(yb.shape)}; pass clouds of shape (P, n, d) and (P, m, d)"
+        )
+    inner = xb @ yb.transpose(-1, -2)
+    return torch.arccos(inner.clamp(-1.0, 1.0))
+
+
+def mean_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
+    r"""Mean inner product over distinct pairs of tokens.
+
+    .. math::
+        \bar\rho = \frac{1}{n(n-1)} \sum_{i \neq j} \langle x_i, x_j\rangle
+                 = \frac{\|\sum_i x_i\|^2 - \sum_i \|x_i\|^2}{n(n-1)}
+
+    It equals 1 for a single cluster and is the variable :math:`\rho` of the equiangular reduced model
+    (NOTES.md §5) when all pairwise inner products are equal. The second form costs :math:`O(nd)`.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[P, n, d] or [n, d]
+        Tokens on :math:`S^{d-1}`, ``n >= 2``.
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        Values in :math:`[-1/(n-1), 1]`.
+    """
+    xb = _as_batched_tokens(x, "x", min_tokens=2)
+    n = xb.shape[1]
+    total = xb.sum(dim=1).pow(2).sum(dim=-1)
+    diagonal = xb.pow(2).sum(dim=(1, 2))
+    return (total - diagonal) / (n * (n - 1))
+
+
+def mean_token_norm(x: torch.Tensor) -> torch.Tensor:
+    r"""Norm of the mean token, :math:`\|\frac1n \sum_i x_i\|`.
+
+    For tokens on the sphere :math:`\|\bar x\|^2 = \frac{1}{n} + \frac{n-1}{n}\bar\rho` with
+    :math:`\bar\rho` the :func:`mean_pairwise_inner_product`; it is 1 exactly for a single cluster and
+    close to 0 for a spread (or balanced antipodal) cloud.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[P, n, d] or [n, d]
+        Tokens on :math:`S^{d-1}`.
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        Values in :math:`[0, 1]`.
+    """
+    xb = _as_batched_tokens(x, "x")
+    return torch.linalg.vector_norm(xb.mean(dim=1), dim=-1)
+
+
+def min_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
+    r"""Smallest inner product over distinct pairs, :math:`\min_{i\neq j}\langle x_i, x_j\rangle`.
+
+    It is the cosine of the diameter of the cloud: all tokens lie in one cap of geodesic diameter
+    :math:`\arccos(\min_{i\ne j}\langle x_i, x_j\rangle)`, and it tends to 1 only when *every* token has
+    joined a single cluster.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[P, n, d] or [n, d]
+        Tokens on :math:`S^{d-1}`, ``n >= 2``.
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        Values in :math:`[-1, 1]`.
+    """
+    xb = _as_batched_tokens(x, "x", min_tokens=2)
+    n = xb.shape[1]
+    eye = torch.eye(n, dtype=torch.bool, device=xb.device)
+    return _gram(xb).masked_fill(eye, math.inf).amin(dim=(-1, -2))
+
+
+def gram_effective_rank(x: torch.Tensor) -> torch.Tensor:
+    r"""Effective rank of the Gram matrix :math:`G = X X^\top` (Roy & Vetterli, 2007).
+
+    .. math::
+        \operatorname{erank}(G) = \exp\Big(-\sum_k p_k \log p_k\Big),\qquad
+        p_k = \frac{\lambda_k}{\sum_l \lambda_l},
+
+    with :math:`\lambda_k = \sigma_k(X)^2` the eigenvalues of :math:`G` (squared singular values of the
+    token matrix, :math:`\sum_l\lambda_l = \operatorname{tr} G = n` on the sphere) and
+    :math:`0\log 0 = 0`. It is 1 when every token lies on one line (:math:`\pm` one direction) and
+    :math:`\min(n, d)` when the tokens form a tight frame, e.g. an orthonormal basis.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[P, n, d] or [n, d]
+        Tokens on :math:`S^{d-1}`.
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        Values in :math:`[1, \min(n, d)]`.
+
+    References
+    ----------
+    O. Roy and M. Vetterli, "The effective rank: a measure of effective dimensionality",
+    15th European Signal Processing Conference (EUSIPCO), 2007.
+
+    Examples
+    --------
+    >>> gram_effective_rank(torch.eye(3, dtype=torch.float64)).item()  # doctest: +ELLIPSIS
+    3.0000...
+    """
+    xb = _as_batched_tokens(x, "x")
+    eigenvalues = torch.linalg.svdvals(xb).pow(2)
+    p = eigenvalues / eigenvalues.sum(dim=-1, keepdim=True)
+    entropy = -torch.special.xlogy(p, p).sum(dim=-1)
+    return entropy.exp()
+
+
+def _single_linkage(distances: torch.Tensor) -> list[np.ndarray]:
+    """Single-linkage trees (scipy ``linkage`` matrices), one per path, from ``(P, n, n)`` distances."""
+    trees = []
+    for matrix in distances.detach().cpu().numpy():
+        condensed = squareform(matrix, checks=False)
+        trees.append(linkage(condensed, method="single"))
+    return trees
+
+
+def _count(tree: np.ndarray, threshold: float) -> int:
+    return int(fcluster(tree, t=threshold, criterion="distance").max())
+
+
+def _check_thresholds(thresholds: Sequence[float] | np.ndarray | torch.Tensor) -> np.ndarray:
+    values = np.asarray(
+        thresholds.detach().cpu().numpy() if isinstance(thresholds, torch.Tensor) else thresholds,
+        dtype=np.float64,
+    )
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(
+            f"thresholds must be a non-empty 1-D sequence of geodesic distances: got shape {values.shape}; "
+            "pass e.g. numpy.geomspace(1e-3, numpy.pi, 50)"
+        )
+    if not (np.all(np.isfinite(values)) and np.all(values > 0)):
+        raise ValueError(
+            f"thresholds must be finite and > 0 (radians): got min {values.min()!r}; "
+            "pass positive geodesic distances"
+        )
+    return values
+
+
+def cluster_count(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    r"""Number of clusters by single linkage on geodesic distance, cut at ``threshold``.
+
+    Two tokens belong to the same cluster when a chain of tokens joins them with every link of
+    geodesic length :math:`\theta_{ij} = \arccos\operatorname{clip}\langle x_i, x_j\rangle \le`
+    ``threshold`` (scipy ``linkage(method="single")`` then ``fcluster(criterion="distance")``).
+    The count depends on the threshold; use :func:`cluster_count_sensitivity` to see how.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[P, n, d] or [n, d]
+        Tokens on :math:`S^{d-1}`.
+    threshold : float
+        Largest geodesic link length (radians) inside a cluster, > 0.
+
+    Returns
+    -------
+    Tensor, shape=[P], dtype=int64
+        Number of clusters per path, in :math:`[1, n]`.
+    """
+    threshold = _check_positive_scalar(threshold, "threshold")
+    xb = _as_batched_tokens(x, "x")
+    if xb.shape[1] == 1:
+        return torch.ones(xb.shape[0], dtype=torch.int64, device=xb.device)
+    trees = _single_linkage(pairwise_geodesic_distance(xb))
+    counts = [_count(tree, threshold) for tree in trees]
+    return torch.tensor(counts, dtype=torch.int64, device=xb.device)
+
+
+def cluster_count_sensitivity(
+    x: torch.Tensor, thresholds: Sequence[float] | np.ndarray | torch.Tensor
+) -> xr.DataArray:
+    r"""Single-linkage cluster counts for a range of thresholds, so the dependence on the cut is visible.
+
+    The tree is built once per path; the count at threshold :math:`t` is the number of flat clusters
+    whose single-linkage (cophenetic) distance is :math:`\le t`, as in :func:`cluster_count`. A count
+    that stays constant over a wide range of :math:`t` is a well-defined number of clusters; one that
+    changes steadily is not.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[P, n, d] or [n, d]
+        Tokens on :math:`S^{d-1}`.
+    thresholds : sequence of float, shape=[K]
+        Geodesic distances in radians, each > 0 (for example ``numpy.geomspace(1e-3, numpy.pi, 50)``).
+
+    Returns
+    -------
+    xarray.DataArray, dims=("path", "threshold"), shape=[P, K], dtype=int64
+        Counts, with coordinates ``path = 0..P-1`` and ``threshold`` (radians).
+    """
+    values = _check_thresholds(thresholds)
+    xb = _as_batched_tokens(x, "x")
+    if xb.shape[1] == 1:
+        counts = np.ones((xb.shape[0], values.size), dtype=np.int64)
+    else:
+        trees = _single_linkage(pairwise_geodesic_distance(xb))
+        counts = np.array([[_count(tree, t) for t in values] for tree in trees], dtype=np.int64)
+    return xr.DataArray(
+        counts,
+        dims=("path", "threshold"),
+        coords={"path": np.arange(xb.shape[0]), "threshold": values},
+        name="cluster_count",
+        attrs={
+            "long_name": "number of single-linkage clusters",
+            "threshold_units": "rad (geodesic distance on S^(d-1))",
+        },
+    )
