@@ -22,9 +22,7 @@ _PURPOSES = {"tokens": 0, "heads": 1, "noise": 2, "values": 3, "misc": 4}
 
 def _check_seed(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(
-            f"seed must be a non-negative integer: got {seed!r}; pass e.g. seed=0"
-        )
+        raise ValueError(f"seed must be a non-negative integer: got {seed!r}; pass e.g. seed=0")
     return int(seed)
 
 
@@ -64,15 +62,11 @@ def randn_per_path(
     gens: list[torch.Generator], shape: tuple[int, ...], dtype: torch.dtype, device: str | torch.device
 ) -> torch.Tensor:
     """Stack one ``randn(shape)`` draw from each path's generator: shape ``(len(gens), *shape)``."""
-    return torch.stack(
-        [torch.randn(shape, generator=g, dtype=dtype, device=device) for g in gens], dim=0
-    )
+    return torch.stack([torch.randn(shape, generator=g, dtype=dtype, device=device) for g in gens], dim=0)
 
 
 def rand_per_path(
     gens: list[torch.Generator], shape: tuple[int, ...], dtype: torch.dtype, device: str | torch.device
 ) -> torch.Tensor:
     """Stack one ``rand(shape)`` (uniform on [0, 1)) draw from each path's generator."""
-    return torch.stack(
-        [torch.rand(shape, generator=g, dtype=dtype, device=device) for g in gens], dim=0
-    )
+    return torch.stack([torch.rand(shape, generator=g, dtype=dtype, device=device) for g in gens], dim=0)

@@ -80,7 +80,12 @@ def _dtype(dtype) -> torch.dtype:
 
 
 def _positive_finite(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"{name} must be a finite number > 0: got {value!r}")
     return float(value)
 
@@ -159,7 +164,9 @@ class Simulator:
         H = D.shape[1]
         V = None
         if values is not None:
-            V = heads_mod.from_array(values, paths=P, d=d, dtype=self.dtype, device=self.device, name="values")
+            V = heads_mod.from_array(
+                values, paths=P, d=d, dtype=self.dtype, device=self.device, name="values"
+            )
             if V.shape[1] != H:
                 raise ValueError(f"values have {V.shape[1]} heads but heads have {H}")
         model.weights.validate(H, d)
@@ -173,7 +180,12 @@ class Simulator:
         self.x, self.D, self.t, self.step_index = x, D, float(t0), 0
         self.t0 = float(t0)
         z = torch.zeros(P, dtype=torch.float64, device=self.device)
-        self.acc = {"int_dtE": z.clone(), "int_G2": z.clone(), "int_Ghat2": z.clone(), "martingale": z.clone()}
+        self.acc = {
+            "int_dtE": z.clone(),
+            "int_G2": z.clone(),
+            "int_Ghat2": z.clone(),
+            "martingale": z.clone(),
+        }
         self._fe: FieldEval | None = None
         self.E0: torch.Tensor | None = None
 
@@ -217,7 +229,9 @@ class Simulator:
     # -- stepping --------------------------------------------------------------------------------
     def _instant_rates(self, fe: FieldEval) -> tuple[torch.Tensor, torch.Tensor]:
         w = self.model.weights
-        terms = step_terms(self.model, fe, self.D, self.t, w.drift(self.D, self.t), w.diffusion(self.D, self.t), None)
+        terms = step_terms(
+            self.model, fe, self.D, self.t, w.drift(self.D, self.t), w.diffusion(self.D, self.t), None
+        )
         return terms.dtE_drift, terms.dtE_ito
 
     def record(self, *, with_heads: bool = False) -> Record:
@@ -248,8 +262,16 @@ class Simulator:
             scalars=sc,
         )
 
-    def step(self) -> None:
-        """Advance one step of size dt."""
+    def step(self, z: torch.Tensor | None = None) -> None:
+        """Advance one step of size dt.
+
+        Parameters
+        ----------
+        z : Tensor or None, shape=[P, H, d, d]
+            Standard normal draws to use for this step's weight noise instead of the paths' own
+            streams (which are then not advanced), e.g. a Brownian path drawn on a finer grid and
+            summed (``attnflow.analysis.edi``). Ignored for deterministic weight processes.
+        """
         fe = self._current()
         w = self.model.weights
         dt, t = self.dt, self.t
@@ -257,8 +279,19 @@ class Simulator:
         noise = None
         g = w.diffusion(self.D, t)
         if w.stochastic:
-            z = randn_per_path(self.gens, (self.H, self.d, self.d), self.dtype, self.device)
-            noise = torch.as_tensor(g, dtype=self.dtype, device=self.device) * math.sqrt(dt) * noise_matrix(z, w.noise)
+            if z is None:
+                z = randn_per_path(self.gens, (self.H, self.d, self.d), self.dtype, self.device)
+            elif tuple(z.shape) != (self.P, self.H, self.d, self.d):
+                raise ValueError(
+                    f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: got {tuple(z.shape)}"
+                )
+            else:
+                z = z.to(dtype=self.dtype, device=self.device)
+            noise = (
+                torch.as_tensor(g, dtype=self.dtype, device=self.device)
+                * math.sqrt(dt)
+                * noise_matrix(z, w.noise)
+            )
             D_new = D_new + noise
         jump = w.jump(D_new, t + dt)
         if jump is not None:
@@ -300,7 +333,9 @@ class Simulator:
                 progress(1)
 
 
-def records_to_dataset(records: list[Record], sim: Simulator, attrs: dict, *, positions: bool = True) -> xr.Dataset:
+def records_to_dataset(
+    records: list[Record], sim: Simulator, attrs: dict, *, positions: bool = True
+) -> xr.Dataset:
     """Labelled dataset from records: dims (path, time, token, dim) and (path, time)."""
     times = np.array([r.time for r in records])
     coords = {
@@ -314,7 +349,10 @@ def records_to_dataset(records: list[Record], sim: Simulator, attrs: dict, *, po
         coords["token"] = np.arange(sim.n)
         coords["dim"] = np.arange(sim.d)
     if records and records[0].D is not None:
-        data["heads"] = (("path", "time", "head", "row", "col"), torch.stack([r.D for r in records], 1).numpy())
+        data["heads"] = (
+            ("path", "time", "head", "row", "col"),
+            torch.stack([r.D for r in records], 1).numpy(),
+        )
         coords["head"] = np.arange(sim.H)
     if records and records[0].scalars:
         for k in SCALARS:
@@ -432,13 +470,29 @@ def simulate(
     if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
         raise ValueError(f"record_every must be an integer >= 1: got {record_every!r}")
     sim = Simulator(
-        model, x0, heads, dt=dt, t0=t0, values=values, integrator=integrator, seed=seed,
-        ledger=ledger, dtype=dtype, device=device, paths=paths,
+        model,
+        x0,
+        heads,
+        dt=dt,
+        t0=t0,
+        values=values,
+        integrator=integrator,
+        seed=seed,
+        ledger=ledger,
+        dtype=dtype,
+        device=device,
+        paths=paths,
     )
     n_steps = n_steps_for(t0, t1, sim.dt)
     records = [sim.record(with_heads=record_heads)]
     try:
-        sim.run(n_steps, record_every=record_every, on_record=records.append, with_heads=record_heads, progress=progress)
+        sim.run(
+            n_steps,
+            record_every=record_every,
+            on_record=records.append,
+            with_heads=record_heads,
+            progress=progress,
+        )
     except NonFiniteStateError as err:
         err.partial = records_to_dataset(records, sim, run_attrs(sim, t1, record_every), positions=positions)
         raise

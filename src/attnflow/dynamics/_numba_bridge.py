@@ -25,7 +25,13 @@ def available() -> bool:
 
 
 def evaluate_numba(
-    model: TransformerModel, x: torch.Tensor, D: torch.Tensor, V: torch.Tensor | None, t: float, *, ledger: bool
+    model: TransformerModel,
+    x: torch.Tensor,
+    D: torch.Tensor,
+    V: torch.Tensor | None,
+    t: float,
+    *,
+    ledger: bool,
 ) -> FieldEval:
     """Evaluate the field with the fused kernel; same outputs as :func:`evaluate_torch`."""
     from ._numba_kernel import fused_field
@@ -34,7 +40,9 @@ def evaluate_numba(
     xn = np.ascontiguousarray(x.detach().numpy())
     Dn = np.ascontiguousarray(De.detach().numpy())
     Vn = None if V is None else np.ascontiguousarray(Ve.detach().numpy())
-    out = fused_field(xn, Dn, Vn, float(model.beta), geometry=model.geometry, causal=model.causal, ledger=ledger)
+    out = fused_field(
+        xn, Dn, Vn, float(model.beta), geometry=model.geometry, causal=model.causal, ledger=ledger
+    )
     fe = FieldEval(velocity=torch.from_numpy(out["velocity"]), lse=torch.from_numpy(out["lse"]))
     if ledger:
         f64 = torch.float64

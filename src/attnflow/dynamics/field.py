@@ -126,16 +126,24 @@ def evaluate_torch(
 
     for h0 in range(0, H, hc):
         hs = slice(h0, min(H, h0 + hc))
-        Dx = torch.einsum("phab,pjb->phja", De[:, hs], x)  # D_h x_j
+        DxT = (beta * De[:, hs]) @ x.transpose(-1, -2).unsqueeze(1)  # (P, hc, d, n): beta D_h x_j
         for r0 in range(0, n, rc):
             rs = slice(r0, min(n, r0 + rc))
-            s = beta * torch.einsum("pia,phja->phij", x[:, rs], Dx)
+            s = x[:, rs].unsqueeze(1) @ DxT  # (P, hc, r, n)
             if mask is not None:
                 s = s.masked_fill(~mask[rs], float("-inf"))
-            l = torch.logsumexp(s, dim=-1)
+            # one exponential pass gives both the row log-sum-exp and the softmax weights
+            smax = s.amax(dim=-1, keepdim=True)
+            A_soft = torch.exp(s - smax)
+            ssum = A_soft.sum(dim=-1, keepdim=True)
+            A_soft = A_soft / ssum
+            l = (smax + torch.log(ssum)).squeeze(-1)
             lse[:, hs, rs] = l
-            A_soft = torch.exp(s - l.unsqueeze(-1))
-            A = A_soft if kind == "softmax" else attention_weights(s, l, kind, sinkhorn_iters=model.sinkhorn_iters)
+            A = (
+                A_soft
+                if kind == "softmax"
+                else attention_weights(s, l, kind, sinkhorn_iters=model.sinkhorn_iters)
+            )
             Ax = A @ x.unsqueeze(1)  # (P, hc, r, d): sum_j A_ij x_j
             W = torch.einsum("phab,phib->phia", Ve[:, hs], Ax)
             raw_sum[:, rs] += W.sum(1)

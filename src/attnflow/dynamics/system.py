@@ -33,7 +33,9 @@ class VectorField:
         self.sign = model.sign
         self.sphere = model.geometry == "sphere"
 
-    def __call__(self, x: torch.Tensor, D: torch.Tensor, t: float, *, ledger: bool = False, raw: bool = False) -> FieldEval:
+    def __call__(
+        self, x: torch.Tensor, D: torch.Tensor, t: float, *, ledger: bool = False, raw: bool = False
+    ) -> FieldEval:
         return evaluate(self.model, x, D, self.V, t, ledger=ledger, raw=raw)
 
     def token_rate(self, fe: FieldEval) -> torch.Tensor:

@@ -86,12 +86,12 @@ def check_on_sphere(x: torch.Tensor, name: str = "x", tol: float = SPHERE_TOL) -
     tol : float
         Allowed deviation of the norms from 1.
     """
-    if not torch.isfinite(x).all():
+    if not torch.isfinite(x.detach()).all():
         raise ValueError(
             f"{name} must be finite: found {int((~torch.isfinite(x)).sum())} non-finite entries; "
             "remove nan/inf values before simulating"
         )
-    dev = float((torch.linalg.vector_norm(x, dim=-1) - 1.0).abs().max()) if x.numel() else 0.0
+    dev = float((torch.linalg.vector_norm(x.detach(), dim=-1) - 1.0).abs().max()) if x.numel() else 0.0
     if dev > tol:
         raise ValueError(
             f"{name} must lie on S^{{d-1}}: max | |x_i| - 1 | = {dev:.3g} > {tol:g}; "

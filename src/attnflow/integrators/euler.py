@@ -1,7 +1,7 @@
 """Projected Euler: the scheme of the authors' code (NOTES.md §1; arXiv 2605.18870 Sec. 6).
 
-    x_{k+1} = Pi(x_k + s dt v(x_k, D_k, t_k)),   v tangent (projected) velocity,
-    D_{k+1} = D_k + dt f(D_k, t_k)   (+ noise, added by the loop).
+x_{k+1} = Pi(x_k + s dt v(x_k, D_k, t_k)),   v tangent (projected) velocity,
+D_{k+1} = D_k + dt f(D_k, t_k)   (+ noise, added by the loop).
 """
 
 from __future__ import annotations

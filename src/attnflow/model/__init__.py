@@ -1,7 +1,6 @@
 """Model layer: tokens, heads, attention kinds, weight processes and the model description."""
 
-from . import heads as heads
-from . import tokens as tokens
+from . import heads as heads, tokens as tokens
 from .attention import ATTENTION_KINDS as ATTENTION_KINDS
 from .transformer import TransformerModel as TransformerModel
 from .weights import (

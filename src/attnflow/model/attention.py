@@ -21,9 +21,7 @@ ATTENTION_KINDS = ("softmax", "usa", "relu", "sigmoid", "sinkhorn")
 def check_attention_kind(kind: str) -> str:
     """Return ``kind`` if known, else raise a ``ValueError`` listing the valid kinds."""
     if kind not in ATTENTION_KINDS:
-        raise ValueError(
-            f"unknown attention kind {kind!r}; valid kinds: {', '.join(ATTENTION_KINDS)}"
-        )
+        raise ValueError(f"unknown attention kind {kind!r}; valid kinds: {', '.join(ATTENTION_KINDS)}")
     return kind
 
 

@@ -88,7 +88,9 @@ def from_qk(Q, K) -> torch.Tensor:
     return Q.transpose(-1, -2) @ K
 
 
-def from_array(D, *, paths: int, d: int, dtype=_DEFAULT_DTYPE, device="cpu", name: str = "heads") -> torch.Tensor:
+def from_array(
+    D, *, paths: int, d: int, dtype=_DEFAULT_DTYPE, device="cpu", name: str = "heads"
+) -> torch.Tensor:
     """Validate user head matrices and return shape (P, H, d, d).
 
     Parameters
@@ -97,13 +99,14 @@ def from_array(D, *, paths: int, d: int, dtype=_DEFAULT_DTYPE, device="cpu", nam
         Lower-rank inputs are repeated over heads (1) and paths.
     """
     t = torch.as_tensor(D, dtype=dtype, device=device)
+    shape_in = tuple(t.shape)
     if t.ndim == 2:
         t = t.unsqueeze(0)
     if t.ndim == 3:
         t = t.unsqueeze(0).expand(paths, -1, -1, -1).clone()
     if t.ndim != 4 or t.shape[-1] != d or t.shape[-2] != d:
         raise ValueError(
-            f"{name} must have shape (d, d), (H, d, d) or (P, H, d, d) with d={d}: got {tuple(t.shape)}"
+            f"{name} must have shape (d, d), (H, d, d) or (P, H, d, d) with d={d}: got {shape_in}"
         )
     if t.shape[0] != paths:
         raise ValueError(

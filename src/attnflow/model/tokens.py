@@ -126,7 +126,9 @@ def von_mises_fisher(
     return torch.stack(out).to(device)
 
 
-def from_array(x, *, paths: int | None = None, dtype: torch.dtype = _DEFAULT_DTYPE, device="cpu") -> torch.Tensor:
+def from_array(
+    x, *, paths: int | None = None, dtype: torch.dtype = _DEFAULT_DTYPE, device="cpu"
+) -> torch.Tensor:
     """Validate user tokens and return them with shape (P, n, d).
 
     Parameters
@@ -144,9 +146,7 @@ def from_array(x, *, paths: int | None = None, dtype: torch.dtype = _DEFAULT_DTY
                 "or drop the paths argument"
             )
     else:
-        raise ValueError(
-            f"tokens must have shape (n, d) or (P, n, d): got shape {tuple(t.shape)}"
-        )
+        raise ValueError(f"tokens must have shape (n, d) or (P, n, d): got shape {tuple(t.shape)}")
     if t.shape[-1] < 2:
         raise ValueError(f"token dimension d must be >= 2: got d={t.shape[-1]}")
     check_on_sphere(t, "tokens")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import torch
-
 from .attention import check_attention_kind
 from .weights import Constant, WeightProcess
 
@@ -65,12 +63,12 @@ class TransformerModel:
                 f"authors' code): got {self.direction!r}"
             )
         check_attention_kind(self.attention)
-        if isinstance(self.beta, bool) or not isinstance(self.beta, (int, float)) or not (
-            math.isfinite(self.beta) and 0 < self.beta <= BETA_MAX
+        if (
+            isinstance(self.beta, bool)
+            or not isinstance(self.beta, (int, float))
+            or not (math.isfinite(self.beta) and 0 < self.beta <= BETA_MAX)
         ):
-            raise ValueError(
-                f"beta must be a finite number in (0, {BETA_MAX:g}]: got {self.beta!r}"
-            )
+            raise ValueError(f"beta must be a finite number in (0, {BETA_MAX:g}]: got {self.beta!r}")
         if self.geometry not in GEOMETRIES:
             raise ValueError(f"unknown geometry {self.geometry!r}; valid: {', '.join(GEOMETRIES)}")
         if not isinstance(self.weights, WeightProcess):
@@ -81,10 +79,12 @@ class TransformerModel:
         if self.layer_scaling is not None and not (
             math.isfinite(self.layer_scaling) and self.layer_scaling > 0
         ):
-            raise ValueError(
-                f"layer_scaling must be None or an offset t0 > 0: got {self.layer_scaling!r}"
-            )
-        if isinstance(self.sinkhorn_iters, bool) or not isinstance(self.sinkhorn_iters, int) or self.sinkhorn_iters < 1:
+            raise ValueError(f"layer_scaling must be None or an offset t0 > 0: got {self.layer_scaling!r}")
+        if (
+            isinstance(self.sinkhorn_iters, bool)
+            or not isinstance(self.sinkhorn_iters, int)
+            or self.sinkhorn_iters < 1
+        ):
             raise ValueError(f"sinkhorn_iters must be an integer >= 1: got {self.sinkhorn_iters!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
@@ -118,4 +118,3 @@ class TransformerModel:
             "weights": self.weights.describe(),
             "backend": self.backend,
         }
-

@@ -241,8 +241,7 @@ class PiecewiseConstant(WeightProcess):
         t = torch.as_tensor(self.layers, dtype=torch.float64) if self.layers is not None else None
         if t is None or t.ndim != 4 or t.shape[-1] != t.shape[-2]:
             raise ValueError(
-                "layers must be an array of shape (L, H, d, d): got "
-                f"{None if t is None else tuple(t.shape)}"
+                f"layers must be an array of shape (L, H, d, d): got {None if t is None else tuple(t.shape)}"
             )
         if not (self.layer_time > 0 and math.isfinite(self.layer_time)):
             raise ValueError(f"layer_time must be a finite number > 0: got {self.layer_time!r}")
@@ -266,7 +265,11 @@ class PiecewiseConstant(WeightProcess):
             )
 
     def describe(self):
-        return {"process": "PiecewiseConstant", "layers": int(self.layers.shape[0]), "layer_time": self.layer_time}
+        return {
+            "process": "PiecewiseConstant",
+            "layers": int(self.layers.shape[0]),
+            "layer_time": self.layer_time,
+        }
 
 
 @dataclass(frozen=True)

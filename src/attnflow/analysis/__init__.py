@@ -1,0 +1,10 @@
+"""Analysis: studies built on simulations and observables (fits, audits)."""
+
+from .edi import (
+    check_edi as check_edi,
+    check_edi_cli as check_edi_cli,
+    check_edi_table as check_edi_table,
+    run_audit as run_audit,
+)
+
+__all__ = ["check_edi", "check_edi_cli", "check_edi_table", "run_audit"]

@@ -1,0 +1,263 @@
+"""The ``attnflow`` command line (typer): run, sweep, info, plot, config.
+
+    attnflow config example > ou.yaml
+    attnflow run ou.yaml --out runs/ou                    # resumes runs/ou if it was interrupted
+    attnflow sweep ou.yaml --grid heads.H=2,4 --grid weights.sigma2=0.5,1 --out runs/sweep
+    attnflow info runs/sweep
+    attnflow plot runs/ou                                 # writes runs/ou/summary.png
+
+Exit codes: 0 success, 1 a run or a task failed (or a directory cannot be resumed), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    name="attnflow",
+    help="Simulate multi-head attention dynamics on the sphere: run experiments, sweeps, plots.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+config_app = typer.Typer(help="Experiment config files.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+PLOT_FILE = "summary.png"
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+# -- config ----------------------------------------------------------------------------------------
+@config_app.command("example")
+def config_example() -> None:
+    """Print a documented example config (YAML with comments)."""
+    from .experiments.config import EXAMPLE_YAML
+
+    typer.echo(EXAMPLE_YAML, nl=False)
+
+
+@config_app.command("check")
+def config_check(config: Path = typer.Argument(..., help="YAML config file.")) -> None:
+    """Validate a config file and print it with every default filled in."""
+    from .experiments.config import ConfigError, dump_config, load_config
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    typer.echo(dump_config(cfg), nl=False)
+
+
+# -- run / sweep -----------------------------------------------------------------------------------
+@app.command()
+def run(
+    config: Path = typer.Argument(..., help="YAML config file (see `attnflow config example`)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory."),
+    resume: bool = typer.Option(
+        True, "--resume/--no-resume", help="Continue an interrupted run of the same config (--no-resume: start afresh)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+) -> None:
+    """Run one experiment into a run directory (config.yaml, meta.json, data.zarr, checkpoint.pt)."""
+    from .experiments.config import ConfigError, load_config
+    from .experiments.store import RunConfigMismatchError, run_experiment, run_info
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    try:
+        run_experiment(cfg, out, resume=resume, progress=not quiet)
+    except RunConfigMismatchError as exc:
+        raise _fail(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - reported with a pointer to the traceback
+        raise _fail(f"the run failed: {type(exc).__name__}: {exc} (traceback in {out / 'meta.json'})") from None
+    if not quiet:
+        info = run_info(out)
+        typer.echo(f"done: {out} ({info['records']} records, {_size(sum(info['sizes'].values()))})")
+
+
+@app.command()
+def sweep(
+    config: Path = typer.Argument(..., help="Base YAML config file."),
+    grid: list[str] = typer.Option(..., "--grid", "-g", help="key=v1,v2,... (dotted key, YAML values); repeatable."),
+    out: Path = typer.Option(..., "--out", "-o", help="Sweep directory."),
+    scheduler: str | None = typer.Option(None, "--scheduler", help="Address of a Dask distributed scheduler."),
+    workers: int | None = typer.Option(None, "--workers", "-j", min=1, help="Local worker processes."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip finished tasks of the same sweep."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+) -> None:
+    """Run the cartesian product of the grids over a base config, one run directory per task."""
+    from .experiments.config import ConfigError, load_config
+    from .experiments.sweep import SweepMismatchError, parse_grid, run_sweep
+
+    try:
+        cfg = load_config(config)
+        parsed = parse_grid(grid)
+    except (ConfigError, ValueError) as exc:
+        raise _fail(str(exc), 2) from None
+    try:
+        summary = run_sweep(cfg, parsed, out, scheduler=scheduler, workers=workers, resume=resume, progress=not quiet)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    except SweepMismatchError as exc:
+        raise _fail(str(exc)) from None
+    failed = {k: t for k, t in summary["tasks"].items() if t["status"] == "failed"}
+    if not quiet:
+        skipped = sum(bool(t.get("skipped")) for t in summary["tasks"].values())
+        typer.echo(
+            f"sweep {out}: {summary['done']} done ({skipped} skipped as already finished), {len(failed)} failed, "
+            f"{len(summary['tasks'])} tasks"
+        )
+    for name, t in failed.items():
+        typer.echo(f"failed: {name} {t['params']}: {t.get('error')}", err=True)
+    if failed:
+        raise typer.Exit(1)
+
+
+# -- info / plot -----------------------------------------------------------------------------------
+def _is_sweep(path: Path) -> bool:
+    from .experiments.sweep import TASKS_FILE
+
+    return (path / TASKS_FILE).is_file()
+
+
+@app.command()
+def info(directory: Path = typer.Argument(..., help="A run or a sweep directory.")) -> None:
+    """Summary of a run or sweep directory: config, status, progress, sizes."""
+    from .experiments.store import CONFIG_FILE, META_FILE, run_info
+    from .experiments.sweep import sweep_info
+
+    if _is_sweep(directory):
+        s = sweep_info(directory)
+        typer.echo(f"sweep {s['dir']} (base config {s['name']!r})")
+        typer.echo(f"  grid: {json.dumps(s['grid'])}")
+        typer.echo(f"  tasks: {', '.join(f'{v} {k}' for k, v in sorted(s['counts'].items()))}")
+        typer.echo(f"  size: {_size(s['size_bytes'])}  started {s['started']}  ended {s['ended']}")
+        for name, row in s["tasks"].items():
+            line = f"  {name}: {row['status']}"
+            if row.get("progress"):
+                line += f" ({row['progress']})"
+            if row.get("error"):
+                line += f": {row['error']}"
+            typer.echo(line)
+        return
+    if not ((directory / META_FILE).is_file() or (directory / CONFIG_FILE).is_file()):
+        raise _fail(f"{directory} is neither a run directory (meta.json) nor a sweep directory (tasks.json)", 2)
+    r = run_info(directory)
+    typer.echo(f"run {r['dir']} ({r['name']!r})")
+    typer.echo(f"  status: {r['status']}")
+    if r.get("n_steps"):
+        pct = 100 * (r["step"] or 0) / r["n_steps"]
+        typer.echo(f"  progress: step {r['step']}/{r['n_steps']} ({pct:.0f}%), {r['records']} records")
+    typer.echo(f"  started {r['started']}  ended {r['ended']}")
+    if r.get("error"):
+        typer.echo(f"  error: {r['error']}")
+    for k, v in r.get("config", {}).items():
+        typer.echo(f"  {k}: {v}")
+    typer.echo("  sizes: " + ", ".join(f"{k} {_size(v)}" for k, v in r["sizes"].items()))
+
+
+def plot_run(ds, path: Path, title: str = "") -> Path:
+    """Energy, G2 and the ledger residuals over time (mean and 10-90% band over paths), and the token
+    cloud of path 0 at the last time (3D scatter for d=3, circle for d=2); saved as PNG."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = [(name, [name]) for name in ("energy", "G2") if name in ds]
+    residuals = [v for v in ("residual_paper", "residual_exact") if v in ds]
+    if residuals:
+        panels.append(("energy-ledger residuals", residuals))
+    d = ds.sizes.get("dim", 0)
+    cloud = "positions" in ds and d in (2, 3)
+    ncols = max(len(panels) + int(cloud), 1)
+    fig = Figure(figsize=(4.2 * ncols, 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    t = np.asarray(ds["time"].values)
+    for i, (label, names) in enumerate(panels):
+        ax = fig.add_subplot(1, ncols, i + 1)
+        for name in names:
+            a = np.asarray(ds[name].transpose("path", "time").values, dtype=float)
+            lo, hi = np.nanquantile(a, [0.1, 0.9], axis=0)
+            (line,) = ax.plot(t, np.nanmean(a, axis=0), label=name)
+            ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.25, linewidth=0)
+        ax.set_xlabel("t")
+        ax.set_title(label)
+        if len(names) > 1:
+            ax.legend(fontsize="small")
+    if cloud:
+        x = np.asarray(ds["positions"].isel(time=-1, path=0).values)
+        if d == 3:
+            ax = fig.add_subplot(1, ncols, ncols, projection="3d")
+            u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 24), np.linspace(0, np.pi, 12))
+            ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", linewidth=0.4)
+            ax.scatter(x[:, 0], x[:, 1], x[:, 2], s=12, color="C3")
+            ax.set_box_aspect((1, 1, 1))
+        else:
+            ax = fig.add_subplot(1, ncols, ncols)
+            s = np.linspace(0, 2 * np.pi, 200)
+            ax.plot(np.cos(s), np.sin(s), color="0.8", linewidth=0.8)
+            ax.scatter(x[:, 0], x[:, 1], s=12, color="C3")
+            ax.set_aspect("equal")
+        ax.set_title(f"tokens at t = {t[-1]:g} (path 0)")
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+@app.command()
+def plot(
+    directory: Path = typer.Argument(..., help="A run or a sweep directory."),
+    output: Path | None = typer.Option(None, "--output", help=f"PNG file (default DIR/{PLOT_FILE})."),
+) -> None:
+    """Figure of energy, G2 and the residuals over time (bands over paths) and the final token cloud."""
+    import warnings
+
+    from .experiments.store import DATA_DIR, open_run, read_meta
+
+    if _is_sweep(directory):
+        from .experiments.sweep import _read_index
+
+        names = [n for n in _read_index(directory)["tasks"] if read_meta(directory / n).get("status") == "done"]
+        if not names:
+            raise _fail(f"no finished task in the sweep {directory}")
+        for name in names:
+            p = plot_run(open_run(directory / name), directory / name / PLOT_FILE, title=name)
+            typer.echo(str(p))
+        return
+    if not (directory / DATA_DIR).is_dir():
+        raise _fail(f"{directory} holds no data ({DATA_DIR}); run `attnflow run CONFIG --out {directory}` first", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an unfinished run is plotted as far as it went
+        ds = open_run(directory)
+    p = plot_run(ds, output or directory / PLOT_FILE, title=str(ds.attrs.get("name", directory.name)))
+    typer.echo(str(p))
+
+
+# -- commands added by the lead (reproduce, check-edi) go below this line ------------------------
+
+
+def main() -> None:
+    """Entry point of the ``attnflow`` script (pyproject: ``attnflow = "attnflow.cli:main"``)."""
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,468 @@
+"""The run store: one directory per run, written incrementally and resumable bit for bit.
+
+Layout of a run directory (``docs/design.md``, "Run store")::
+
+    config.yaml     the validated config, every default filled in
+    meta.json       versions, git revision, device, seeds, start/end times, status, progress
+    data.zarr       xarray Dataset (Zarr format 2, consolidated), appended along ``time`` while the run goes
+    checkpoint.pt   torch.save({"sim": Simulator.state_dict(), "records": k, ...}), atomic
+
+Write order. Records are buffered and appended to ``data.zarr`` at every checkpoint (every
+``checkpoint_every`` steps, a multiple of ``record.every``) and at least every ``flush_every_s``
+seconds; at a checkpoint the data are written *first*, then ``checkpoint.pt`` (tmp file +
+``os.replace``), so a checkpoint never claims records that are not on disk.
+
+Resume. A killed run (even SIGKILL) loses at most the steps after its last checkpoint. On resume the
+Zarr arrays are truncated to the ``records`` count of the checkpoint: every array with a ``time``
+dimension is resized (``zarr.Array.resize``; idempotent, so a crash during the truncation is
+repaired by the next resume), the consolidated metadata is rewritten, and the last stored ``step``
+is checked against the checkpoint. The simulator state (tokens, heads, time, per-path RNG states,
+ledger sums) is restored, so the continued run is identical, array for array and bit for bit, to an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from importlib import metadata
+from pathlib import Path
+
+import xarray as xr
+
+from .config import ExperimentConfig, build, config_diff, dump_config, load_config
+
+__all__ = [
+    "CHECKPOINT_FILE",
+    "CONFIG_FILE",
+    "DATA_DIR",
+    "META_FILE",
+    "RunConfigMismatchError",
+    "open_run",
+    "read_meta",
+    "run_experiment",
+    "run_info",
+]
+
+CONFIG_FILE = "config.yaml"
+META_FILE = "meta.json"
+DATA_DIR = "data.zarr"
+CHECKPOINT_FILE = "checkpoint.pt"
+_LIBRARIES = ("torch", "numpy", "xarray", "zarr", "numba", "dask", "pydantic")
+#: Zarr format 2 with consolidated metadata (``.zmetadata``): read by every Zarr implementation and by
+#: plain ``xr.open_zarr`` without warnings (format 3 has no consolidated metadata in its spec yet).
+ZARR_FORMAT = 2
+#: upper bound on the size of one Zarr chunk along time (bytes)
+_CHUNK_BYTES = 16 * 2**20
+
+
+class RunConfigMismatchError(ValueError):
+    """The run directory holds a run of a different config; it cannot be resumed."""
+
+
+# -- small helpers ---------------------------------------------------------------------------------
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _write_meta(out: Path, meta: dict) -> None:
+    _atomic_write_text(out / META_FILE, json.dumps(meta, indent=2, default=str) + "\n")
+
+
+def read_meta(out_dir: str | Path) -> dict:
+    """The ``meta.json`` of a run directory ({} if absent)."""
+    p = Path(out_dir) / META_FILE
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
+@functools.lru_cache(maxsize=1)
+def _git_revision() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None
+
+
+def _environment(cfg: ExperimentConfig) -> dict:
+    from .. import __version__
+
+    libs = {}
+    for name in _LIBRARIES:
+        try:
+            libs[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            libs[name] = None
+    device = {"name": cfg.device}
+    if cfg.device.startswith("cuda"):
+        try:
+            import torch
+
+            device["gpu"] = torch.cuda.get_device_name(torch.device(cfg.device))
+        except Exception as exc:  # noqa: BLE001 - best effort description only
+            device["gpu"] = f"unavailable: {exc}"
+    return {
+        "attnflow_version": __version__,
+        "git_revision": _git_revision(),
+        "libraries": libs,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "device": device,
+    }
+
+
+def _time_dims(arr) -> tuple[str, ...] | None:
+    names = getattr(arr.metadata, "dimension_names", None)
+    if names is None:
+        names = arr.attrs.get("_ARRAY_DIMENSIONS")
+    return tuple(names) if names is not None else None
+
+
+def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
+    """Cut every array with a ``time`` dimension to ``n_records`` entries (idempotent)."""
+    import zarr
+
+    group = zarr.open_group(store, mode="r+", use_consolidated=False)
+    for _name, arr in group.arrays():
+        dims = _time_dims(arr)
+        if not dims or "time" not in dims:
+            continue
+        ax = dims.index("time")
+        if arr.shape[ax] < n_records:
+            raise RuntimeError(
+                f"{store} holds {arr.shape[ax]} records in {_name!r} but the checkpoint covers {n_records}: "
+                "the store is damaged; rerun with --no-resume"
+            )
+        if arr.shape[ax] > n_records:
+            shape = list(arr.shape)
+            shape[ax] = n_records
+            arr.resize(tuple(shape))
+    zarr.consolidate_metadata(store)
+    steps = zarr.open_array(store, path="step", mode="r")
+    if int(steps[n_records - 1]) != last_step:
+        raise RuntimeError(
+            f"{store}: record {n_records - 1} has step {int(steps[n_records - 1])} but the checkpoint says "
+            f"{last_step}; rerun with --no-resume"
+        )
+
+
+def _encoding(ds: xr.Dataset, records_per_chunk: int) -> dict:
+    enc = {}
+    for name, var in ds.variables.items():
+        if "time" not in var.dims:
+            continue
+        per_record = max(var.dtype.itemsize * var.size // max(var.sizes["time"], 1), 1)
+        tc = max(1, min(records_per_chunk, _CHUNK_BYTES // per_record))
+        enc[name] = {"chunks": tuple(tc if d == "time" else var.sizes[d] for d in var.dims)}
+    return enc
+
+
+def _clear_run(out: Path) -> None:
+    for name in (DATA_DIR, CHECKPOINT_FILE, META_FILE, CONFIG_FILE):
+        p = out / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+# -- the run ---------------------------------------------------------------------------------------
+class _Writer:
+    """Buffers records and appends them to the Zarr store; writes the checkpoints."""
+
+    def __init__(self, out: Path, sim, cfg: ExperimentConfig, attrs: dict, meta: dict, flush_every_s: float):
+        self.out, self.sim, self.cfg, self.attrs, self.meta = out, sim, cfg, attrs, meta
+        self.store = out / DATA_DIR
+        self.flush_every_s = flush_every_s
+        self.buffer: list = []
+        self.written = 0
+        self.last_step = -1
+        self._last_flush = time.monotonic()
+
+    def on_record(self, rec) -> None:
+        self.buffer.append(rec)
+        if rec.step % self.cfg.checkpoint_steps == 0:
+            self.checkpoint()
+        elif time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        from ..simulate import records_to_dataset
+
+        self._last_flush = time.monotonic()
+        if not self.buffer:
+            return
+        ds = records_to_dataset(self.buffer, self.sim, self.attrs, positions=self.cfg.record.positions)
+        if self.written == 0:
+            per_ckpt = self.cfg.checkpoint_steps // self.cfg.record.every
+            ds.to_zarr(
+                self.store, mode="w", encoding=_encoding(ds, per_ckpt), consolidated=True, zarr_format=ZARR_FORMAT
+            )
+        else:
+            ds.to_zarr(self.store, append_dim="time", consolidated=True)
+        self.written += len(self.buffer)
+        self.last_step = self.buffer[-1].step
+        self.buffer.clear()
+
+    def checkpoint(self) -> None:
+        import torch
+
+        self.flush()  # data first: the checkpoint never claims records that are not on disk
+        state = {
+            "format": 1,
+            "sim": self.sim.state_dict(),
+            "records": self.written,
+            "last_record_step": self.last_step,
+        }
+        tmp = self.out / (CHECKPOINT_FILE + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.out / CHECKPOINT_FILE)
+        self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=_now())
+        _write_meta(self.out, self.meta)
+
+
+def run_experiment(
+    config: ExperimentConfig | dict | str | Path,
+    out_dir: str | Path,
+    *,
+    resume: bool = True,
+    progress: bool = False,
+    flush_every_s: float = 5.0,
+) -> xr.Dataset:
+    """Run an experiment into a run directory, resuming it if it was interrupted.
+
+    Parameters
+    ----------
+    config : ExperimentConfig, dict or path of a YAML file
+    out_dir : path
+        The run directory (created if needed).
+    resume : bool
+        If the directory holds a run of the same config, continue it from its last checkpoint
+        (a finished run is returned as is). A different config raises
+        :class:`RunConfigMismatchError` naming the differing keys. ``False`` deletes the run files
+        in the directory (config.yaml, meta.json, data.zarr, checkpoint.pt) and starts afresh.
+    progress : bool
+        Draw a progress bar on stderr (only when stderr is a terminal).
+    flush_every_s : float
+        Also append buffered records to the store when this many seconds passed since the last
+        write (so that ``attnflow info`` sees progress between checkpoints).
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`open_run` of the directory (lazy, backed by Zarr).
+
+    Raises
+    ------
+    RunConfigMismatchError
+        ``resume=True`` and the directory holds another config.
+    attnflow.NonFiniteStateError, ValueError
+        From the core (the run's ``meta.json`` then says ``status: failed`` with the traceback).
+    """
+    from ..simulate import Simulator, n_steps_for, run_attrs
+    from .progress import ProgressBar
+
+    cfg = load_config(config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg_path = out / CONFIG_FILE
+    meta: dict = {}
+    resumed = False
+    if cfg_path.is_file() and resume:
+        old = load_config(cfg_path)
+        diff = config_diff(old, cfg)
+        if diff:
+            od, nd = _flat(old), _flat(cfg)
+            detail = "; ".join(f"{k}: {od.get(k)!r} -> {nd.get(k)!r}" for k in diff)
+            raise RunConfigMismatchError(
+                f"{out} holds a run with a different config, so it cannot be resumed: differing keys "
+                f"{', '.join(diff)} ({detail}); choose another --out or pass --no-resume to overwrite it"
+            )
+        meta = read_meta(out)
+        if meta.get("status") == "done" and (out / DATA_DIR).is_dir():
+            return open_run(out)
+        resumed = (out / CHECKPOINT_FILE).is_file()
+    elif cfg_path.is_file() or (out / DATA_DIR).exists():
+        _clear_run(out)
+    if not cfg_path.is_file():
+        _atomic_write_text(cfg_path, dump_config(cfg))
+
+    if not resumed:
+        meta = {}
+    meta = {
+        "name": cfg.name,
+        **_environment(cfg),
+        "seeds": {"seed": cfg.seed, "streams": "attnflow.random.path_seed(seed, path, purpose), "
+                  "purposes tokens, heads, noise"},
+        "started": meta.get("started", _now()),
+        "resumed": [*meta.get("resumed", []), _now()] if resumed else [],
+        "ended": None,
+        "status": "running",
+        "pid": os.getpid(),
+        "n_steps": cfg.integrator.n_steps,
+        "step": meta.get("step", 0),
+        "records": meta.get("records", 0),
+    }
+    _write_meta(out, meta)
+    writer = None
+    bar = None
+    try:
+        model, x0, D0, kw = build(cfg)
+        sim = Simulator(
+            model, x0, D0, dt=kw["dt"], integrator=kw["integrator"], seed=kw["seed"], ledger=kw["ledger"],
+            dtype=kw["dtype"], device=kw["device"],
+        )
+        n_steps = n_steps_for(0.0, kw["t1"], sim.dt)
+        attrs = {**run_attrs(sim, kw["t1"], kw["record_every"]), "name": cfg.name, "config": dump_config(cfg)}
+        writer = _Writer(out, sim, cfg, attrs, meta, flush_every_s)
+        if resumed:
+            import torch
+
+            state = torch.load(out / CHECKPOINT_FILE, weights_only=True)
+            sim.load_state_dict(state["sim"])
+            _truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
+            writer.written, writer.last_step = state["records"], state["last_record_step"]
+        else:
+            if (out / DATA_DIR).exists():
+                shutil.rmtree(out / DATA_DIR)
+            writer.buffer.append(sim.record(with_heads=cfg.record.heads))
+            writer.checkpoint()
+        bar = ProgressBar(
+            n_steps,
+            f"{cfg.name} ({sim.P} paths, n={sim.n}, H={sim.H})",
+            unit="steps",
+            initial=sim.step_index,
+            enabled=None if progress else False,
+        )
+        sim.run(
+            n_steps - sim.step_index,
+            record_every=cfg.record.every,
+            on_record=writer.on_record,
+            with_heads=cfg.record.heads,
+            progress=bar,
+        )
+        last = writer.buffer[-1].step if writer.buffer else writer.last_step
+        if last != sim.step_index:  # the final state is always recorded
+            writer.buffer.append(sim.record(with_heads=cfg.record.heads))
+        writer.checkpoint()
+        bar.close()
+    except BaseException as exc:
+        if bar is not None:
+            bar.close()
+        if writer is not None and writer.written:
+            try:
+                writer.flush()  # what was recorded before the failure is valid data
+                meta["records"] = writer.written
+            except Exception:  # noqa: BLE001 - keep the original error
+                pass
+        meta.update(
+            status="interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
+            ended=_now(),
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+        )
+        _write_meta(out, meta)
+        raise
+    meta.update(status="done", ended=_now())
+    meta.pop("error", None)
+    meta.pop("traceback", None)
+    _write_meta(out, meta)
+    return open_run(out)
+
+
+def _flat(cfg: ExperimentConfig) -> dict:
+    from .config import _flatten
+
+    return _flatten(cfg.model_dump(mode="json"))
+
+
+def open_run(out_dir: str | Path) -> xr.Dataset:
+    """The Dataset of a run directory (lazy, Zarr-backed); ``xr.open_zarr(out_dir/'data.zarr')`` is the same.
+
+    Warns when the run is not finished (its data then stop at the last write).
+    """
+    out = Path(out_dir)
+    store = out / DATA_DIR
+    if not store.is_dir():
+        raise FileNotFoundError(
+            f"{out} is not a run directory with data: {DATA_DIR} not found; create one with "
+            "`attnflow run CONFIG --out DIR`"
+        )
+    status = read_meta(out).get("status", "unknown")
+    if status != "done":
+        warnings.warn(f"run {out} is not finished (status {status}); its data may stop early", stacklevel=2)
+    return xr.open_zarr(store)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _du(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_info(out_dir: str | Path) -> dict:
+    """Summary of a run directory: name, status, progress, sizes and a few config values."""
+    out = Path(out_dir)
+    meta = read_meta(out)
+    status = meta.get("status", "missing")
+    if status == "running" and meta.get("host") == socket.gethostname() and not _pid_alive(meta.get("pid")):
+        status = "interrupted (process gone; resume with `attnflow run CONFIG --out DIR`)"
+    info = {
+        "dir": str(out),
+        "name": meta.get("name"),
+        "status": status,
+        "step": meta.get("step"),
+        "n_steps": meta.get("n_steps"),
+        "records": meta.get("records"),
+        "started": meta.get("started"),
+        "ended": meta.get("ended"),
+        "error": meta.get("error"),
+        "sizes": {name: _du(out / name) for name in (DATA_DIR, CHECKPOINT_FILE) if (out / name).exists()},
+    }
+    if (out / CONFIG_FILE).is_file():
+        cfg = load_config(out / CONFIG_FILE)
+        t = cfg.tokens
+        info["config"] = {
+            "model": f"{cfg.model.direction} {cfg.model.attention} beta={cfg.model.beta:g} {cfg.model.geometry}",
+            "weights": cfg.weights.process,
+            "tokens": f"{t.init} n={getattr(t, 'n', '?')} d={getattr(t, 'd', '?')}",
+            "heads": f"{cfg.heads.init} H={cfg.heads.H}",
+            "integrator": f"{cfg.integrator.method} dt={cfg.integrator.dt:g} t1={cfg.integrator.t1:g}",
+            "paths": cfg.paths,
+            "seed": cfg.seed,
+            "precision": cfg.precision,
+            "device": cfg.device,
+        }
+    return info

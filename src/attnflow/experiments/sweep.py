@@ -1,0 +1,444 @@
+"""Parameter sweeps: the cartesian product of a grid over a base config, one run directory per task.
+
+Layout of a sweep directory::
+
+    tasks.json          {"base": config, "grid": {key: values}, "keys": [...], "tasks": {dir: {key: value}}}
+    sweep.json          summary: status, error and traceback of every task, counts, times
+    task-0000-H=2-sigma2=0.5/   a run directory (see :mod:`attnflow.experiments.store`)
+    ...
+
+Execution. Locally the tasks run in a ``ProcessPoolExecutor`` with the ``spawn`` context and
+``min(tasks, os.cpu_count())`` workers (or ``workers``), each worker limiting torch to
+``cpu_count // workers`` threads; ``workers=1`` runs the tasks one after the other in this process.
+With ``scheduler=ADDRESS`` they run on an existing Dask distributed cluster
+(``distributed.Client(address).submit``; the sweep directory must be visible to the workers), one
+torch thread per task. Results do not depend on where a task runs: each task is a seeded run.
+
+Failures. A task that raises is recorded as ``failed`` (its traceback in its ``meta.json`` and in
+``sweep.json``) and the others go on. Resuming a sweep (the default) skips the finished tasks and
+resumes the others from their checkpoints.
+
+Combination (:func:`open_sweep`). Every swept key becomes a dimension named after it with dots
+replaced by underscores (``heads.H`` -> ``heads_H``), its grid values as coordinate. Tasks that did
+not finish are filled with NaN and flagged in the ``task_status`` variable. Variables whose shape
+changes with a swept key (``tokens.n`` changes ``token`` of ``positions``, ``heads.H`` changes
+``head``, ``integrator.t1`` changes ``time``...) cannot share one array: :func:`open_sweep` raises
+:class:`SweepShapeError` naming the key, the dimension and the variables that do combine, which can
+be selected with ``variables=[...]``; each task can always be opened with :func:`open_run`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import yaml
+
+from .config import ConfigError, ExperimentConfig, config_diff, load_config, with_overrides
+from .store import DATA_DIR, _atomic_write_text, _du, _now, read_meta, run_experiment
+
+__all__ = ["SweepMismatchError", "SweepShapeError", "dim_name", "open_sweep", "parse_grid", "run_sweep", "sweep_info"]
+
+TASKS_FILE = "tasks.json"
+SUMMARY_FILE = "sweep.json"
+
+
+class SweepShapeError(ValueError):
+    """The swept results cannot be combined into one array (a key changes a non-swept dimension)."""
+
+
+class SweepMismatchError(ValueError):
+    """The sweep directory holds another sweep (base config or grid differ)."""
+
+
+def dim_name(key: str) -> str:
+    """Dimension name of a swept dotted key: ``heads.H`` -> ``heads_H``."""
+    return key.replace(".", "_")
+
+
+def _split_values(text: str) -> list[str]:
+    """Split on commas outside brackets, so ``F=[[1,0],[0,1]],identity`` gives two values."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def parse_grid(items: list[str] | tuple[str, ...]) -> dict[str, list]:
+    """Parse ``["heads.H=2,4", "weights.sigma2=0.5,1"]`` into ``{"heads.H": [2, 4], ...}``.
+
+    Values are parsed with ``yaml.safe_load`` (so ``2`` is an int, ``0.5`` a float, ``true`` a bool).
+    """
+    grid: dict[str, list] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not values.strip():
+            raise ValueError(f"a grid must read key=v1,v2,...: got {item!r}; e.g. --grid heads.H=2,4")
+        if key in grid:
+            raise ValueError(f"grid key {key!r} given twice; list all its values in one --grid {key}=v1,v2")
+        vals = [yaml.safe_load(v.strip()) for v in _split_values(values)]
+        if len({json.dumps(v, sort_keys=True, default=str) for v in vals}) != len(vals):
+            raise ValueError(f"grid key {key!r} has repeated values: {vals!r}")
+        grid[key] = vals
+    return grid
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return re.sub(r"[^A-Za-z0-9.+_-]", "", text.replace(" ", ""))[:16]
+
+
+def _task_name(i: int, params: dict) -> str:
+    parts = "-".join(f"{k.rsplit('.', 1)[-1]}={_short(v)}" for k, v in params.items())
+    return f"task-{i:04d}-{parts}"[:96] if parts else f"task-{i:04d}"
+
+
+def _plan(base: ExperimentConfig, grid: dict[str, list]) -> list[tuple[str, dict, ExperimentConfig]]:
+    keys = list(grid)
+    tasks, errors = [], []
+    for i, combo in enumerate(itertools.product(*(grid[k] for k in keys))):
+        params = dict(zip(keys, combo, strict=True))
+        try:
+            cfg = with_overrides(base, params)
+        except ConfigError as exc:
+            errors.append(f"{params}: {exc}")
+            continue
+        tasks.append((_task_name(i, params), params, cfg))
+    if errors:
+        raise ConfigError("invalid sweep grid:\n" + "\n".join(errors))
+    return tasks
+
+
+def _run_task(cfg_json: dict, task_dir: str, resume: bool, threads: int | None) -> dict:
+    """Run one task (in a worker process or this one); never raises, reports the failure instead."""
+    t0 = time.monotonic()
+    old_threads = None
+    try:
+        if threads is not None:
+            import torch
+
+            old_threads = torch.get_num_threads()
+            torch.set_num_threads(threads)
+        run_experiment(cfg_json, task_dir, resume=resume, progress=False)
+        return {"status": "done", "elapsed_s": round(time.monotonic() - t0, 3)}
+    except Exception as exc:  # noqa: BLE001 - one failing task must not lose the others
+        return {
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+            "elapsed_s": round(time.monotonic() - t0, 3),
+        }
+    finally:
+        if old_threads is not None:
+            import torch
+
+            torch.set_num_threads(old_threads)
+
+
+def _write_summary(out: Path, summary: dict) -> None:
+    summary["done"] = sum(t["status"] == "done" for t in summary["tasks"].values())
+    summary["failed"] = sum(t["status"] == "failed" for t in summary["tasks"].values())
+    _atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str) + "\n")
+
+
+def _prepare_dir(out: Path, base: ExperimentConfig, grid: dict, tasks: list, resume: bool) -> None:
+    index = {
+        "format": 1,
+        "base": base.model_dump(mode="json"),
+        "grid": grid,
+        "keys": list(grid),
+        "tasks": {name: params for name, params, _ in tasks},
+    }
+    path = out / TASKS_FILE
+    if path.is_file():
+        old = json.loads(path.read_text())
+        same_grid = json.dumps(old.get("grid"), default=str) == json.dumps(grid, default=str)
+        diff = config_diff(load_config(old["base"]), base)
+        if resume and (diff or not same_grid):
+            what = []
+            if diff:
+                what.append(f"base config keys {', '.join(diff)}")
+            if not same_grid:
+                what.append(f"grid {old.get('grid')} -> {grid}")
+            raise SweepMismatchError(
+                f"{out} holds a different sweep ({'; '.join(what)}), so it cannot be resumed; choose another "
+                "--out or pass --no-resume to overwrite it"
+            )
+        if not resume:
+            for name in old.get("tasks", {}):
+                if (out / name).is_dir():
+                    shutil.rmtree(out / name)
+            (out / SUMMARY_FILE).unlink(missing_ok=True)
+    _atomic_write_text(path, json.dumps(index, indent=2, default=str) + "\n")
+
+
+def run_sweep(
+    config: ExperimentConfig | dict | str | Path,
+    grid: dict[str, list],
+    out_dir: str | Path,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    resume: bool = True,
+    progress: bool = False,
+) -> dict:
+    """Run the cartesian product of ``grid`` over ``config``, one run directory per task.
+
+    Parameters
+    ----------
+    config : ExperimentConfig, dict or YAML path
+        The base config.
+    grid : dict
+        Dotted key -> list of values, e.g. ``{"heads.H": [2, 4], "weights.sigma2": [0.5, 1.0]}``
+        (see :func:`parse_grid`). Every task's config is validated before anything runs.
+    out_dir : path
+        The sweep directory.
+    scheduler : str or None
+        Address of a Dask distributed scheduler (e.g. ``tcp://10.0.0.1:8786``); None runs locally.
+    workers : int or None
+        Local worker processes (default ``min(tasks, os.cpu_count())``); 1 runs in this process.
+    resume : bool
+        Skip the finished tasks of a previous run of the same sweep and resume the others.
+        ``False`` deletes the previous tasks.
+    progress : bool
+        Progress bar of the tasks on stderr (only when it is a terminal).
+
+    Returns
+    -------
+    dict
+        The summary written to ``sweep.json``: ``tasks`` (name -> params, status, error, traceback,
+        elapsed_s), ``done`` and ``failed`` counts.
+    """
+    from .progress import ProgressBar
+
+    base = load_config(config)
+    if not grid:
+        raise ValueError("the grid is empty: give at least one key=v1,v2 (e.g. --grid heads.H=2,4)")
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = _plan(base, grid)
+    _prepare_dir(out, base, grid, tasks, resume)
+    summary = {"grid": grid, "started": _now(), "ended": None, "scheduler": scheduler or "local", "tasks": {}}
+    todo = []
+    for name, params, cfg in tasks:
+        meta = read_meta(out / name) if resume else {}
+        if meta.get("status") == "done" and (out / name / DATA_DIR).is_dir():
+            summary["tasks"][name] = {"params": params, "status": "done", "skipped": True}
+        else:
+            summary["tasks"][name] = {"params": params, "status": "pending"}
+            todo.append((name, cfg))
+    _write_summary(out, summary)
+    bar = ProgressBar(len(tasks), f"sweep {out.name}", unit="tasks", initial=len(tasks) - len(todo),
+                      enabled=None if progress else False)
+
+    def finish(name: str, res: dict) -> None:
+        summary["tasks"][name].update(res)
+        _write_summary(out, summary)
+        bar.update(1, extra=f"{summary['failed']} failed" if summary["failed"] else "")
+
+    try:
+        if scheduler is not None:
+            _run_dask(scheduler, todo, out, resume, finish)
+        else:
+            n_workers = min(len(todo), workers or os.cpu_count() or 1)
+            if n_workers <= 1:
+                for name, cfg in todo:
+                    finish(name, _run_task(cfg.model_dump(mode="json"), str(out / name), resume, None))
+            else:
+                threads = max(1, (os.cpu_count() or 1) // n_workers)
+                with ProcessPoolExecutor(max_workers=n_workers, mp_context=get_context("spawn")) as pool:
+                    futs = {
+                        pool.submit(_run_task, cfg.model_dump(mode="json"), str(out / name), resume, threads): name
+                        for name, cfg in todo
+                    }
+                    for fut in as_completed(futs):
+                        finish(futs[fut], _result_or_failure(fut))
+    finally:
+        bar.close()
+        summary["ended"] = _now()
+        _write_summary(out, summary)
+    return summary
+
+
+def _result_or_failure(fut) -> dict:
+    try:
+        return fut.result()
+    except Exception as exc:  # noqa: BLE001 - a dead worker fails its task only
+        tb = "".join(traceback.format_exception(exc))
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": tb}
+
+
+def _run_dask(address: str, todo: list, out: Path, resume: bool, finish) -> None:
+    import distributed
+
+    with distributed.Client(address) as client:
+        futs = {
+            client.submit(_run_task, cfg.model_dump(mode="json"), str(out / name), resume, 1, pure=False): name
+            for name, cfg in todo
+        }
+        for fut in distributed.as_completed(list(futs)):
+            finish(futs[fut], _result_or_failure(fut))
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def _read_index(out: Path) -> dict:
+    p = out / TASKS_FILE
+    if not p.is_file():
+        raise FileNotFoundError(f"{out} is not a sweep directory: {TASKS_FILE} not found")
+    return json.loads(p.read_text())
+
+
+def _coord_value(v: Any) -> Any:
+    if v is None or isinstance(v, (list, dict)):
+        return json.dumps(v)
+    return v
+
+
+def _responsible_keys(keys: list[str], params: dict[str, dict], sig: dict[str, Any]) -> list[str]:
+    """Keys k such that two tasks differing only in k have different signatures."""
+    found = []
+    for k in keys:
+        groups: dict[str, set] = {}
+        for name, s in sig.items():
+            rest = json.dumps({kk: v for kk, v in params[name].items() if kk != k}, sort_keys=True, default=str)
+            groups.setdefault(rest, set()).add(s)
+        if any(len(g) > 1 for g in groups.values()):
+            found.append(k)
+    return found or keys
+
+
+def open_sweep(out_dir: str | Path, *, variables: list[str] | None = None) -> xr.Dataset:
+    """Combine the finished tasks of a sweep into one Dataset, the swept keys as dimensions.
+
+    Parameters
+    ----------
+    out_dir : path
+        A sweep directory written by :func:`run_sweep`.
+    variables : list of str or None
+        Data variables to combine (default all); use it to keep those whose shapes agree when a
+        swept key changes a dimension (e.g. ``["energy", "G2"]`` when sweeping ``tokens.n``).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``(dim_name(key) for key in grid) + run dims``; coordinate ``task`` (task directory)
+        and variable ``task_status`` (done, failed, ...) over the swept dims. Unfinished tasks are NaN.
+
+    Raises
+    ------
+    SweepShapeError
+        If a swept key changes the shape or the coordinates of a non-swept dimension.
+    """
+    out = Path(out_dir)
+    index = _read_index(out)
+    keys, grid, tasks = index["keys"], index["grid"], index["tasks"]
+    status = {name: read_meta(out / name).get("status", "pending") for name in tasks}
+    opened = {}
+    for name in tasks:
+        if status[name] == "done" and (out / name / DATA_DIR).is_dir():
+            ds = xr.open_zarr(out / name / DATA_DIR)
+            opened[name] = ds[variables] if variables is not None else ds
+    if not opened:
+        raise ValueError(f"no finished task in the sweep {out}; statuses: {sorted(set(status.values()))}")
+    template = next(iter(opened.values()))
+
+    # which variables keep their shape and coordinates across tasks
+    def signature(ds: xr.Dataset, var: str) -> str:
+        dims = ds[var].dims
+        coords = {d: np.asarray(ds[d].values).tolist() for d in dims if d in ds.coords}
+        return json.dumps({"sizes": {d: ds.sizes[d] for d in dims}, "coords": coords}, default=str)
+
+    bad = [v for v in template.data_vars if len({signature(ds, v) for ds in opened.values()}) > 1]
+    if bad:
+        sig = {name: signature(ds, bad[0]) for name, ds in opened.items()}
+        culprits = _responsible_keys(keys, {n: tasks[n] for n in opened}, sig)
+        changed = [
+            d for d in template[bad[0]].dims
+            if len({json.dumps(np.asarray(ds[d].values).tolist() if d in ds.coords else ds.sizes[d], default=str)
+                    for ds in opened.values()}) > 1
+        ]
+        good = [v for v in template.data_vars if v not in bad]
+        raise SweepShapeError(
+            f"cannot combine the sweep {out}: the swept key(s) {', '.join(culprits)} change the dimension(s) "
+            f"{', '.join(changed)} of {', '.join(bad)}; combine only variables whose shapes agree with "
+            f"open_sweep(dir, variables={good}) or open each task with open_run"
+        )
+
+    filler = xr.full_like(template, np.nan, dtype=float).drop_attrs(deep=False)
+    # attributes shared by every finished task (per-task ones such as H or the config are dropped)
+    attrs = {
+        k: v for k, v in template.attrs.items()
+        if all(k in ds.attrs and json.dumps(ds.attrs[k], default=str) == json.dumps(v, default=str)
+               for ds in opened.values())
+    }
+    shape = [len(grid[k]) for k in keys]
+    dims = [dim_name(k) for k in keys]
+    names = np.empty(shape, dtype=object)
+    stat = np.empty(shape, dtype=object)
+    nested: Any = np.empty(shape, dtype=object)
+    for name, params in tasks.items():
+        idx = tuple(
+            next(i for i, v in enumerate(grid[k]) if json.dumps(v, default=str) == json.dumps(params[k], default=str))
+            for k in keys
+        )
+        ds = opened.get(name, filler)
+        nested[idx] = ds.expand_dims({dim_name(k): [_coord_value(params[k])] for k in keys})
+        names[idx], stat[idx] = name, status[name]
+    combined = xr.combine_nested(nested.tolist(), concat_dim=dims, combine_attrs="drop")
+    combined.attrs = attrs
+    combined = combined.assign_coords(task=(dims, names.astype(str)))
+    combined["task_status"] = (dims, stat.astype(str))
+    combined.attrs["sweep_keys"] = json.dumps(keys)
+    return combined
+
+
+def sweep_info(out_dir: str | Path) -> dict:
+    """Summary of a sweep directory: grid, task statuses (live, from each ``meta.json``), errors, sizes."""
+    out = Path(out_dir)
+    index = _read_index(out)
+    summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
+    rows = {}
+    for name, params in index["tasks"].items():
+        meta = read_meta(out / name)
+        st = meta.get("status", "pending")
+        row = {"params": params, "status": st}
+        if meta.get("n_steps"):
+            row["progress"] = f"{meta.get('step', 0)}/{meta['n_steps']} steps"
+        err = meta.get("error") or summary.get("tasks", {}).get(name, {}).get("error")
+        if st == "failed" and err:
+            row["error"] = err
+        rows[name] = row
+    counts: dict[str, int] = {}
+    for r in rows.values():
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return {
+        "dir": str(out),
+        "name": index["base"].get("name"),
+        "grid": index["grid"],
+        "counts": counts,
+        "tasks": rows,
+        "size_bytes": _du(out),
+        "started": summary.get("started"),
+        "ended": summary.get("ended"),
+    }
