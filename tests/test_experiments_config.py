@@ -81,8 +81,14 @@ def test_load_from_file_roundtrip(tmp_path):
         ({"model__direction": ...}, r"missing required key 'model\.direction'"),
         ({"weights__process": ...}, r"missing required key 'weights\.process'; allowed values: 'constant'"),
         # bad values: key, value, allowed values
-        ({"model__attention": "softmx"}, r"model\.attention: got 'softmx'; allowed values: 'softmax'.*did you mean 'softmax'\?"),
-        ({"weights__process": "ou"}, r"weights\.process: got 'ou'; allowed values: 'constant', 'ornstein_uhlenbeck'"),
+        (
+            {"model__attention": "softmx"},
+            r"model\.attention: got 'softmx'; allowed values: 'softmax'.*did you mean 'softmax'\?",
+        ),
+        (
+            {"weights__process": "ou"},
+            r"weights\.process: got 'ou'; allowed values: 'constant', 'ornstein_uhlenbeck'",
+        ),
         ({"precision": "float16"}, r"precision: got 'float16'; allowed values: 'float64' or 'float32'"),
         ({"model__beta": -1.0}, r"model\.beta must be greater than 0: got -1\.0"),
         ({"checkpoint_every": 0}, r"checkpoint_every must be greater than or equal to 1: got 0"),
@@ -117,11 +123,25 @@ def test_build_matches_core_generators():
     torch.testing.assert_close(x0, af.tokens.octahedral(2, 8, 3, seed=0), rtol=0, atol=0)
     torch.testing.assert_close(D0, af.heads.symmetric_gaussian(2, 2, 3, seed=0), rtol=0, atol=0)
     assert kw == {
-        "dt": 0.01, "t1": 0.2, "integrator": "euler", "seed": 0, "record_every": 5, "positions": True,
-        "record_heads": False, "ledger": True, "dtype": "float64", "device": "cpu",
+        "dt": 0.01,
+        "t1": 0.2,
+        "integrator": "euler",
+        "seed": 0,
+        "record_every": 5,
+        "positions": True,
+        "record_heads": False,
+        "ledger": True,
+        "dtype": "float64",
+        "device": "cpu",
     }
-    _, x0f, D0f, _ = build(_with(tokens={"init": "uniform", "n": 5, "d": 2}, heads={"init": "identity", "H": 3},
-                                 weights={"process": "oscillating", "forcing": "s1"}, precision="float32"))
+    _, x0f, D0f, _ = build(
+        _with(
+            tokens={"init": "uniform", "n": 5, "d": 2},
+            heads={"init": "identity", "H": 3},
+            weights={"process": "oscillating", "forcing": "s1"},
+            precision="float32",
+        )
+    )
     assert x0f.dtype == torch.float32 and D0f.shape == (2, 3, 2, 2)
 
 
@@ -134,8 +154,10 @@ def test_build_from_files(tmp_path):
     D = np.stack([np.eye(3), 2 * np.eye(3)])
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "D.npy", D)
-    cfg = _with(tokens={"init": "file", "path": str(tmp_path / "x.npy")},
-                heads={"init": "file", "H": 2, "path": str(tmp_path / "D.npy")})
+    cfg = _with(
+        tokens={"init": "file", "path": str(tmp_path / "x.npy")},
+        heads={"init": "file", "H": 2, "path": str(tmp_path / "D.npy")},
+    )
     _, x0, D0, _ = build(cfg)
     assert x0.shape == (2, 6, 3) and D0.shape == (2, 2, 3, 3)
     with pytest.raises(ConfigError, match="heads.H = 3 but the file"):
@@ -155,7 +177,11 @@ def test_overrides_and_diff():
 
 def test_parse_grid():
     g = parse_grid(["heads.H=2,4", "weights.F=identity,[[1,0],[0,1]]", "model.causal=true,false"])
-    assert g == {"heads.H": [2, 4], "weights.F": ["identity", [[1, 0], [0, 1]]], "model.causal": [True, False]}
+    assert g == {
+        "heads.H": [2, 4],
+        "weights.F": ["identity", [[1, 0], [0, 1]]],
+        "model.causal": [True, False],
+    }
     with pytest.raises(ValueError, match="a grid must read key=v1,v2"):
         parse_grid(["heads.H"])
     with pytest.raises(ValueError, match="given twice"):

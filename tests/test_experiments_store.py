@@ -75,7 +75,9 @@ def test_different_config_refuses_to_resume(tmp_path):
     out = tmp_path / "r"
     run_experiment(TINY, out)
     other = {**TINY, "heads": {"H": 3}, "seed": 1}
-    with pytest.raises(RunConfigMismatchError, match=r"differing keys heads\.H, seed \(heads\.H: 2 -> 3; seed: 0 -> 1\)"):
+    with pytest.raises(
+        RunConfigMismatchError, match=r"differing keys heads\.H, seed \(heads\.H: 2 -> 3; seed: 0 -> 1\)"
+    ):
         run_experiment(other, out)
     ds = run_experiment(other, out, resume=False)  # explicit overwrite
     assert ds.attrs["H"] == 3 and read_meta(out)["status"] == "done"
@@ -167,8 +169,9 @@ def test_opens_with_plain_xarray_without_attnflow(tmp_path):
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     assert "config" in res.stdout
     plain = np.load(tmp_path / "plain.npz", allow_pickle=False)

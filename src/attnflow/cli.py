@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -52,7 +53,7 @@ def config_example() -> None:
 
 
 @config_app.command("check")
-def config_check(config: Path = typer.Argument(..., help="YAML config file.")) -> None:
+def config_check(config: Annotated[Path, typer.Argument(help="YAML config file.")]) -> None:
     """Validate a config file and print it with every default filled in."""
     from .experiments.config import ConfigError, dump_config, load_config
 
@@ -66,12 +67,15 @@ def config_check(config: Path = typer.Argument(..., help="YAML config file.")) -
 # -- run / sweep -----------------------------------------------------------------------------------
 @app.command()
 def run(
-    config: Path = typer.Argument(..., help="YAML config file (see `attnflow config example`)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Run directory."),
-    resume: bool = typer.Option(
-        True, "--resume/--no-resume", help="Continue an interrupted run of the same config (--no-resume: start afresh)."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+    config: Annotated[Path, typer.Argument(help="YAML config file (see `attnflow config example`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory.")],
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume/--no-resume", help="Continue an interrupted run of the same config (or start afresh)."
+        ),
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Run one experiment into a run directory (config.yaml, meta.json, data.zarr, checkpoint.pt)."""
     from .experiments.config import ConfigError, load_config
@@ -86,7 +90,9 @@ def run(
     except RunConfigMismatchError as exc:
         raise _fail(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - reported with a pointer to the traceback
-        raise _fail(f"the run failed: {type(exc).__name__}: {exc} (traceback in {out / 'meta.json'})") from None
+        raise _fail(
+            f"the run failed: {type(exc).__name__}: {exc} (traceback in {out / 'meta.json'})"
+        ) from None
     if not quiet:
         info = run_info(out)
         typer.echo(f"done: {out} ({info['records']} records, {_size(sum(info['sizes'].values()))})")
@@ -94,13 +100,21 @@ def run(
 
 @app.command()
 def sweep(
-    config: Path = typer.Argument(..., help="Base YAML config file."),
-    grid: list[str] = typer.Option(..., "--grid", "-g", help="key=v1,v2,... (dotted key, YAML values); repeatable."),
-    out: Path = typer.Option(..., "--out", "-o", help="Sweep directory."),
-    scheduler: str | None = typer.Option(None, "--scheduler", help="Address of a Dask distributed scheduler."),
-    workers: int | None = typer.Option(None, "--workers", "-j", min=1, help="Local worker processes."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip finished tasks of the same sweep."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary."),
+    config: Annotated[Path, typer.Argument(help="Base YAML config file.")],
+    grid: Annotated[
+        list[str], typer.Option("--grid", "-g", help="key=v1,v2,... (dotted key, YAML values); repeatable.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Sweep directory.")],
+    scheduler: Annotated[
+        str | None, typer.Option("--scheduler", help="Address of a Dask distributed scheduler.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", "-j", min=1, help="Local worker processes.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume/--no-resume", help="Skip finished tasks of the same sweep.")
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Run the cartesian product of the grids over a base config, one run directory per task."""
     from .experiments.config import ConfigError, load_config
@@ -112,7 +126,9 @@ def sweep(
     except (ConfigError, ValueError) as exc:
         raise _fail(str(exc), 2) from None
     try:
-        summary = run_sweep(cfg, parsed, out, scheduler=scheduler, workers=workers, resume=resume, progress=not quiet)
+        summary = run_sweep(
+            cfg, parsed, out, scheduler=scheduler, workers=workers, resume=resume, progress=not quiet
+        )
     except ConfigError as exc:
         raise _fail(str(exc), 2) from None
     except SweepMismatchError as exc:
@@ -121,7 +137,7 @@ def sweep(
     if not quiet:
         skipped = sum(bool(t.get("skipped")) for t in summary["tasks"].values())
         typer.echo(
-            f"sweep {out}: {summary['done']} done ({skipped} skipped as already finished), {len(failed)} failed, "
+            f"sweep {out}: {summary['done']} done ({skipped} already finished before), {len(failed)} failed, "
             f"{len(summary['tasks'])} tasks"
         )
     for name, t in failed.items():
@@ -138,7 +154,7 @@ def _is_sweep(path: Path) -> bool:
 
 
 @app.command()
-def info(directory: Path = typer.Argument(..., help="A run or a sweep directory.")) -> None:
+def info(directory: Annotated[Path, typer.Argument(help="A run or a sweep directory.")]) -> None:
     """Summary of a run or sweep directory: config, status, progress, sizes."""
     from .experiments.store import CONFIG_FILE, META_FILE, run_info
     from .experiments.sweep import sweep_info
@@ -158,7 +174,9 @@ def info(directory: Path = typer.Argument(..., help="A run or a sweep directory.
             typer.echo(line)
         return
     if not ((directory / META_FILE).is_file() or (directory / CONFIG_FILE).is_file()):
-        raise _fail(f"{directory} is neither a run directory (meta.json) nor a sweep directory (tasks.json)", 2)
+        raise _fail(
+            f"{directory} is neither a run directory (meta.json) nor a sweep directory (tasks.json)", 2
+        )
     r = run_info(directory)
     typer.echo(f"run {r['dir']} ({r['name']!r})")
     typer.echo(f"  status: {r['status']}")
@@ -206,7 +224,9 @@ def plot_run(ds, path: Path, title: str = "") -> Path:
         if d == 3:
             ax = fig.add_subplot(1, ncols, ncols, projection="3d")
             u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 24), np.linspace(0, np.pi, 12))
-            ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", linewidth=0.4)
+            ax.plot_wireframe(
+                np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", linewidth=0.4
+            )
             ax.scatter(x[:, 0], x[:, 1], x[:, 2], s=12, color="C3")
             ax.set_box_aspect((1, 1, 1))
         else:
@@ -216,16 +236,20 @@ def plot_run(ds, path: Path, title: str = "") -> Path:
             ax.scatter(x[:, 0], x[:, 1], s=12, color="C3")
             ax.set_aspect("equal")
         ax.set_title(f"tokens at t = {t[-1]:g} (path 0)")
+    if panels:
+        title = f"{title}  (lines: mean over {ds.sizes.get('path', 1)} paths; bands: 10-90% quantiles)"
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title.strip())
     fig.savefig(path, dpi=100)
     return path
 
 
 @app.command()
 def plot(
-    directory: Path = typer.Argument(..., help="A run or a sweep directory."),
-    output: Path | None = typer.Option(None, "--output", help=f"PNG file (default DIR/{PLOT_FILE})."),
+    directory: Annotated[Path, typer.Argument(help="A run or a sweep directory.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", help=f"PNG file (default DIR/{PLOT_FILE}).")
+    ] = None,
 ) -> None:
     """Figure of energy, G2 and the residuals over time (bands over paths) and the final token cloud."""
     import warnings
@@ -235,7 +259,9 @@ def plot(
     if _is_sweep(directory):
         from .experiments.sweep import _read_index
 
-        names = [n for n in _read_index(directory)["tasks"] if read_meta(directory / n).get("status") == "done"]
+        names = [
+            n for n in _read_index(directory)["tasks"] if read_meta(directory / n).get("status") == "done"
+        ]
         if not names:
             raise _fail(f"no finished task in the sweep {directory}")
         for name in names:
@@ -243,7 +269,9 @@ def plot(
             typer.echo(str(p))
         return
     if not (directory / DATA_DIR).is_dir():
-        raise _fail(f"{directory} holds no data ({DATA_DIR}); run `attnflow run CONFIG --out {directory}` first", 2)
+        raise _fail(
+            f"{directory} holds no data ({DATA_DIR}); run `attnflow run CONFIG --out {directory}` first", 2
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an unfinished run is plotted as far as it went
         ds = open_run(directory)

@@ -1,9 +1,9 @@
 """Experiment layer: YAML configs, the resumable run store, sweeps (local processes or Dask).
 
-    cfg = load_config("ou.yaml")                  # validated ExperimentConfig
-    ds = run_experiment(cfg, "runs/ou")           # resumes an interrupted run of the same config
-    summary = run_sweep(cfg, {"heads.H": [2, 4]}, "runs/sweep")
-    ds = open_sweep("runs/sweep")                 # swept keys become dims (heads.H -> heads_H)
+cfg = load_config("ou.yaml")                  # validated ExperimentConfig
+ds = run_experiment(cfg, "runs/ou")           # resumes an interrupted run of the same config
+summary = run_sweep(cfg, {"heads.H": [2, 4]}, "runs/sweep")
+ds = open_sweep("runs/sweep")                 # swept keys become dims (heads.H -> heads_H)
 """
 
 from .config import (

@@ -208,8 +208,10 @@ class ExperimentConfig(_Section):
 
 
 # -- error formatting ------------------------------------------------------------------------------
-_UNIONS = {"weights": ("process", ConstantWeights, OUWeights, OscillatingWeights),
-           "tokens": ("init", UniformTokens, OctahedralTokens, VMFTokens, FileTokens)}
+_UNIONS = {
+    "weights": ("process", ConstantWeights, OUWeights, OscillatingWeights),
+    "tokens": ("init", UniformTokens, OctahedralTokens, VMFTokens, FileTokens),
+}
 
 
 def _section_class(model_cls: type[BaseModel], name: str) -> type[BaseModel] | None:
@@ -301,14 +303,18 @@ def _format_error(err: dict, tags: dict[str, str]) -> str:
 
 def _validate(data: dict, source: str) -> ExperimentConfig:
     if not isinstance(data, dict):
-        raise ConfigError(f"invalid experiment config ({source}): expected a mapping of keys, got {type(data).__name__}")
+        raise ConfigError(
+            f"invalid experiment config ({source}): expected a mapping of keys, got {type(data).__name__}"
+        )
     errors: list[str] = []
     _check_keys(data, ExperimentConfig, "the config", errors)
     if not errors:
         try:
             return ExperimentConfig.model_validate(data)
         except ValidationError as exc:
-            tags = {k: (data.get(k) or {}).get(_UNIONS[k][0]) for k in _UNIONS if isinstance(data.get(k), dict)}
+            tags = {
+                k: (data.get(k) or {}).get(_UNIONS[k][0]) for k in _UNIONS if isinstance(data.get(k), dict)
+            }
             seen: list[str] = []
             for e in exc.errors():
                 m = _format_error(e, tags)
@@ -361,7 +367,9 @@ def config_diff(a: ExperimentConfig, b: ExperimentConfig) -> list[str]:
     return sorted(k for k in set(fa) | set(fb) if fa.get(k, "<absent>") != fb.get(k, "<absent>"))
 
 
-def with_overrides(source: str | Path | dict | ExperimentConfig, overrides: dict[str, Any]) -> ExperimentConfig:
+def with_overrides(
+    source: str | Path | dict | ExperimentConfig, overrides: dict[str, Any]
+) -> ExperimentConfig:
     """A config with dotted keys replaced, e.g. ``{"heads.H": 4, "weights.sigma2": 0.5}``, validated."""
     if isinstance(source, (str, Path)):
         source = load_config(source)
@@ -371,7 +379,9 @@ def with_overrides(source: str | Path | dict | ExperimentConfig, overrides: dict
         parts = dotted.split(".")
         for i, part in enumerate(parts[:-1]):
             if not isinstance(node.get(part), dict):
-                raise ConfigError(f"cannot set {dotted!r}: {'.'.join(parts[: i + 1])!r} is not a section of the config")
+                raise ConfigError(
+                    f"cannot set {dotted!r}: {'.'.join(parts[: i + 1])!r} is not a section of the config"
+                )
             node = node[part]
         node[parts[-1]] = value
     return _validate(data, f"with {', '.join(f'{k}={v!r}' for k, v in overrides.items())}")
@@ -393,8 +403,7 @@ def build(config: ExperimentConfig | dict | str | Path):
     import numpy as np
     import torch
 
-    from ..model import heads as heads_mod
-    from ..model import tokens as tokens_mod
+    from ..model import heads as heads_mod, tokens as tokens_mod
     from ..model.transformer import TransformerModel
     from ..model.weights import Constant, OrnsteinUhlenbeck, Oscillating
 
@@ -411,8 +420,15 @@ def build(config: ExperimentConfig | dict | str | Path):
         weights = Constant()
     m = cfg.model
     model = TransformerModel(
-        direction=m.direction, attention=m.attention, beta=m.beta, geometry=m.geometry, weights=weights,
-        causal=m.causal, layer_scaling=m.layer_scaling, sinkhorn_iters=m.sinkhorn_iters, backend=m.backend,
+        direction=m.direction,
+        attention=m.attention,
+        beta=m.beta,
+        geometry=m.geometry,
+        weights=weights,
+        causal=m.causal,
+        layer_scaling=m.layer_scaling,
+        sinkhorn_iters=m.sinkhorn_iters,
+        backend=m.backend,
     )
     t, P, seed = cfg.tokens, cfg.paths, cfg.seed
     if isinstance(t, UniformTokens):
@@ -420,7 +436,9 @@ def build(config: ExperimentConfig | dict | str | Path):
     elif isinstance(t, OctahedralTokens):
         x0 = tokens_mod.octahedral(P, t.n, t.d, seed=seed, noise=t.noise, dtype=dtype)
     elif isinstance(t, VMFTokens):
-        x0 = tokens_mod.von_mises_fisher(P, t.n, t.d, seed=seed, clusters=t.clusters, kappa=t.kappa, dtype=dtype)
+        x0 = tokens_mod.von_mises_fisher(
+            P, t.n, t.d, seed=seed, clusters=t.clusters, kappa=t.kappa, dtype=dtype
+        )
     else:
         x0 = tokens_mod.from_array(np.load(t.path), paths=P, dtype=dtype)
     d = x0.shape[-1]
@@ -457,7 +475,7 @@ EXAMPLE_YAML = """\
 name: ou_H10                  # free text label
 
 model:
-  direction: descent          # ascent (x' = +v, tokens attract) | descent (x' = -v, the authors' code); required
+  direction: descent          # required: ascent (x' = +v, tokens attract) | descent (x' = -v, authors' code)
   attention: softmax          # softmax | usa | relu | sigmoid | sinkhorn
   beta: 1.0                   # inverse temperature, 0 < beta <= 1e4
   geometry: sphere            # sphere (tokens on S^{d-1}) | flat (R^d)
@@ -471,7 +489,8 @@ weights:                      # how the heads D_h move with time
   noise: symmetric            # symmetric ((Z+Z^T)/2, the paper) | full (Z)
   F: identity                 # OU target: identity or a d x d (or H x d x d) matrix
   rate: 1.0                   # mean-reversion rate lambda
-  # oscillating instead: {process: oscillating, forcing: s2 (d=3) | s1 (d=2), phases: per_head | shared, rate: 1.0}
+  # or: {process: oscillating, forcing: s2 (d=3) | s1 (d=2), phases: per_head | shared, rate: 1.0}
+  # or: {process: constant} (frozen heads)
 
 tokens:
   init: octahedral            # uniform | octahedral | von_mises_fisher (clusters, kappa) | file (path: x.npy)

@@ -100,7 +100,8 @@ class ProgressBar:
         extra = f"  {self.extra}" if self.extra else ""
         return (
             f"{self.label} {frac:4.0%} |{bar}| {self.count}/{self.total} {self.unit}  "
-            f"{rate:.3g} {self.unit}/s  elapsed {format_duration(elapsed)}  left {format_duration(left)}{extra}"
+            f"{rate:.3g} {self.unit}/s  elapsed {format_duration(elapsed)}  "
+            f"left {format_duration(left)}{extra}"
         )
 
     def _draw(self, now: float) -> None:

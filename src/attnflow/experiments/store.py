@@ -72,7 +72,7 @@ class RunConfigMismatchError(ValueError):
 
 # -- small helpers ---------------------------------------------------------------------------------
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -216,7 +216,11 @@ class _Writer:
         if self.written == 0:
             per_ckpt = self.cfg.checkpoint_steps // self.cfg.record.every
             ds.to_zarr(
-                self.store, mode="w", encoding=_encoding(ds, per_ckpt), consolidated=True, zarr_format=ZARR_FORMAT
+                self.store,
+                mode="w",
+                encoding=_encoding(ds, per_ckpt),
+                consolidated=True,
+                zarr_format=ZARR_FORMAT,
             )
         else:
             ds.to_zarr(self.store, append_dim="time", consolidated=True)
@@ -312,8 +316,10 @@ def run_experiment(
     meta = {
         "name": cfg.name,
         **_environment(cfg),
-        "seeds": {"seed": cfg.seed, "streams": "attnflow.random.path_seed(seed, path, purpose), "
-                  "purposes tokens, heads, noise"},
+        "seeds": {
+            "seed": cfg.seed,
+            "streams": "attnflow.random.path_seed(seed, path, purpose), purposes tokens, heads, noise",
+        },
         "started": meta.get("started", _now()),
         "resumed": [*meta.get("resumed", []), _now()] if resumed else [],
         "ended": None,
@@ -329,8 +335,15 @@ def run_experiment(
     try:
         model, x0, D0, kw = build(cfg)
         sim = Simulator(
-            model, x0, D0, dt=kw["dt"], integrator=kw["integrator"], seed=kw["seed"], ledger=kw["ledger"],
-            dtype=kw["dtype"], device=kw["device"],
+            model,
+            x0,
+            D0,
+            dt=kw["dt"],
+            integrator=kw["integrator"],
+            seed=kw["seed"],
+            ledger=kw["ledger"],
+            dtype=kw["dtype"],
+            device=kw["device"],
         )
         n_steps = n_steps_for(0.0, kw["t1"], sim.dt)
         attrs = {**run_attrs(sim, kw["t1"], kw["record_every"]), "name": cfg.name, "config": dump_config(cfg)}
@@ -453,9 +466,9 @@ def run_info(out_dir: str | Path) -> dict:
     }
     if (out / CONFIG_FILE).is_file():
         cfg = load_config(out / CONFIG_FILE)
-        t = cfg.tokens
+        t, m = cfg.tokens, cfg.model
         info["config"] = {
-            "model": f"{cfg.model.direction} {cfg.model.attention} beta={cfg.model.beta:g} {cfg.model.geometry}",
+            "model": f"{m.direction} {m.attention} beta={m.beta:g} {m.geometry}",
             "weights": cfg.weights.process,
             "tokens": f"{t.init} n={getattr(t, 'n', '?')} d={getattr(t, 'd', '?')}",
             "heads": f"{cfg.heads.init} H={cfg.heads.H}",

@@ -48,7 +48,15 @@ import yaml
 from .config import ConfigError, ExperimentConfig, config_diff, load_config, with_overrides
 from .store import DATA_DIR, _atomic_write_text, _du, _now, read_meta, run_experiment
 
-__all__ = ["SweepMismatchError", "SweepShapeError", "dim_name", "open_sweep", "parse_grid", "run_sweep", "sweep_info"]
+__all__ = [
+    "SweepMismatchError",
+    "SweepShapeError",
+    "dim_name",
+    "open_sweep",
+    "parse_grid",
+    "run_sweep",
+    "sweep_info",
+]
 
 TASKS_FILE = "tasks.json"
 SUMMARY_FILE = "sweep.json"
@@ -249,8 +257,13 @@ def run_sweep(
             summary["tasks"][name] = {"params": params, "status": "pending"}
             todo.append((name, cfg))
     _write_summary(out, summary)
-    bar = ProgressBar(len(tasks), f"sweep {out.name}", unit="tasks", initial=len(tasks) - len(todo),
-                      enabled=None if progress else False)
+    bar = ProgressBar(
+        len(tasks),
+        f"sweep {out.name}",
+        unit="tasks",
+        initial=len(tasks) - len(todo),
+        enabled=None if progress else False,
+    )
 
     def finish(name: str, res: dict) -> None:
         summary["tasks"][name].update(res)
@@ -269,7 +282,9 @@ def run_sweep(
                 threads = max(1, (os.cpu_count() or 1) // n_workers)
                 with ProcessPoolExecutor(max_workers=n_workers, mp_context=get_context("spawn")) as pool:
                     futs = {
-                        pool.submit(_run_task, cfg.model_dump(mode="json"), str(out / name), resume, threads): name
+                        pool.submit(
+                            _run_task, cfg.model_dump(mode="json"), str(out / name), resume, threads
+                        ): name
                         for name, cfg in todo
                     }
                     for fut in as_completed(futs):
@@ -294,7 +309,9 @@ def _run_dask(address: str, todo: list, out: Path, resume: bool, finish) -> None
 
     with distributed.Client(address) as client:
         futs = {
-            client.submit(_run_task, cfg.model_dump(mode="json"), str(out / name), resume, 1, pure=False): name
+            client.submit(
+                _run_task, cfg.model_dump(mode="json"), str(out / name), resume, 1, pure=False
+            ): name
             for name, cfg in todo
         }
         for fut in distributed.as_completed(list(futs)):
@@ -321,7 +338,9 @@ def _responsible_keys(keys: list[str], params: dict[str, dict], sig: dict[str, A
     for k in keys:
         groups: dict[str, set] = {}
         for name, s in sig.items():
-            rest = json.dumps({kk: v for kk, v in params[name].items() if kk != k}, sort_keys=True, default=str)
+            rest = json.dumps(
+                {kk: v for kk, v in params[name].items() if kk != k}, sort_keys=True, default=str
+            )
             groups.setdefault(rest, set()).add(s)
         if any(len(g) > 1 for g in groups.values()):
             found.append(k)
@@ -374,9 +393,17 @@ def open_sweep(out_dir: str | Path, *, variables: list[str] | None = None) -> xr
         sig = {name: signature(ds, bad[0]) for name, ds in opened.items()}
         culprits = _responsible_keys(keys, {n: tasks[n] for n in opened}, sig)
         changed = [
-            d for d in template[bad[0]].dims
-            if len({json.dumps(np.asarray(ds[d].values).tolist() if d in ds.coords else ds.sizes[d], default=str)
-                    for ds in opened.values()}) > 1
+            d
+            for d in template[bad[0]].dims
+            if len(
+                {
+                    json.dumps(
+                        np.asarray(ds[d].values).tolist() if d in ds.coords else ds.sizes[d], default=str
+                    )
+                    for ds in opened.values()
+                }
+            )
+            > 1
         ]
         good = [v for v in template.data_vars if v not in bad]
         raise SweepShapeError(
@@ -388,9 +415,12 @@ def open_sweep(out_dir: str | Path, *, variables: list[str] | None = None) -> xr
     filler = xr.full_like(template, np.nan, dtype=float).drop_attrs(deep=False)
     # attributes shared by every finished task (per-task ones such as H or the config are dropped)
     attrs = {
-        k: v for k, v in template.attrs.items()
-        if all(k in ds.attrs and json.dumps(ds.attrs[k], default=str) == json.dumps(v, default=str)
-               for ds in opened.values())
+        k: v
+        for k, v in template.attrs.items()
+        if all(
+            k in ds.attrs and json.dumps(ds.attrs[k], default=str) == json.dumps(v, default=str)
+            for ds in opened.values()
+        )
     }
     shape = [len(grid[k]) for k in keys]
     dims = [dim_name(k) for k in keys]
@@ -399,7 +429,11 @@ def open_sweep(out_dir: str | Path, *, variables: list[str] | None = None) -> xr
     nested: Any = np.empty(shape, dtype=object)
     for name, params in tasks.items():
         idx = tuple(
-            next(i for i, v in enumerate(grid[k]) if json.dumps(v, default=str) == json.dumps(params[k], default=str))
+            next(
+                i
+                for i, v in enumerate(grid[k])
+                if json.dumps(v, default=str) == json.dumps(params[k], default=str)
+            )
             for k in keys
         )
         ds = opened.get(name, filler)
