@@ -283,7 +283,8 @@ class Simulator:
                 z = randn_per_path(self.gens, (self.H, self.d, self.d), self.dtype, self.device)
             elif tuple(z.shape) != (self.P, self.H, self.d, self.d):
                 raise ValueError(
-                    f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: got {tuple(z.shape)}"
+                    f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: "
+                    f"got {tuple(z.shape)}"
                 )
             else:
                 z = z.to(dtype=self.dtype, device=self.device)

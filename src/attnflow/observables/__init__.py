@@ -1,6 +1,7 @@
 """Observables: pure functions of tokens (and heads) that the simulation loop records.
 
-Entropy of the attention rows, threshold-free clustering measures and optimal-transport distances.
+Entropy of the attention rows, threshold-free clustering measures and optimal-transport distances;
+interaction energy, mobilities, dissipation and the energy-dissipation ledger (arXiv 2605.18870 eq. (147)).
 """
 
 from .clustering import (
@@ -12,10 +13,28 @@ from .clustering import (
     min_pairwise_inner_product,
     pairwise_geodesic_distance,
 )
+from .dissipation import (
+    dissipation_power,
+    effective_mobility,
+    martingale_increment,
+    metric_derivative_sq,
+    mobility,
+    strong_upper_gradient_sq,
+)
+from .energy import (
+    energy_time_derivative,
+    head_energies,
+    interaction_energy,
+)
 from .entropy import (
     attention_entropy,
     attention_entropy_rate,
     mean_attention_entropy,
+)
+from .ledger import (
+    ledger_table,
+    ledger_terms,
+    residual_order,
 )
 from .transport import (
     distance_to_nearest_dirac,
@@ -30,15 +49,27 @@ __all__ = [
     "attention_entropy_rate",
     "cluster_count",
     "cluster_count_sensitivity",
+    "dissipation_power",
     "distance_to_nearest_dirac",
     "distance_to_uniform",
+    "effective_mobility",
+    "energy_time_derivative",
     "gram_effective_rank",
+    "head_energies",
+    "interaction_energy",
+    "ledger_table",
+    "ledger_terms",
+    "martingale_increment",
     "mean_attention_entropy",
     "mean_pairwise_inner_product",
     "mean_token_norm",
+    "metric_derivative_sq",
     "min_pairwise_inner_product",
+    "mobility",
     "nearest_dirac_location",
     "pairwise_geodesic_distance",
+    "residual_order",
     "sliced_wasserstein_sphere",
+    "strong_upper_gradient_sq",
     "wasserstein2",
 ]

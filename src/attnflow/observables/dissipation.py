@@ -8,9 +8,10 @@ Notation of arXiv 2605.18870 (NOTES.md §3, ``docs/design.md``), tokens x (P, n,
   :math:`b(x_i) = \bigl(\frac1H\sum_h m_h(x_i)^{-1}\bigr)^{-1}`;
 * velocity :math:`v_i = \frac1H\sum_h P^\perp_{x_i}\sum_j A^h_{ij} V_h x_j` (eq. (10));
 * the paper's strong upper gradient (Lemma 4.12, Sec. 6) :math:`G^2 = \frac1n\sum_i b(x_i)|v_i|^2`;
-* the exact dissipation power :math:`\hat G^2 = \frac1n\sum_i\langle v_i, n P^\perp_{x_i}\nabla_{x_i}\mathcal{E}\rangle`,
-  so that :math:`\frac{d}{dt}\mathcal{E} = s\,\hat G^2` along :math:`x' = s v` at frozen weights, for any
-  D (symmetric or not) and any values V;
+* the exact dissipation power
+  :math:`\hat G^2 = \frac1n\sum_i\langle v_i, n P^\perp_{x_i}\nabla_{x_i}\mathcal{E}\rangle`, so that
+  :math:`\frac{d}{dt}\mathcal{E} = s\,\hat G^2` along :math:`x' = s v` at frozen weights, for any D
+  (symmetric or not) and any values V;
 * the metric derivative in :math:`W_{m,2}` (Sec. 3) :math:`|\mu'|^2 = \frac1n\sum_i b(x_i)|x_i'|^2`;
 * the martingale increment of (147) :math:`dM = \sum_h \langle g\,dW_h, C_h\rangle_F`.
 

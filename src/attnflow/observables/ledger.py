@@ -11,7 +11,9 @@ The simulation loop (:mod:`attnflow.simulate`) accumulates, with left Riemann su
 power :math:`\hat G^2` (``dissipation_exact``, residual :math:`R^{\mathrm{exact}}_t`); s = +1 (ascent) or
 -1 (descent). The time integral of (116) is the continuous-time limit. These helpers read a Dataset
 returned by :func:`attnflow.simulate` (or a stored run) and tabulate the terms, and fit the order in dt of
-residuals measured at several step sizes.
+residuals measured at several step sizes. The per-time terms themselves (energy, Ito factor with its
+derivation, dissipation, martingale) are in :mod:`attnflow.observables.energy` and
+:mod:`attnflow.observables.dissipation`.
 """
 
 from __future__ import annotations
