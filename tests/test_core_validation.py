@@ -44,7 +44,9 @@ def _model(**kw) -> af.TransformerModel:
 # ------------------------------------------------------------------------------------------
 def test_check_on_sphere_rejects_off_sphere_and_non_finite() -> None:
     x = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.03, 0.0]], dtype=torch.float64)
-    with pytest.raises(ValueError, match=r"x must lie on S\^\{d-1\}: max \| \|x_i\| - 1 \| = 0\.03 > 1e-06.*project"):
+    with pytest.raises(
+        ValueError, match=r"x must lie on S\^\{d-1\}: max \| \|x_i\| - 1 \| = 0\.03 > 1e-06.*project"
+    ):
         check_on_sphere(x)
     x[1, 1] = math.nan
     with pytest.raises(ValueError, match="x must be finite: found 1 non-finite entries"):
@@ -110,7 +112,9 @@ def test_sinkhorn_iters_must_be_positive_integer(value) -> None:
 
 def test_numba_backend_refuses_ineligible_model(x0, D0) -> None:
     model = _model(attention="usa", backend="numba")
-    with pytest.raises(ValueError, match=r"backend='numba' needs CPU tensors, attention='softmax'.*attention='usa'"):
+    with pytest.raises(
+        ValueError, match=r"backend='numba' needs CPU tensors, attention='softmax'.*attention='usa'"
+    ):
         evaluate(model, x0, D0, None, 0.0)
     with pytest.raises(ValueError, match="backend='numba' needs.*raw=True; use backend='auto' or 'torch'"):
         evaluate(_model(backend="numba"), x0, D0, None, 0.0, raw=True)
@@ -235,11 +239,16 @@ def test_head_generators_check_sizes(args, match) -> None:
 
 
 def test_heads_from_qk_and_from_array_validation() -> None:
-    with pytest.raises(ValueError, match=r"Q and K must have the same shape \(\.\.\., k, d\): got \(2, 3\) and \(3, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"Q and K must have the same shape \(\.\.\., k, d\): got \(2, 3\) and \(3, 3\)"
+    ):
         heads.from_qk(torch.ones(2, 3), torch.ones(3, 3))
     with pytest.raises(ValueError, match=r"Q and K must have the same shape"):
         heads.from_qk(torch.ones(3), torch.ones(3))
-    with pytest.raises(ValueError, match=r"heads must have shape \(d, d\), \(H, d, d\) or \(P, H, d, d\) with d=3: got \(2, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"heads must have shape \(d, d\), \(H, d, d\) or \(P, H, d, d\) with d=3: got \(2, 2\)",
+    ):
         heads.from_array(torch.eye(2), paths=1, d=3)
     with pytest.raises(ValueError, match="heads have 3 paths but the tokens have 2; give \\(H, d, d\\)"):
         heads.from_array(torch.zeros(3, 1, 3, 3), paths=2, d=3)
@@ -261,7 +270,10 @@ def test_seed_must_be_non_negative_integer(seed) -> None:
 
 
 def test_unknown_random_purpose() -> None:
-    with pytest.raises(ValueError, match=r"unknown random purpose 'weights'; valid: \['heads', 'misc', 'noise', 'tokens', 'values'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown random purpose 'weights'; valid: \['heads', 'misc', 'noise', 'tokens', 'values'\]",
+    ):
         path_generator(0, 0, "weights")
 
 
@@ -271,7 +283,9 @@ def test_unknown_random_purpose() -> None:
 def test_unknown_integrator(x0, D0) -> None:
     with pytest.raises(ValueError, match="unknown integrator 'rk45'; valid: euler, euler_printed, heun, rk4"):
         get_integrator("rk45")
-    with pytest.raises(ValueError, match="unknown integrator 'leapfrog'; valid: euler, euler_printed, heun, rk4"):
+    with pytest.raises(
+        ValueError, match="unknown integrator 'leapfrog'; valid: euler, euler_printed, heun, rk4"
+    ):
         simulate(_model(), x0, D0, t1=0.2, dt=0.1, integrator="leapfrog")
 
 
@@ -299,7 +313,10 @@ def test_simulator_boundary_checks(x0, D0) -> None:
     bad[1, 2, 0] = math.nan
     with pytest.raises(ValueError, match="x0 must be finite: found non-finite entries"):
         Simulator(_model(), bad, D0, dt=0.1)
-    with pytest.raises(ValueError, match=r"x0 must lie on S\^\{d-1\}: max \| \|x_i\| - 1 \| = 0\.01.*attnflow\.geometry\.project"):
+    with pytest.raises(
+        ValueError,
+        match=r"x0 must lie on S\^\{d-1\}: max \| \|x_i\| - 1 \| = 0\.01.*attnflow\.geometry\.project",
+    ):
         Simulator(_model(), 1.01 * x0, D0, dt=0.1)
     with pytest.raises(ValueError, match=r"heads must have shape .* with d=3: got \(2, 2, 4, 4\)"):
         Simulator(_model(), x0, torch.zeros(2, 2, 4, 4), dt=0.1)
@@ -330,11 +347,16 @@ def test_float32_tolerance_on_sphere_check(x0, D0) -> None:
 
 def test_step_count_must_be_whole(x0, D0) -> None:
     assert n_steps_for(0.0, 1.0, 0.1) == 10
-    with pytest.raises(ValueError, match=r"\(t1 - t0\)/dt must be a whole number of steps: got \(1 - 0\)/0.3 = 3.33333; choose t1 = 0.9"):
+    with pytest.raises(
+        ValueError,
+        match=r"\(t1 - t0\)/dt must be a whole number of steps: got \(1 - 0\)/0.3 = 3.33333; choose t1 = 0.9",
+    ):
         n_steps_for(0.0, 1.0, 0.3)
     with pytest.raises(ValueError, match=r"whole number of steps"):
         simulate(_model(), x0, D0, t1=0.25, dt=0.1)
-    with pytest.raises(ValueError, match=r"whole number of steps: got \(0.01 - 0\)/0.1 = 0.1; choose t1 = 0.1"):
+    with pytest.raises(
+        ValueError, match=r"whole number of steps: got \(0.01 - 0\)/0.1 = 0.1; choose t1 = 0.1"
+    ):
         n_steps_for(0.0, 0.01, 0.1)
     for t1 in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="t1 must be a finite time > t0 = 0: got"):
@@ -349,7 +371,11 @@ def test_record_every_must_be_positive_integer(x0, D0, every) -> None:
 
 def test_load_state_dict_shape_mismatch(x0, D0) -> None:
     sd = Simulator(_model(), x0[:1], D0[:1], dt=0.1).state_dict()
-    with pytest.raises(ValueError, match=r"checkpoint shapes \(1, 5, 3\), \(1, 2, 3, 3\) do not match this run \(2, 5, 3\), \(2, 2, 3, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"checkpoint shapes \(1, 5, 3\), \(1, 2, 3, 3\) do not match this run "
+        r"\(2, 5, 3\), \(2, 2, 3, 3\)",
+    ):
         Simulator(_model(), x0, D0, dt=0.1).load_state_dict(sd)
 
 
@@ -359,7 +385,9 @@ def test_non_finite_state_raises_with_partial_dataset(x0, D0) -> None:
         return torch.full_like(D, math.inf) if t >= 0.15 else torch.zeros_like(D)
 
     model = _model(weights=af.CustomProcess(f=f))
-    with pytest.raises(NonFiniteStateError, match=r"non-finite at step 3 \(t = 0.3\).*reduce dt \(got 0.1\)") as err:
+    with pytest.raises(
+        NonFiniteStateError, match=r"non-finite at step 3 \(t = 0.3\).*reduce dt \(got 0.1\)"
+    ) as err:
         simulate(model, x0, D0, t1=0.5, dt=0.1)
     partial = err.value.partial
     assert partial is not None
@@ -372,3 +400,20 @@ def test_non_finite_tokens_name_the_paths(x0, D0) -> None:
     model = _model(geometry="flat", attention="usa", direction="ascent", beta=1e3)
     with pytest.raises(NonFiniteStateError, match=r"at step 1 \(t = 0.1\) in paths \[0, 1\]"):
         Simulator(model, 10 * x0, D0, dt=0.1).step()
+
+
+def test_step_noise_override_shape(x0, D0) -> None:
+    sim = Simulator(_model(weights=af.OrnsteinUhlenbeck()), x0, D0, dt=0.1)
+    with pytest.raises(
+        ValueError, match=r"z must have shape \(P, H, d, d\) = \(2, 2, 3, 3\): got \(2, 3, 3\)"
+    ):
+        sim.step(z=torch.zeros(2, 3, 3))
+    # a correct override equals the path streams' own draws
+    ref = Simulator(_model(weights=af.OrnsteinUhlenbeck()), x0, D0, dt=0.1, seed=4)
+    z = torch.stack(
+        [torch.randn(2, 3, 3, generator=path_generator(4, p, "noise"), dtype=torch.float64) for p in range(P)]
+    )
+    ref.step()
+    sim.step(z=z)
+    torch.testing.assert_close(sim.D, ref.D, rtol=0, atol=0)
+    torch.testing.assert_close(sim.x, ref.x, rtol=0, atol=0)
