@@ -279,7 +279,53 @@ def plot(
     typer.echo(str(p))
 
 
-# -- commands added by the lead (reproduce, check-edi) go below this line ------------------------
+# -- reproduce / check-edi -------------------------------------------------------------------------
+@app.command()
+def reproduce(
+    name: Annotated[str, typer.Argument(help="Reproduction to run, e.g. massucco2026 (Sec. 6 of arXiv 2605.18870).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory (runs, figures, summary.json).")],
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Same model, fewer paths, fewer tokens and a shorter horizon (minutes).")
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume/--no-resume", help="Continue interrupted runs (default) or start afresh.")
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Reproduce and audit a published experiment: figures 1-3, summary.json and the stored runs."""
+    from .experiments.reproduce import available_reproductions
+    from .experiments.reproduce import reproduce as _reproduce
+
+    known = available_reproductions()
+    if name not in known and not Path(name).exists():
+        raise _fail(f"unknown reproduction {name!r}; available: {', '.join(known)}", 2)
+    summary = _reproduce(name, out, quick=quick, resume=resume, progress=not quiet)
+    if not quiet:
+        wall = summary.get("wall_time_s")
+        typer.echo(f"done: {out} (summary.json, fig1-3){'' if wall is None else f' in {wall:.0f} s'}")
+
+
+@app.command("check-edi")
+def check_edi(
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the full audit (every dt, every case) as JSON.")
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Small sizes (seconds), for a smoke check.")] = False,
+    H: Annotated[list[int] | None, typer.Option("--H", help="Head counts (repeat the option).")] = None,
+    weights: Annotated[
+        list[str] | None,
+        typer.Option("--weights", help="frozen, ou, oscillating, oscillating_shared (repeat the option)."),
+    ] = None,
+) -> None:
+    """Audit the discrete energy-dissipation identity (147): both residuals and their order in dt."""
+    from .analysis.edi import check_edi_cli
+
+    try:
+        check_edi_cli(None if json_path is None else str(json_path), quick, H, weights)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+
+
 
 
 def main() -> None:
