@@ -207,9 +207,14 @@ def test_pairwise_measures_match_brute_force():
     assert_allclose(norm, np.linalg.norm(x.numpy().mean(axis=1), axis=-1), rtol=1e-14)
     rho = mean_pairwise_inner_product(x).numpy()
     assert_allclose(norm**2, 1 / 9 + (8 / 9) * rho, rtol=1e-12)
-    assert_allclose(
-        pairwise_geodesic_distance(x).numpy(), np.arccos(np.clip(gram, -1.0, 1.0)), rtol=0, atol=1e-15
-    )
+    xn = x.numpy()
+    minus = np.linalg.norm(xn[:, :, None, :] - xn[:, None, :, :], axis=-1)
+    plus = np.linalg.norm(xn[:, :, None, :] + xn[:, None, :, :], axis=-1)
+    theta = pairwise_geodesic_distance(x).numpy()
+    assert_allclose(theta, 2 * np.arctan2(minus, plus), rtol=0, atol=1e-15)
+    # arccos of the clipped Gram matrix agrees up to its own error floor sqrt(2 eps) ~ 1.5e-8 near 0
+    assert_allclose(theta, np.arccos(np.clip(gram, -1.0, 1.0)), rtol=0, atol=3e-8)
+    assert np.all(np.diagonal(theta, axis1=1, axis2=2) == 0.0)
 
 
 def test_pairwise_measures_on_extreme_configurations():

@@ -9,14 +9,18 @@ Each step k (arXiv 2605.18870 Sec. 6; NOTES.md §1-3):
 4. accumulate the ledger with left Riemann sums: int d_sE, int G^2, int Ghat^2 and the martingale M,
    so that at every recorded time
 
-       R_paper = E_t - E_0 - int d_sE ds - s int G^2 ds - M_t        (eq. (147) with the paper's G^2)
-       R_exact = E_t - E_0 - int d_sE ds - s int Ghat^2 ds - M_t     (exact chain rule)
+       R_paper = E_t - E_0 - int d_sE ds - s int G^2 ds - M_t - J_t     (eq. (147) with the paper's G^2)
+       R_exact = E_t - E_0 - int d_sE ds - s int Ghat^2 ds - M_t - J_t  (exact chain rule)
+
+   where J_t sums the energy jumps E(x, D_after) - E(x, D_before) of piecewise-constant (layered)
+   weights at layer boundaries (zero for the continuous processes of the paper).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,7 +28,7 @@ import numpy as np
 import torch
 import xarray as xr
 
-from .dynamics.field import FieldEval
+from .dynamics.field import FieldEval, energy_from_lse
 from .dynamics.ledger_terms import step_terms
 from .dynamics.system import VectorField
 from .geometry.sphere import check_on_sphere
@@ -44,6 +48,7 @@ SCALARS = (
     "int_G2",
     "int_Ghat2",
     "martingale",
+    "jumps",
     "residual_paper",
     "residual_exact",
 )
@@ -185,7 +190,9 @@ class Simulator:
             "int_G2": z.clone(),
             "int_Ghat2": z.clone(),
             "martingale": z.clone(),
+            "jumps": z.clone(),
         }
+        self._warned_ledger = False
         self._fe: FieldEval | None = None
         self.E0: torch.Tensor | None = None
 
@@ -242,7 +249,17 @@ class Simulator:
             drift, ito = self._instant_rates(fe)
             s = self.model.sign
             dE = fe.energy - self.E0
-            base = dE - self.acc["int_dtE"] - self.acc["martingale"]
+            base = dE - self.acc["int_dtE"] - self.acc["martingale"] - self.acc["jumps"]
+            if not self._warned_ledger and not bool(torch.isfinite(fe.energy).all()):
+                self._warned_ledger = True
+                warnings.warn(
+                    f"the energy ledger left float64 at t = {self.t:g} (E = exp(beta <x, D y>) / ... "
+                    f"overflows once beta * max <x_i, D x_j> > 709; beta = {self.model.beta:g}): the "
+                    "positions stay exact but energy, G2, Ghat2 and the residuals are inf/nan from here; "
+                    "lower beta or the head scale, or run with ledger=False",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             sc = {
                 "energy": fe.energy,
                 "G2": fe.G2,
@@ -295,7 +312,12 @@ class Simulator:
             )
             D_new = D_new + noise
         jump = w.jump(D_new, t + dt)
+        jump_energy = None
         if jump is not None:
+            if self.ledger and not torch.equal(jump, D_new):
+                before = self.field(x_new, D_new, t + dt, ledger=False).lse
+                after = self.field(x_new, jump, t + dt, ledger=False).lse
+                jump_energy = energy_from_lse(after, self.model.beta) - energy_from_lse(before, self.model.beta)
             D_new = jump.clone()
         if self.ledger:
             terms = step_terms(self.model, fe, self.D, t, w.drift(self.D, t), g, noise)
@@ -303,12 +325,21 @@ class Simulator:
             self.acc["int_G2"] = self.acc["int_G2"] + fe.G2 * dt
             self.acc["int_Ghat2"] = self.acc["int_Ghat2"] + fe.Ghat2 * dt
             self.acc["martingale"] = self.acc["martingale"] + terms.martingale
+            if jump_energy is not None:
+                self.acc["jumps"] = self.acc["jumps"] + jump_energy
         if not (torch.isfinite(x_new).all() and torch.isfinite(D_new).all()):
-            bad = (~torch.isfinite(x_new)).flatten(1).any(1).nonzero().flatten().tolist()
+            bad_x = (~torch.isfinite(x_new)).flatten(1).any(1)
+            bad = (bad_x | (~torch.isfinite(D_new)).flatten(1).any(1)).nonzero().flatten().tolist()
+            hint = (
+                "; attention='usa' uses exp(beta <x, D y>) without normalisation, which overflows once "
+                "beta * <x_i, D x_j> exceeds ~88 (float32) or ~709 (float64)"
+                if self.model.attention == "usa"
+                else ""
+            )
             raise NonFiniteStateError(
                 f"the state became non-finite at step {self.step_index + 1} (t = {t + dt:g}) in paths "
-                f"{[p + self.first_path for p in bad]}: reduce dt (got {dt:g}) or beta (got {self.model.beta:g}), "
-                "or use dtype='float64'"
+                f"{[p + self.first_path for p in bad]}: reduce dt (got {dt:g}) or beta "
+                f"(got {self.model.beta:g}), or use dtype='float64'{hint}"
             )
         self.x, self.D = x_new, D_new
         self.t = self.t0 + (self.step_index + 1) * dt

@@ -54,4 +54,5 @@ def evaluate_numba(
         fe.ito_moment = torch.from_numpy(np.asarray(out["ito_moment"])).to(f64)
         H, n = D.shape[1], x.shape[1]
         fe.head_mass = torch.exp(fe.lse.to(f64)).sum(-1) / (2.0 * H * n * n)
+        fe.ito_full = fe.head_mass  # unit tokens (the dispatcher sends the flat ledger to torch)
     return fe

@@ -157,21 +157,30 @@ def _exp_shifted_overload(t):
 
 
 # --------------------------------------------------------------------------- pass 1
+# The helpers are inlined at numba-IR level: a call (or an array view) per row would cost
+# reference-count updates that are as expensive as the ~300 pairs of one row at paper size.
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True)
-def _score_tile(xi, kt, j0, j1, buf):
-    """``buf[j - j0] = <xi, kt[:, j]>`` for ``j0 <= j < j1`` (any ``d``)."""
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+def _score_tile(xi, k, j0, j1, buf):
+    """``buf[j - j0] = <xi, k[:, j]>`` for ``j0 <= j < j1`` (any ``d``)."""
     length = j1 - j0
     for j in range(length):
-        buf[j] = xi[0] * kt[0, j0 + j]
+        buf[j] = xi[0] * k[0, j0 + j]
     for a in range(1, xi.shape[0]):
         xa = xi[a]
         for j in range(length):
-            buf[j] += xa * kt[a, j0 + j]
+            buf[j] += xa * k[a, j0 + j]
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True)
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+def _score_tile_d3(xi0, xi1, xi2, k, j0, j1, buf):
+    """``d = 3`` scores of one row against columns ``j0 <= j < j1``."""
+    for j in range(j0, j1):
+        buf[j - j0] = xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j]
+
+
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _tile_max(buf, length):
     """``max(buf[:length])`` with eight independent chains (LLVM does not vectorise a
     float max reduction; one chain is latency-bound at ~3 cycles per element)."""
@@ -200,6 +209,7 @@ def _row_max_pass(xt, kt, items, causal, row_max):
     for it in prange(items.shape[0]):
         p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
         k = kt[p, h]
+        x = xt[p]
         buf = np.empty(_TILE, dtype=xt.dtype)
         xi = np.empty(d, dtype=xt.dtype)
         j_stop = r1 if causal else n
@@ -207,9 +217,12 @@ def _row_max_pass(xt, kt, items, causal, row_max):
             j1 = min(j0 + _TILE, n)
             for i in range(max(r0, j0) if causal else r0, r1):
                 jend = min(j1, i + 1) if causal else j1
-                for a in range(d):
-                    xi[a] = xt[p, a, i]
-                _score_tile(xi, k, j0, jend, buf)
+                if d == 3:
+                    _score_tile_d3(x[0, i], x[1, i], x[2, i], k, j0, jend, buf)
+                else:
+                    for a in range(d):
+                        xi[a] = x[a, i]
+                    _score_tile(xi, k, j0, jend, buf)
                 m = _tile_max(buf, jend - j0)
                 if j0 == 0 or m > row_max[p, h, i]:
                     row_max[p, h, i] = m
@@ -218,8 +231,8 @@ def _row_max_pass(xt, kt, items, causal, row_max):
 # --------------------------------------------------------------------------- pass 2
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True)
-def _tile_d3(xi0, xi1, xi2, mi, wi, k0, k1, k2, x0, x1, x2, z0, z1, z2, j0, j1, ledger, zero):
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, j0, j1, ledger, zero):
     """Fused ``d = 3`` tile: scores, exponentials and every sum in one SIMD loop."""
     ell = zero
     y0 = zero
@@ -231,10 +244,10 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k0, k1, k2, x0, x1, x2, z0, z1, z2, j0, j1, 
     c2 = wi * xi2
     if ledger:
         for j in range(j0, j1):
-            e = _exp_shifted(xi0 * k0[j] + xi1 * k1[j] + xi2 * k2[j] - mi)
-            a0 = x0[j]
-            a1 = x1[j]
-            a2 = x2[j]
+            e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
+            a0 = x[0, j]
+            a1 = x[1, j]
+            a2 = x[2, j]
             ell += e
             y0 += e * a0
             y1 += e * a1
@@ -242,20 +255,20 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k0, k1, k2, x0, x1, x2, z0, z1, z2, j0, j1, 
             g = xi0 * a0 + xi1 * a1 + xi2 * a2
             q += e * g * g
             jj = j - j0
-            z0[jj] += e * c0
-            z1[jj] += e * c1
-            z2[jj] += e * c2
+            zt[0, jj] += e * c0
+            zt[1, jj] += e * c1
+            zt[2, jj] += e * c2
     else:
         for j in range(j0, j1):
-            e = _exp_shifted(xi0 * k0[j] + xi1 * k1[j] + xi2 * k2[j] - mi)
+            e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
             ell += e
-            y0 += e * x0[j]
-            y1 += e * x1[j]
-            y2 += e * x2[j]
+            y0 += e * x[0, j]
+            y1 += e * x[1, j]
+            y2 += e * x[2, j]
     return ell, y0, y1, y2, q
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True)
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, sbuf, ebuf, ysum, zero):
     """Any-``d`` tile through small buffers; returns ``(ell, q)`` and fills ``ysum``."""
     length = j1 - j0
@@ -299,6 +312,7 @@ def _accumulate_pass(
         c = chunk_of[it]
         k = kt[p, h]
         x = xt[p]
+        zsum_item = zsum[p, h, c]
         zt = np.zeros((d, _TILE), dtype=xt.dtype)
         sbuf = np.empty(_TILE, dtype=xt.dtype)
         ebuf = np.empty(_TILE, dtype=xt.dtype)
@@ -314,19 +328,15 @@ def _accumulate_pass(
                 wi = col_weight[p, h, i]
                 if d == 3:
                     ell, y0, y1, y2, q = _tile_d3(
-                        x[0, i], x[1, i], x[2, i], mi, wi,
-                        k[0], k[1], k[2], x[0], x[1], x[2], zt[0], zt[1], zt[2],
-                        j0, jend, ledger, zero,
-                    )  # fmt: skip
+                        x[0, i], x[1, i], x[2, i], mi, wi, k, x, zt, j0, jend, ledger, zero
+                    )
                     ysum[p, h, i, 0] += y0
                     ysum[p, h, i, 1] += y1
                     ysum[p, h, i, 2] += y2
                 else:
                     for a in range(d):
                         xi[a] = x[a, i]
-                    ell, q = _tile_generic(
-                        xi, mi, wi, k, x, zt, j0, jend, ledger, sbuf, ebuf, yb, zero
-                    )
+                    ell, q = _tile_generic(xi, mi, wi, k, x, zt, j0, jend, ledger, sbuf, ebuf, yb, zero)
                     for a in range(d):
                         ysum[p, h, i, a] += yb[a]
                 rsum[p, h, i] += ell
@@ -336,7 +346,7 @@ def _accumulate_pass(
                     if pending == _ROW_BLOCK or i == r1 - 1:
                         for a in range(d):
                             for j in range(j1 - j0):
-                                zsum[p, h, c, a, j0 + j] += zt[a, j]
+                                zsum_item[a, j0 + j] += zt[a, j]
                                 zt[a, j] = zero
                         pending = 0
 
@@ -464,13 +474,10 @@ def _validate(x, dm, vm, beta, geometry):
                 f"got {getattr(mat, 'shape', None)}"
             )
         if mat.shape[2:] != (d, d) or (name == "V" and mat.shape != dm.shape):
-            raise ValueError(
-                f"{name} must have shape ({npaths}, H, {d}, {d}) matching D; got {mat.shape}"
-            )
+            raise ValueError(f"{name} must have shape ({npaths}, H, {d}, {d}) matching D; got {mat.shape}")
         if mat.dtype != x.dtype:
             raise TypeError(
-                f"{name} must have the dtype of x ({x.dtype}); got {mat.dtype}. "
-                "Convert both to one dtype."
+                f"{name} must have the dtype of x ({x.dtype}); got {mat.dtype}. Convert both to one dtype."
             )
     if dm.shape[1] < 1:
         raise ValueError(f"D needs at least one head; got shape {dm.shape}")
@@ -492,9 +499,7 @@ def _work_items(npaths, nheads, n, causal):
     bounds = np.round(n * (np.sqrt(frac) if causal else frac)).astype(np.int64)
     bounds = np.unique(bounds)
     nchunk = bounds.size - 1
-    p, h, c = np.meshgrid(
-        np.arange(npaths), np.arange(nheads), np.arange(nchunk), indexing="ij"
-    )
+    p, h, c = np.meshgrid(np.arange(npaths), np.arange(nheads), np.arange(nchunk), indexing="ij")
     p, h, c = p.ravel(), h.ravel(), c.ravel()
     items = np.stack([p, h, bounds[c], bounds[c + 1]], axis=1).astype(np.int64)
     return np.ascontiguousarray(items), c.astype(np.int64), nchunk
@@ -566,9 +571,7 @@ def fused_field(
 
     # structure-of-arrays layouts: xt[p, a, j] and kt[p, h, a, j] = beta (D_h x_j)_a
     xt = np.ascontiguousarray(np.swapaxes(x, 1, 2))
-    kt = np.ascontiguousarray(
-        np.einsum("phab,pbj->phaj", (beta * D).astype(dtype, copy=False), xt)
-    )
+    kt = np.ascontiguousarray(np.einsum("phab,pbj->phaj", (beta * D).astype(dtype, copy=False), xt))
     items, chunk_of, nchunk = _work_items(npaths, nheads, n, causal)
 
     row_max = np.empty((npaths, nheads, n), dtype=dtype)
@@ -579,7 +582,7 @@ def fused_field(
     rsum = np.zeros((npaths, nheads, n))
     ysum = np.zeros((npaths, nheads, n, d))
     qsum = np.zeros((npaths, nheads, n))
-    zshape = (npaths, nheads, nchunk, d, n) if ledger else (1, 1, 1, d, 1)
+    zshape = (npaths, nheads, nchunk, d, n) if ledger else (npaths, nheads, 1, d, 1)
     zsum = np.zeros(zshape)
     _accumulate_pass(
         xt, kt, row_max, col_weight, items, chunk_of, causal, ledger, dtype(0),
@@ -611,6 +614,7 @@ def fused_field(
             second_moment=second,
             ito_moment=ito,
         )
-        for key in ("grad", "energy", "G2", "Ghat2", "second_moment", "ito_moment"):
-            out[key] = out[key].astype(dtype, copy=False)
+        with np.errstate(over="ignore"):  # beyond float32 range the ledger is inf, by design
+            for key in ("grad", "energy", "G2", "Ghat2", "second_moment", "ito_moment"):
+                out[key] = out[key].astype(dtype, copy=False)
     return out

@@ -20,6 +20,7 @@ float64 whatever the working precision, and overflow only where E itself exceeds
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -44,8 +45,11 @@ class FieldEval:
     energy, G2, Ghat2 : Tensor, shape=[P], float64
     grad : Tensor, shape=[P, n, d], float64
     second_moment : Tensor, shape=[P, H, d, d], float64
-    ito_moment, head_mass : Tensor, shape=[P, H], float64
-        sum_ij U_ij (1 + <x_i,x_j>^2) / (2Hn^2) and sum_ij U_ij / (2Hn^2).
+    ito_moment, ito_full, head_mass : Tensor, shape=[P, H], float64
+        sum_ij U_ij (|x_i|^2 |x_j|^2 + <x_i,x_j>^2) / (2Hn^2), sum_ij U_ij |x_i|^2 |x_j|^2 / (2Hn^2)
+        (twice the Ito variance factors of the symmetric and of the full noise, see
+        :mod:`attnflow.dynamics.ledger_terms`) and sum_ij U_ij / (2Hn^2); on the sphere
+        ``ito_full == head_mass``.
     """
 
     velocity: torch.Tensor
@@ -57,6 +61,7 @@ class FieldEval:
     grad: torch.Tensor | None = None
     second_moment: torch.Tensor | None = None
     ito_moment: torch.Tensor | None = None
+    ito_full: torch.Tensor | None = None
     head_mass: torch.Tensor | None = None
 
 
@@ -113,6 +118,7 @@ def evaluate_torch(
     beta = float(model.beta)
     kind = model.attention
     mask = causal_mask(n, x.device) if model.causal else None
+    sphere = model.geometry == "sphere"
     hc, rc = _chunks(P, H, n, x.element_size(), chunk_bytes, kind == "sinkhorn")
 
     raw_sum = torch.zeros(P, n, d, dtype=x.dtype, device=x.device)
@@ -123,6 +129,9 @@ def evaluate_torch(
         y = torch.empty(P, H, n, d, dtype=f64, device=x.device)
         z = torch.zeros(P, H, n, d, dtype=f64, device=x.device)
         ito = torch.zeros(P, H, dtype=f64, device=x.device)
+        if not sphere:
+            sq = x64.square().sum(-1)  # |x_i|^2
+            ito_full = torch.zeros(P, H, dtype=f64, device=x.device)
 
     for h0 in range(0, H, hc):
         hs = slice(h0, min(H, h0 + hc))
@@ -156,11 +165,17 @@ def evaluate_torch(
                 w = torch.exp(l64 - m)
                 zc = A_soft.transpose(-1, -2).to(f64) @ (w.unsqueeze(-1) * x64[:, rs].unsqueeze(1))
                 z[:, hs] += torch.exp(m).unsqueeze(-1) * zc
+                A64 = A_soft.to(f64)
                 rho2 = (x64[:, rs] @ x64.transpose(-1, -2)).square().unsqueeze(1)  # (P,1,r,n)
-                ito[:, hs] += (torch.exp(l64) * (A_soft.to(f64) * (1 + rho2)).sum(-1)).sum(-1)
+                if sphere:
+                    ito[:, hs] += (torch.exp(l64) * (A64 * (1 + rho2)).sum(-1)).sum(-1)
+                else:
+                    # off the sphere Var(x^T xi y) = (|x|^2|y|^2 + <x,y>^2)/2 (symmetric) or |x|^2|y|^2 (full)
+                    nn = (sq[:, rs].unsqueeze(-1) * sq.unsqueeze(-2)).unsqueeze(1)  # (P,1,r,n)
+                    ito[:, hs] += (torch.exp(l64) * (A64 * (nn + rho2)).sum(-1)).sum(-1)
+                    ito_full[:, hs] += (torch.exp(l64) * (A64 * nn).sum(-1)).sum(-1)
 
     raw_v = raw_sum / H
-    sphere = model.geometry == "sphere"
     v = tangent_projection(x, raw_v) if sphere else raw_v
     out = FieldEval(velocity=v, lse=lse, raw_velocity=raw_v if raw else None)
     if not ledger:
@@ -171,8 +186,8 @@ def evaluate_torch(
     head_mass = e64.sum(-1) / norm
     out.head_mass = head_mass
     out.energy = head_mass.sum(-1) / beta
-    inv_b = (n / e64).mean(1)  # (P, n): (1/H) sum_h 1/m_h
-    b = 1.0 / inv_b
+    # b = ((1/H) sum_h 1/m_h)^{-1} = exp(-logmeanexp_h(-lse)) / n, never 1/0
+    b = torch.exp(-(torch.logsumexp(-lse.to(f64), dim=1) - math.log(H))) / n
     v64 = v.to(f64)
     out.G2 = (b * v64.square().sum(-1)).mean(-1)
     g = (torch.einsum("phab,phib->pia", De64, y) + torch.einsum("phba,phib->pia", De64, z)) / (2.0 * H * n)
@@ -182,7 +197,24 @@ def evaluate_torch(
     out.Ghat2 = (v64 * g).sum(-1).mean(-1)
     out.second_moment = torch.einsum("pia,phib->phab", x64, y) / norm
     out.ito_moment = ito / norm
+    out.ito_full = head_mass if sphere else ito_full / norm
     return out
+
+
+def energy_from_lse(lse: torch.Tensor, beta: float) -> torch.Tensor:
+    """E = 1/(2 beta H n^2) sum_{h,i} exp(lse^h_i) from row log-sum-exps (eq. (20); float64).
+
+    Parameters
+    ----------
+    lse : Tensor, shape=[P, H, n]
+    beta : float
+
+    Returns
+    -------
+    Tensor, shape=[P]
+    """
+    _, H, n = lse.shape
+    return torch.exp(lse.to(torch.float64)).sum(dim=(-1, -2)) / (2.0 * beta * H * n * n)
 
 
 def evaluate(
@@ -201,23 +233,30 @@ def evaluate(
     ``"numba"``, or ``"auto"`` with CPU tensors, softmax attention and ``raw=False``; otherwise the
     PyTorch path :func:`evaluate_torch`. Both return the same :class:`FieldEval` (tests check it).
     """
-    if _use_numba(model, x, raw):
+    if _use_numba(model, x, raw, ledger):
         from ._numba_bridge import evaluate_numba
 
         return evaluate_numba(model, x, D, V, t, ledger=ledger)
     return evaluate_torch(model, x, D, V, t, ledger=ledger, raw=raw)
 
 
-def _use_numba(model: TransformerModel, x: torch.Tensor, raw: bool) -> bool:
+def _use_numba(model: TransformerModel, x: torch.Tensor, raw: bool, ledger: bool = True) -> bool:
     if model.backend == "torch":
         return False
-    eligible = x.device.type == "cpu" and model.attention == "softmax" and not raw
+    # the kernel's Ito factors assume unit tokens: the flat geometry's ledger goes through torch
+    eligible = (
+        x.device.type == "cpu"
+        and model.attention == "softmax"
+        and not raw
+        and not (ledger and model.geometry == "flat")
+    )
     if model.backend == "numba":
         if not eligible:
             raise ValueError(
-                "backend='numba' needs CPU tensors, attention='softmax' and an integrator that uses the "
-                f"projected velocity: got device={x.device.type}, attention={model.attention!r}, raw={raw}; "
-                "use backend='auto' or 'torch'"
+                "backend='numba' needs CPU tensors, attention='softmax', an integrator that uses the "
+                "projected velocity, and the sphere geometry when the ledger is on: got "
+                f"device={x.device.type}, attention={model.attention!r}, raw={raw}, "
+                f"geometry={model.geometry!r}, ledger={ledger}; use backend='auto' or 'torch'"
             )
         return True
     if not eligible:

@@ -7,9 +7,11 @@ dD_h = f_h dt + g_h dW_h (noise shape xi = (Z+Z^T)/2 or Z), Ito's formula gives 
     dM = sum_h <g_h dW_h, C_h>_F,          C_h = sum_ij U_ij x_i x_j^T / (2 H n^2),
 
 because d/dD exp(beta x^T D y) = beta U x y^T and d^2/dD^2 gives beta^2 U (x y^T)(x y^T). For the
-symmetric noise Var(x^T xi y) = (|x|^2|y|^2 + <x,y>^2)/2 = (1 + <x,y>^2)/2, so the Ito part is
-(beta g^2/4) sum U (1 + <x_i,x_j>^2)/(2Hn^2) (NOTES.md §3 with beta = 1); for the full noise
-Var = |x|^2 |y|^2 = 1 and the Ito part is (beta g^2/2) sum U/(2Hn^2).
+symmetric noise Var(x^T xi y) = (|x|^2|y|^2 + <x,y>^2)/2, which is (1 + <x,y>^2)/2 on the sphere, so
+the Ito part is (beta g^2/4) sum U (1 + <x_i,x_j>^2)/(2Hn^2) (NOTES.md §3 with beta = 1); for the
+full noise Var = |x|^2 |y|^2 (1 on the sphere) and the Ito part is (beta g^2/2) sum U/(2Hn^2).
+``FieldEval.ito_moment`` and ``FieldEval.ito_full`` carry these sums with the general norms, so the
+flat geometry is exact too.
 
 Under the layer scaling of Sec. 5 the heads act as c(t) D, so f, g and dW are replaced by
 c f + c' D, c g and c dW.
@@ -80,7 +82,7 @@ def step_terms(
     if noise_kind == "symmetric":
         dtE_ito = (beta / 4.0) * (g2 * fe.ito_moment).sum(-1)
     else:
-        dtE_ito = (beta / 2.0) * (g2 * fe.head_mass).sum(-1)
+        dtE_ito = (beta / 2.0) * (g2 * fe.ito_full).sum(-1)
     if noise is None:
         mart = torch.zeros(P, dtype=f64, device=C.device)
     else:

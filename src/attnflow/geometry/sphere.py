@@ -58,21 +58,45 @@ def tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    r"""Great-circle distance :math:`\arccos\langle x, y\rangle`, clipped before ``arccos``.
+    r"""Great-circle distance :math:`d(x, y) = 2\,\operatorname{atan2}(\|x - y\|, \|x + y\|)`.
 
-    Uses ``atan2(|x - y| |x + y|, ...)``-free form: the inner product is clipped to [-1, 1] so that
-    round-off never produces nan (geomstats practice).
+    Equal to :math:`\arccos\langle x, y\rangle` for unit vectors, but accurate for nearby and for
+    antipodal points (``arccos`` loses half the digits near 0 and needs clipping); exactly 0 for
+    ``x == y``.
 
     Parameters
     ----------
     x, y : Tensor, shape=[..., d]
+        Unit vectors (broadcastable).
 
     Returns
     -------
     Tensor, shape=[...]
     """
-    inner = (x * y).sum(-1).clamp(-1.0, 1.0)
-    return torch.arccos(inner)
+    return 2.0 * torch.atan2(
+        torch.linalg.vector_norm(x - y, dim=-1), torch.linalg.vector_norm(x + y, dim=-1)
+    )
+
+
+def pairwise_geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    r"""Great-circle distances between all pairs, :math:`2\,\operatorname{atan2}(\|x_i - y_j\|, \|x_i + y_j\|)`.
+
+    The norms come from ``torch.cdist`` without the matrix-product shortcut, so identical points
+    are exactly 0 apart and small angles keep their relative precision (see :func:`geodesic_distance`).
+
+    Parameters
+    ----------
+    x : Tensor, shape=[..., n, d]
+    y : Tensor, shape=[..., m, d]
+
+    Returns
+    -------
+    Tensor, shape=[..., n, m]
+        Distances in radians, in [0, pi].
+    """
+    minus = torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist")
+    plus = torch.cdist(x, -y, compute_mode="donot_use_mm_for_euclid_dist")
+    return 2.0 * torch.atan2(minus, plus)
 
 
 def check_on_sphere(x: torch.Tensor, name: str = "x", tol: float = SPHERE_TOL) -> None:

@@ -11,7 +11,9 @@ from .weights import Constant, WeightProcess
 DIRECTIONS = {"ascent": 1.0, "descent": -1.0}
 GEOMETRIES = ("sphere", "flat")
 BACKENDS = ("auto", "torch", "numba")
-#: beta must lie in (0, BETA_MAX]; beyond, exp(beta <x, D y>) leaves float64 for any D of order one.
+#: beta must lie in (0, BETA_MAX]. The softmax velocity is exact for any such beta (log-sum-exp);
+#: the energy ledger (E ~ exp(beta <x, D y>)) leaves float64 once beta * max <x_i, D x_j> > 709, which
+#: the simulation loop reports with a warning.
 BETA_MAX = 1e4
 
 
@@ -86,6 +88,12 @@ class TransformerModel:
             or self.sinkhorn_iters < 1
         ):
             raise ValueError(f"sinkhorn_iters must be an integer >= 1: got {self.sinkhorn_iters!r}")
+        if self.attention == "sinkhorn" and self.causal:
+            raise ValueError(
+                "attention='sinkhorn' cannot be causal: the only doubly stochastic lower-triangular "
+                "matrix is the identity (every token would attend only to itself); use causal=False "
+                "or attention='softmax'"
+            )
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
 

@@ -29,16 +29,15 @@ def _check_noise(noise: str) -> None:
 
 
 def noise_matrix(z: torch.Tensor, noise: str) -> torch.Tensor:
-    """The noise shape xi from i.i.d. normals z: (Z + Z^T)/2 (symmetric) or Z (full)."""
-    return 0.5 * (z + z.transpose(-1, -2)) if noise == "symmetric" else z
+    """The noise shape xi from i.i.d. normals z: (Z + Z^T)/2 (symmetric, NOTES.md §1 / Sec. 6) or Z (full).
 
-
-def ito_variance_factor(inner: torch.Tensor, noise: str) -> torch.Tensor:
-    r"""Var(x^T xi y) for unit x, y with <x, y> = ``inner``.
-
-    symmetric: (1 + <x,y>^2)/2;  full: 1  (derivation in :mod:`attnflow.observables.ledger`).
+    Parameters
+    ----------
+    z : Tensor, shape=[..., d, d]
+        i.i.d. standard normals.
+    noise : {"symmetric", "full"}
     """
-    return 0.5 * (1 + inner**2) if noise == "symmetric" else torch.ones_like(inner)
+    return 0.5 * (z + z.transpose(-1, -2)) if noise == "symmetric" else z
 
 
 class WeightProcess:
@@ -48,6 +47,7 @@ class WeightProcess:
     noise: str = "symmetric"
 
     def drift(self, D: torch.Tensor, t: float) -> torch.Tensor:  # pragma: no cover - abstract
+        """f(D, t) of dD = f dt + g dW (eq. (10)): shape (P, H, d, d) like ``D``."""
         raise NotImplementedError
 
     def diffusion(self, D: torch.Tensor, t: float) -> torch.Tensor | float:
@@ -87,7 +87,8 @@ def _as_matrix(F, name: str) -> torch.Tensor:
 class OrnsteinUhlenbeck(WeightProcess):
     r"""Ornstein-Uhlenbeck heads: f = F - D, g = sqrt(2 sigma^2) (Sec. 6, NOTES.md §2).
 
-    With symmetric noise the stationary law is D = F + S, Var S_aa = sigma^2, Var S_ab = sigma^2/2.
+    With symmetric noise the stationary law is D = F + S, Var S_aa = sigma^2/lambda,
+    Var S_ab = sigma^2/(2 lambda) (the paper: lambda = 1); with full noise Var S_ab = sigma^2/lambda.
 
     Parameters
     ----------

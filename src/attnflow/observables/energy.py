@@ -19,7 +19,7 @@ With scores :math:`s^h_{ij} = \beta\langle x_i, D_h x_j\rangle` and :math:`U^h_{
   with :math:`\mathrm{Var}(x^\top\xi y) = (1 + \langle x, y\rangle^2)/2` for the symmetric noise
   :math:`\xi = (Z + Z^\top)/2` and :math:`= 1` for the full noise :math:`\xi = Z` (unit tokens).
 
-Derivation of the Ito part (referred to by :func:`attnflow.model.weights.ito_variance_factor`):
+Derivation of the Ito part (used by :mod:`attnflow.dynamics.ledger_terms`):
 for :math:`\varphi(D) = e^{\beta x^\top D y}`, :math:`d\varphi = \varphi\,\beta\,x^\top dD\,y
 + \tfrac12\varphi\,\beta^2\,d\langle x^\top D y\rangle_t` and :math:`d\langle x^\top D y\rangle_t
 = g^2\,\mathrm{Var}(x^\top\xi y)\,dt`; for the symmetric noise

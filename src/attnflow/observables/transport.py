@@ -23,6 +23,7 @@ import numpy as np
 import ot
 import torch
 
+from attnflow.geometry.sphere import pairwise_geodesic_distance
 from attnflow.observables.clustering import _as_batched_tokens, _check_positive_scalar
 
 __all__ = [
@@ -79,11 +80,9 @@ def _cost_matrix(x: torch.Tensor, y: torch.Tensor, cost: str) -> torch.Tensor:
     and :math:`\theta = 2\,\mathrm{atan2}(\|x - y\|, \|x + y\|)` needs no clipping. Identical
     tokens therefore cost exactly 0, and small perturbations are measured to relative precision.
     """
-    minus = torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist")
     if cost == "chordal":
-        return minus.pow(2)
-    plus = torch.cdist(x, -y, compute_mode="donot_use_mm_for_euclid_dist")
-    return (2.0 * torch.atan2(minus, plus)).pow(2)
+        return torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist").pow(2)
+    return pairwise_geodesic_distance(x, y).pow(2)
 
 
 def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, cost: str = "geodesic") -> torch.Tensor:
