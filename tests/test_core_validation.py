@@ -419,3 +419,8 @@ def test_step_noise_override_shape(x0, D0) -> None:
     sim.step(z=z)
     torch.testing.assert_close(sim.D, ref.D, rtol=0, atol=0)
     torch.testing.assert_close(sim.x, ref.x, rtol=0, atol=0)
+
+
+def test_sinkhorn_cannot_be_causal() -> None:
+    with pytest.raises(ValueError, match="attention='sinkhorn' cannot be causal: the only doubly stochastic"):
+        _model(attention="sinkhorn", causal=True)

@@ -366,6 +366,7 @@ def run_audit(
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
+        used_threads = torch.get_num_threads()
         rows = check_edi_table(configs)
     finally:
         torch.set_num_threads(saved)
@@ -375,7 +376,7 @@ def run_audit(
             "identity": "arXiv 2605.18870 eq. (147)",
             "quick": bool(quick),
             "seconds": time.perf_counter() - t0,
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": used_threads,
             "rows": rows,
             "markdown": table,
         }
