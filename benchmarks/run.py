@@ -1,0 +1,266 @@
+"""Pair-interaction throughput of the attention field: kernel vs baselines, and memory.
+
+``python benchmarks/run.py --json FILE [--quick] [--device cuda]``
+
+For each cell (n tokens, H heads, P paths) and each method, one field evaluation with the
+ledger is timed; methods are interleaved within every repeat round (so that load drift on a
+shared machine hits all of them alike) and the median over rounds is reported as
+``pairs/s = P H n^2 / seconds``. Methods:
+
+* ``numba_f32``, ``numba_f64``: :func:`attnflow.dynamics._numba_kernel.fused_field`;
+* ``torch_f32``, ``torch_f64``: the PyTorch reference path ``attnflow.dynamics.field.evaluate``
+  with ``backend="torch"`` (skipped with a message when it cannot be imported);
+* ``numpy_f32``, ``numpy_f64``: the dense NumPy baseline (``benchmarks/numpy_baseline.py``);
+* ``exp2_f32``, ``exp2_f64``: ``numpy.exp`` on two threads (``benchmarks/exp_ceiling.py``),
+  in exponentials per second: the 2-core ceiling of one library ``exp`` per pair.
+
+A method whose predicted time for one call (from its rate in the previous cell) exceeds
+``--max-seconds`` is skipped and reported as such. A memory check runs one kernel call at
+n = 50,000, H = 4, d = 3 in a subprocess and reports its peak RSS above the RSS after import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from exp_ceiling import exp_throughput  # noqa: E402
+from numpy_baseline import numpy_field  # noqa: E402
+
+from attnflow.dynamics._numba_kernel import fused_field  # noqa: E402
+
+FULL_CELLS = [(n, h) for n in (300, 3000, 30000) for h in (1, 10, 100)]
+QUICK_CELLS = [(300, 10), (300, 100), (3000, 1)]
+TARGET_PAIRS = 2e8  # P is chosen so that one kernel call takes ~0.2-2 s
+PAPER = (300, 100)
+
+
+def paths_for(n: int, heads: int, quick: bool) -> int:
+    if n == 300:
+        return 4 if quick else 20
+    return max(1, round(TARGET_PAIRS / (heads * n * n) / (8 if quick else 1)))
+
+
+def make_inputs(npaths: int, n: int, heads: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Octahedral tokens with N(0, 0.05^2) noise and heads Z + Z^T (NOTES section 2)."""
+    rng = np.random.default_rng(seed)
+    axes = np.concatenate([np.eye(3), -np.eye(3)])
+    x = axes[rng.integers(0, 6, size=(npaths, n))] + 0.05 * rng.normal(size=(npaths, n, 3))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    z = rng.normal(size=(npaths, heads, 3, 3))
+    return x, z + np.swapaxes(z, -1, -2)
+
+
+def torch_method(dtype_name: str, device: str):
+    """A callable timing the torch reference path, or the reason it is unavailable."""
+    try:
+        import torch
+
+        from attnflow.dynamics.field import evaluate
+        from attnflow.model.transformer import TransformerModel
+    except ImportError as exc:  # the reference path is written by the lead
+        return None, f"attnflow.dynamics.field.evaluate unavailable ({exc})"
+    if device == "cuda" and not torch.cuda.is_available():
+        return None, "torch reports no CUDA device"
+    torch.set_num_threads(os.cpu_count() or 1)
+    model = TransformerModel(direction="ascent", beta=1.0, geometry="sphere", backend="torch")
+    tdtype = getattr(torch, dtype_name)
+
+    def prepare(x, D):
+        return torch.as_tensor(x, dtype=tdtype, device=device), torch.as_tensor(
+            D, dtype=tdtype, device=device
+        )
+
+    def call(xt, Dt):
+        evaluate(model, xt, Dt, None, 0.0, ledger=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    return (prepare, call), None
+
+
+def build_methods(device: str):
+    methods, notes = {}, {}
+    for name, dtype in (("f32", np.float32), ("f64", np.float64)):
+        methods[f"numba_{name}"] = (
+            lambda x, D, dt=dtype: (x.astype(dt), D.astype(dt)),
+            lambda x, D: fused_field(x, D, None, 1.0, ledger=True),
+        )
+        methods[f"numpy_{name}"] = (
+            lambda x, D, dt=dtype: (x.astype(dt), D.astype(dt)),
+            lambda x, D: numpy_field(x, D, None, 1.0, ledger=True),
+        )
+        found, why = torch_method("float32" if name == "f32" else "float64", device)
+        if found is None:
+            notes[f"torch_{name}"] = why
+        else:
+            methods[f"torch_{name}"] = found
+    return methods, notes
+
+
+def run_cell(n, heads, npaths, methods, rates, args):
+    """Interleaved repeats of every method on one cell; returns medians and skip notes."""
+    x, D = make_inputs(npaths, n, heads)
+    pairs = npaths * heads * n * n
+    active, result = {}, {"n": n, "H": heads, "P": npaths, "pairs": pairs, "rates": {}, "skipped": {}}
+    for name, (prepare, call) in methods.items():
+        predicted = pairs / rates[name] if name in rates else 0.0
+        if predicted > args.max_seconds:
+            result["skipped"][name] = f"predicted {predicted:.0f} s > --max-seconds {args.max_seconds:g}"
+            continue
+        inputs = prepare(x, D)
+        call(*inputs)  # warm-up (JIT, allocator, thread pools)
+        active[name] = (inputs, call, [])
+    exp_samples = {"exp2_f32": [], "exp2_f64": []}
+    for _ in range(args.repeats):
+        for inputs, call, times in active.values():
+            start = time.perf_counter()
+            call(*inputs)
+            times.append(time.perf_counter() - start)
+        for key, dt in (("exp2_f32", np.float32), ("exp2_f64", np.float64)):
+            exp_samples[key].append(exp_throughput(dt, workers=2, size=2**20, rounds=3, repeats=1))
+    for name, (_, _, times) in active.items():
+        rates[name] = result["rates"][name] = pairs / float(np.median(times))
+        result.setdefault("seconds", {})[name] = float(np.median(times))
+    for key, samples in exp_samples.items():
+        result["rates"][key] = float(np.median(samples))
+    rate = result["rates"]
+    for dt in ("f32", "f64"):
+        kernel = rate.get(f"numba_{dt}")
+        for other in (f"numpy_{dt}", f"torch_{dt}", f"exp2_{dt}"):
+            if kernel and rate.get(other):
+                result.setdefault("ratios", {})[f"numba_{dt}/{other}"] = kernel / rate[other]
+    return result
+
+
+def memory_child() -> None:
+    """Subprocess body: peak RSS of one kernel call at n = 50,000, H = 4, d = 3 (float64)."""
+    import psutil
+
+    proc = psutil.Process()
+    rss_import = proc.memory_info().rss
+    x, D = make_inputs(1, 50_000, 4)
+    fused_field(x[:, :64], D, None, 1.0)  # compile or load the cache
+    rss_ready = proc.memory_info().rss
+    peak = [rss_ready]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.002)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.perf_counter()
+    fused_field(x, D, None, 1.0)
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    peak[0] = max(peak[0], proc.memory_info().rss)
+    print(
+        json.dumps(
+            {
+                "n": 50_000,
+                "H": 4,
+                "d": 3,
+                "dtype": "float64",
+                "seconds": seconds,
+                "peak_above_import_MiB": (peak[0] - rss_import) / 2**20,
+                "peak_above_ready_MiB": (peak[0] - rss_ready) / 2**20,
+                "rss_import_MiB": rss_import / 2**20,
+            }
+        )
+    )
+
+
+def memory_check() -> dict:
+    done = subprocess.run(
+        [sys.executable, __file__, "--memory-child"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def format_table(cells, notes, memory) -> str:
+    cols = ["numba_f32", "numba_f64", "torch_f32", "torch_f64", "numpy_f32", "numpy_f64"]
+    cols += ["exp2_f32", "exp2_f64"]
+    ratio_cols = ["numba_f32/numpy_f32", "numba_f64/numpy_f64", "numba_f32/exp2_f32"]
+    ratio_cols += ["numba_f64/exp2_f64", "numba_f64/torch_f64"]
+    head = f"{'n':>6} {'H':>4} {'P':>3} " + " ".join(f"{c:>10}" for c in cols)
+    head += " | " + " ".join(f"{c.replace('numba_', 'k').replace('/', '/'):>13}" for c in ratio_cols)
+    lines = ["pairs/s (median; exp2 = numpy.exp on 2 threads, exp/s) and ratios", head]
+    for cell in cells:
+        row = f"{cell['n']:>6} {cell['H']:>4} {cell['P']:>3} "
+        row += " ".join(f"{cell['rates'][c]:>10.3g}" if c in cell["rates"] else f"{'skip':>10}" for c in cols)
+        ratios = cell.get("ratios", {})
+        row += " | " + " ".join(f"{ratios[c]:>13.2f}" if c in ratios else f"{'-':>13}" for c in ratio_cols)
+        lines.append(row)
+    for cell in cells:
+        for name, why in cell["skipped"].items():
+            lines.append(f"  n={cell['n']} H={cell['H']}: {name} skipped: {why}")
+    for name, why in notes.items():
+        lines.append(f"  {name}: skipped everywhere: {why}")
+    if "error" in memory:
+        lines.append(f"memory check failed: {memory['error']}")
+    else:
+        lines.append(
+            f"memory: n=50000 H=4 d=3 float64, one call {memory['seconds']:.1f} s, peak RSS "
+            f"{memory['peak_above_import_MiB']:.1f} MiB above import "
+            f"({memory['peak_above_ready_MiB']:.1f} MiB above the warmed-up process); target < 1024 MiB"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="a tiny subset of cells")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="torch path device")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds (default 5, quick 3)")
+    parser.add_argument("--max-seconds", type=float, default=20.0, help="skip longer single calls")
+    parser.add_argument("--no-memory", action="store_true", help="skip the n = 50,000 memory check")
+    parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        memory_child()
+        return
+    if args.json is None:
+        parser.error("--json FILE is required")
+    args.repeats = args.repeats or (3 if args.quick else 5)
+    methods, notes = build_methods(args.device)
+    rates: dict[str, float] = {}
+    cells = []
+    for n, heads in QUICK_CELLS if args.quick else FULL_CELLS:
+        npaths = paths_for(n, heads, args.quick)
+        cells.append(run_cell(n, heads, npaths, methods, rates, args))
+        print(f"done n={n} H={heads} P={npaths}", flush=True)
+    memory = {"skipped": True} if args.no_memory else memory_check()
+    table = format_table(cells, notes, memory if not args.no_memory else {"error": "skipped"})
+    print(table)
+    payload = {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+        "repeats": args.repeats,
+        "cells": cells,
+        "notes": notes,
+        "memory": memory,
+        "table": table,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(payload, indent=2))
+
+
+if __name__ == "__main__":
+    main()
