@@ -1,0 +1,114 @@
+"""The quick variant of ``reproduce("massucco2026")``: output structure and invariants of the numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import xarray as xr
+from numpy.testing import assert_allclose
+
+from attnflow.experiments.reproduce import available_reproductions, load_manifest, regime_configs, reproduce
+
+PNG = b"\x89PNG\r\n\x1a\n"
+REGIMES = ("ou", "osc_per_head", "osc_shared")
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("massucco2026")
+    return out, reproduce("massucco2026", out, quick=True, progress=False)
+
+
+def test_outputs_exist_and_figures_are_small_pngs(quick):
+    out, summary = quick
+    for name in ("fig1_tokens.png", "fig2_G2.png", "fig3_ledger.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == PNG
+        assert 10_000 < len(data) < 300_000, (name, len(data))
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["regimes"].keys() == summary["regimes"].keys()
+    for key in REGIMES:
+        for h in (1, 10, 100):
+            assert (out / "runs" / f"{key}_H{h}" / "data.zarr").is_dir()
+
+
+def test_summary_keys(quick):
+    _, s = quick
+    assert s["quick"] is True and s["name"] == "massucco2026"
+    assert {"window", "versions", "wall_time_s", "T", "regimes", "published", "figures"} <= s.keys()
+    assert s["window"] == [0.5, 1.0]  # second half of T = 1
+    assert set(s["regimes"]) == set(REGIMES)
+    for reg in s["regimes"].values():
+        assert reg["H"] == [1, 10, 100]
+        for f in ("fit_G2", "fit_Ghat2"):
+            assert {"a", "b", "a_ci", "b_ci", "r", "cov"} <= reg[f].keys()
+            assert reg[f]["b_ci"][0] <= reg[f]["b"] <= reg[f]["b_ci"][1]
+        for h in ("1", "10", "100"):
+            row = reg["per_H"][h]
+            assert row["paths"] == 3 and row["seed"] == 0
+            for k in ("G2_mean", "G2_se", "Ghat2_mean", "Ghat2_se", "residual_paper_T", "residual_exact_T"):
+                assert k in row
+    assert s["published"]["osc_shared"]["b"] == 0.005
+
+
+def test_g2_nonnegative_and_one_head_ghat2_is_g2(quick):
+    out, s = quick
+    for key in REGIMES:
+        for h in (1, 10, 100):
+            ds = xr.open_zarr(out / "runs" / f"{key}_H{h}" / "data.zarr")
+            assert (ds.G2.values >= 0).all() and (ds.Ghat2.values >= 0).all()
+            if h == 1:
+                assert_allclose(ds.Ghat2.values, ds.G2.values, rtol=1e-10, atol=1e-14)
+                row = s["regimes"][key]["per_H"]["1"]
+                assert_allclose(row["Ghat2_mean"], row["G2_mean"], rtol=1e-10)
+                assert_allclose(row["residual_paper_T"]["mean"], row["residual_exact_T"]["mean"], atol=1e-10)
+
+
+def test_one_head_variants_coincide(quick):
+    # with H = 1 the per-head phase is phi_0 = 0: both oscillating variants are the same run
+    _, s = quick
+    a, b = s["regimes"]["osc_per_head"]["per_H"]["1"], s["regimes"]["osc_shared"]["per_H"]["1"]
+    assert_allclose(a["G2_per_path"], b["G2_per_path"], rtol=1e-12)
+
+
+def test_resume_reuses_finished_runs(quick):
+    out, s = quick
+    again = reproduce("massucco2026", out, quick=True, progress=False, figures=False)
+    for key in REGIMES:
+        for h in ("1", "10", "100"):
+            assert (
+                again["regimes"][key]["per_H"][h]["G2_per_path"]
+                == s["regimes"][key]["per_H"][h]["G2_per_path"]
+            )
+
+
+def test_window_is_a_parameter(quick):
+    out, s = quick
+    w = reproduce("massucco2026", out, quick=True, progress=False, figures=False, window=(0.0, 1.0))
+    assert w["window"] == [0.0, 1.0]
+    r = w["regimes"]["ou"]["per_H"]["1"]
+    assert r["G2_mean"] != s["regimes"]["ou"]["per_H"]["1"]["G2_mean"]
+    with pytest.raises(ValueError, match="window must satisfy"):
+        reproduce("massucco2026", out, quick=True, progress=False, figures=False, window=(0.8, 0.2))
+
+
+def test_manifests_and_unknown_name():
+    names = available_reproductions()
+    assert {"massucco2026", "massucco2026_s1", "massucco2026_d5"} <= set(names)
+    with pytest.raises(ValueError, match="unknown reproduction"):
+        load_manifest("no_such_paper")
+    cfgs = regime_configs(load_manifest("massucco2026"))
+    assert len(cfgs) == 9
+    assert {c["weights"]["phases"] for k, _, c in cfgs if k.startswith("osc")} == {"per_head", "shared"}
+    assert all(
+        c["tokens"]["n"] == 300 and c["paths"] == 20 and c["integrator"]["t1"] == 20.0 for _, _, c in cfgs
+    )
+
+
+@pytest.mark.parametrize("name", ["massucco2026", "massucco2026_s1", "massucco2026_d5"])
+def test_presets_validate_in_the_config_schema(name):
+    load_config = pytest.importorskip("attnflow.experiments.config").load_config
+    for _, _, cfg in regime_configs(load_manifest(name)):
+        c = load_config(cfg)
+        assert c.tokens.n == 300
