@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import yaml
+from experiments_helpers import TINY, tiny_file_tokens
 from typer.testing import CliRunner
 
 from attnflow.cli import app
 from attnflow.experiments import load_config, open_run, open_sweep
 
-TINY = {
-    "name": "tiny",
-    "model": {"direction": "descent", "backend": "torch"},
-    "weights": {"process": "ornstein_uhlenbeck", "sigma2": 0.5},
-    "tokens": {"init": "octahedral", "n": 8, "d": 3},
-    "heads": {"H": 2},
-    "integrator": {"dt": 0.01, "t1": 0.2},
-    "record": {"every": 5},
-    "paths": 2,
-    "checkpoint_every": 10,
-}
 runner = CliRunner()
 
 
@@ -64,23 +54,38 @@ def test_run_info_plot(tmp_path):
     assert res.exit_code == 0 and open_run(out).attrs["seed"] == 5
 
 
-def test_run_errors(tmp_path):
+def test_run_errors(tmp_path, monkeypatch):
     bad = _write(tmp_path, {**TINY, "paths": "two"}, "bad.yaml")
     res = runner.invoke(app, ["run", str(bad), "--out", str(tmp_path / "r")])
     assert res.exit_code == 2 and "paths must be a valid integer: got 'two'" in res.output
-    fails = _write(
-        tmp_path, {**TINY, "weights": {"process": "ornstein_uhlenbeck", "F": [[1, 0], [0, 1]]}}, "f.yaml"
-    )
-    res = runner.invoke(app, ["run", str(fails), "--out", str(tmp_path / "r")])
-    assert res.exit_code == 1 and "the run failed" in res.output and "meta.json" in res.output
+    # weights that do not fit the tokens: refused when the config is loaded, nothing is run
+    misfit = {**TINY, "weights": {"process": "ornstein_uhlenbeck", "F": [[1, 0], [0, 1]]}}
+    res = runner.invoke(app, ["run", str(_write(tmp_path, misfit, "f.yaml")), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "weights.F does not fit heads.H = 2 and tokens.d = 3" in res.output
+    assert not (tmp_path / "r").exists()
+    # the same with file tokens (d known once read): the run fails when built, exit 2, recorded in meta.json
+    late = tiny_file_tokens(tmp_path, weights=misfit["weights"])
+    res = runner.invoke(app, ["run", str(_write(tmp_path, late, "late.yaml")), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "OU target F has shape (2, 2)" in res.output and "meta.json" in res.output
     res = runner.invoke(app, ["info", str(tmp_path / "r")])
     assert "status: failed" in res.stdout and "OU target F" in res.stdout
+    # a failure while running: exit 1 with a pointer to the traceback
+    from attnflow.simulate import Simulator
+
+    def boom(self):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(Simulator, "step", boom)
+    res = runner.invoke(app, ["run", str(_write(tmp_path)), "--out", str(tmp_path / "r2")])
+    assert res.exit_code == 1 and "the run failed: RuntimeError: injected failure" in res.output
+    assert "meta.json" in res.output
     res = runner.invoke(app, ["info", str(tmp_path)])
     assert res.exit_code == 2 and "neither a run directory" in res.output
 
 
 def test_sweep_info_plot_2d_cloud(tmp_path):
-    cfg = _write(tmp_path, {**TINY, "tokens": {"init": "uniform", "n": 8, "d": 2}})
+    # tokens of d = 2 from a file: the 3 x 3 target is valid on load and fails when the runs are built
+    cfg = _write(tmp_path, tiny_file_tokens(tmp_path, d=2))
     out = tmp_path / "sweep"
     args = [
         "sweep",
@@ -107,3 +112,62 @@ def test_sweep_info_plot_2d_cloud(tmp_path):
     assert len([p for p in out.glob("task-*/summary.png")]) == 2
     res = runner.invoke(app, ["sweep", str(cfg), "--grid", "heads.H", "--out", str(out)])
     assert res.exit_code == 2 and "a grid must read key=v1,v2" in res.output
+
+
+def test_sweep_errors_exit_cleanly(tmp_path, monkeypatch):
+    import attnflow.experiments.sweep as sweep_mod
+
+    cfg = _write(tmp_path)
+    # weights that do not fit tokens.d: every task is refused before anything runs
+    res = runner.invoke(
+        app, ["sweep", str(cfg), "--grid", "weights.F=[[1,0],[0,1]]", "--out", str(tmp_path / "s")]
+    )
+    assert (
+        res.exit_code == 2 and "invalid sweep grid" in res.output and "weights.F does not fit" in res.output
+    )
+    res = runner.invoke(app, ["sweep", str(cfg), "--grid", "heads.H=[1,", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "grid value '[1,' of key 'heads.H' is not valid YAML" in res.output
+    # --out is a file: an OSError, reported without a traceback
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    res = runner.invoke(app, ["sweep", str(cfg), "--grid", "heads.H=1", "--out", str(blocker), "-q"])
+    assert res.exit_code == 1 and "cannot write the sweep directory" in res.output
+    assert (
+        "FileExistsError" in res.output
+        and res.exception is not None
+        and isinstance(res.exception, SystemExit)
+    )
+
+    def missing(*args, **kwargs):
+        raise FileNotFoundError("no such file: tokens.npy")
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", missing)
+    res = runner.invoke(app, ["sweep", str(cfg), "--grid", "heads.H=1", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "error: no such file: tokens.npy" in res.output
+
+
+def test_reproduce_errors_exit_cleanly(tmp_path, monkeypatch):
+    import attnflow.experiments.reproduce as reproduce_mod
+
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("kind: reproduction\n")
+    args = ["reproduce", str(manifest), "--out", str(tmp_path / "o"), "-q"]
+    res = runner.invoke(app, ["reproduce", "nonesuch", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "unknown reproduction 'nonesuch'; available:" in res.output
+    for exc, code, text in [
+        (ValueError("regime 'ou' names no preset"), 2, "error: regime 'ou' names no preset"),
+        (FileNotFoundError("preset x.yaml not found"), 2, "error: preset x.yaml not found"),
+        (
+            RuntimeError("fit diverged"),
+            1,
+            "the reproduction '" + str(manifest) + "' failed: RuntimeError: fit diverged",
+        ),
+    ]:
+
+        def fail(*a, _exc=exc, **kw):
+            raise _exc
+
+        monkeypatch.setattr(reproduce_mod, "reproduce", fail)
+        res = runner.invoke(app, args)
+        assert res.exit_code == code, res.output
+        assert text in res.output and isinstance(res.exception, SystemExit)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 import yaml
+from experiments_helpers import TINY, tiny_file_tokens, tiny_with
 
 from attnflow.experiments import (
     EXAMPLE_YAML,
@@ -21,31 +20,7 @@ from attnflow.experiments import (
 )
 from attnflow.experiments.progress import ProgressBar, format_duration
 
-TINY = {
-    "name": "tiny",
-    "model": {"direction": "descent", "backend": "torch"},
-    "weights": {"process": "ornstein_uhlenbeck", "sigma2": 0.5},
-    "tokens": {"init": "octahedral", "n": 8, "d": 3},
-    "heads": {"H": 2},
-    "integrator": {"dt": 0.01, "t1": 0.2},
-    "record": {"every": 5},
-    "paths": 2,
-    "checkpoint_every": 10,
-}
-
-
-def _with(**changes):
-    """TINY with dotted-key changes; the value ``...`` deletes the key."""
-    d = copy.deepcopy(TINY)
-    for dotted, value in changes.items():
-        node, parts = d, dotted.split("__")
-        for p in parts[:-1]:
-            node = node[p]
-        if value is ...:
-            del node[parts[-1]]
-        else:
-            node[parts[-1]] = value
-    return d
+_with = tiny_with
 
 
 def test_example_is_valid_and_documented():
@@ -171,8 +146,10 @@ def test_overrides_and_diff():
     assert config_diff(base, cfg) == ["heads.H", "weights.sigma2"]
     with pytest.raises(ConfigError, match="unknown key 'sigma' in weights; did you mean 'sigma2'"):
         with_overrides(base, {"weights.sigma": 1.0})
-    with pytest.raises(ConfigError, match="'paths' is not a section"):
+    with pytest.raises(ConfigError, match=r"cannot set 'paths\.x': 'paths' is not a section of the config"):
         with_overrides(base, {"paths.x": 1})
+    with pytest.raises(ConfigError, match=r"cannot set 'heads\.H\.x': 'heads\.H' is not a section"):
+        with_overrides(base, {"heads.H.x": 1})
 
 
 def test_parse_grid():
@@ -206,3 +183,144 @@ def test_progress_bar_text(capsys):
     b2.close()
     assert quiet.getvalue() == ""
     assert format_duration(3725) == "1:02:05" and format_duration(float("nan")) == "?"
+
+
+# -- YAML 1.2 floats, finite values, cross-field checks --------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1e-3", 1e-3), ("1.0e-3", 1e-3), ("1E-2", 1e-2), (".5", 0.5), ("2.5e+1", 25.0), ("1e0", 1.0)],
+)
+def test_scientific_notation_in_yaml_files(tmp_path, text, value):
+    p = tmp_path / "sci.yaml"
+    body = yaml.safe_dump(TINY).replace("dt: 0.01", f"dt: {text}").replace("t1: 0.2", "t1: 1.0e+2")
+    p.write_text(body.replace("sigma2: 0.5", f"sigma2: {text}"))
+    cfg = load_config(p)
+    assert isinstance(cfg.integrator.dt, float) and cfg.integrator.dt == value
+    assert cfg.weights.sigma2 == value and cfg.integrator.t1 == 100.0
+    p.write_text(body.replace("sigma2: 0.5", "sigma2: -2E+4"))
+    with pytest.raises(
+        ConfigError, match=r"weights\.sigma2 must be greater than or equal to 0: got -20000\.0"
+    ):
+        load_config(p)
+
+
+def test_yaml12_loader_keeps_ints_and_strings():
+    from attnflow.experiments.config import load_yaml
+
+    got = load_yaml("a: [10, 1_000, '1e-3', ., 1.5, -.inf, .NaN, 0.01, 1e3]")["a"]
+    assert got[:5] == [10, 1000, "1e-3", ".", 1.5] and got[5] == float("-inf") and got[6] != got[6]
+    assert got[7:] == [0.01, 1000.0] and isinstance(got[0], int) and isinstance(got[8], float)
+
+
+def test_scientific_notation_in_grids():
+    g = parse_grid(["integrator.dt=1e-3,.5,-2E+4", "weights.sigma2=1.0e-3,1e0", "heads.H=2,10"])
+    assert g == {"integrator.dt": [1e-3, 0.5, -2e4], "weights.sigma2": [1e-3, 1.0], "heads.H": [2, 10]}
+    assert all(isinstance(v, float) for v in g["integrator.dt"]) and isinstance(g["heads.H"][0], int)
+    cfg = with_overrides(TINY, {"integrator.dt": parse_grid(["k=1e-2"])["k"][0]})
+    assert cfg.integrator.dt == 0.01
+    with pytest.raises(ValueError, match=r"grid value '\[1,' of key 'heads\.H' is not valid YAML"):
+        parse_grid(["heads.H=[1,"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"integrator__t1": float("inf")}, r"integrator\.t1 must be a finite number: got inf \(float\)"),
+        ({"integrator__dt": float("inf")}, r"integrator\.dt must be a finite number: got inf \(float\)"),
+        ({"integrator__dt": float("nan")}, r"integrator\.dt must be a finite number: got nan \(float\)"),
+        ({"model__beta": float("nan")}, r"model\.beta must be a finite number: got nan"),
+        ({"model__layer_scaling": float("inf")}, r"model\.layer_scaling must be a finite number: got inf"),
+        ({"weights__sigma2": float("inf")}, r"weights\.sigma2 must be a finite number: got inf"),
+        ({"weights__rate": float("nan")}, r"weights\.rate must be a finite number: got nan"),
+        ({"tokens__noise": float("inf")}, r"tokens\.noise must be a finite number: got inf"),
+        ({"heads__scale": float("inf")}, r"heads\.scale must be a finite number: got inf"),
+        ({"heads__scale": 0.0}, r"heads\.scale must be greater than 0: got 0\.0"),
+        ({"heads__scale": -1.0}, r"heads\.scale must be greater than 0: got -1\.0"),
+        (
+            {"integrator__t1": 1e300, "integrator__dt": 1e-300},
+            r"must be at most 1e12 steps: got 1e\+300/1e-300 = inf; choose a larger dt or a smaller t1",
+        ),
+    ],
+)
+def test_non_finite_values_are_rejected(changes, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(_with(**changes))
+
+
+def test_infinite_times_in_yaml_name_the_key(tmp_path):
+    p = tmp_path / "inf.yaml"
+    p.write_text(yaml.safe_dump(TINY).replace("t1: 0.2", "t1: .inf"))
+    with pytest.raises(ConfigError, match=r"integrator\.t1 must be a finite number: got inf"):
+        load_config(p)
+    p.write_text(yaml.safe_dump(TINY).replace("dt: 0.01", "dt: .inf"))
+    with pytest.raises(ConfigError, match=r"integrator\.dt must be a finite number: got inf"):
+        load_config(p)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        (
+            {"weights": {"process": "oscillating", "forcing": "s1"}},
+            r"weights\.forcing does not fit heads\.H = 2 and tokens\.d = 3 "
+            r"\(weights\.process 'oscillating'\): forcing 's1' is defined for d = 2.*"
+            r"use weights\.forcing 's1' for d = 2",
+        ),
+        (
+            {
+                "weights": {"process": "oscillating", "forcing": "s2"},
+                "tokens": {"init": "uniform", "n": 4, "d": 2},
+            },
+            r"weights\.forcing does not fit heads\.H = 2 and tokens\.d = 2.*"
+            r"forcing 's2' is defined for d = 3",
+        ),
+        (
+            {"weights": {"process": "ornstein_uhlenbeck", "F": [[1, 0], [0, 1]]}},
+            r"weights\.F does not fit heads\.H = 2 and tokens\.d = 3.*OU target F has shape \(2, 2\).*"
+            r"give weights\.F as 'identity' or a d x d",
+        ),
+        (
+            {"weights": {"process": "ornstein_uhlenbeck", "F": [[[1, 0, 0], [0, 1, 0], [0, 0, 1]]] * 3}},
+            r"weights\.F does not fit heads\.H = 2.*OU target F has shape \(3, 3, 3\) but the heads are 2 x",
+        ),
+        (
+            {"weights": {"process": "ornstein_uhlenbeck", "F": [[1, 0, 0], [0, 1, 0]]}},
+            r"weights\.F does not fit .*F must be a \(d, d\) or \(H, d, d\) matrix: got shape \(2, 3\)",
+        ),
+    ],
+)
+def test_weights_must_fit_tokens_and_heads(changes, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config({**TINY, **changes})
+
+
+def test_cross_field_check_in_overrides_and_valid_combinations():
+    with pytest.raises(ConfigError, match=r"weights\.forcing does not fit heads\.H = 2 and tokens\.d = 3"):
+        with_overrides(TINY, {"weights": {"process": "oscillating", "forcing": "s1"}})
+    ok = with_overrides(TINY, {"weights.F": [[[2, 0, 0], [0, 1, 0], [0, 0, 1]]] * 2})
+    assert build(ok)[0].weights.F.shape == (2, 3, 3)
+    assert load_config({**TINY, "weights": {"process": "oscillating"}}).weights.forcing == "s2"
+
+
+def test_build_errors_are_config_errors(tmp_path):
+    missing = _with(tokens={"init": "file", "path": str(tmp_path / "nope.npy")})
+    load_config(missing)  # the file is read when the run is built
+    with pytest.raises(
+        ConfigError, match=r"cannot build the experiment from tokens\.path: FileNotFoundError.*nope\.npy"
+    ):
+        build(missing)
+    # file tokens: their dimension (2) is known only once read, the weights are checked then
+    cfg = tiny_file_tokens(tmp_path, d=2, weights={"process": "oscillating", "forcing": "s2"})
+    with pytest.raises(
+        ConfigError,
+        match=r"cannot build the experiment 'tiny': weights\.forcing does not fit heads\.H = 2 and "
+        r"the tokens of tokens\.path .* \(d = 2\).*forcing 's2' is defined for d = 3",
+    ):
+        build(cfg)
+    assert build(tiny_file_tokens(tmp_path, d=2))[1].shape == (2, 8, 2)
+    import numpy as np
+
+    np.save(tmp_path / "bad_heads.npy", np.zeros((2, 3, 4)))
+    bad_heads = _with(heads={"init": "file", "H": 2, "path": str(tmp_path / "bad_heads.npy")})
+    with pytest.raises(ConfigError, match=r"cannot build the experiment from heads\.path: ValueError"):
+        build(bad_heads)

@@ -15,21 +15,20 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
+from experiments_helpers import TINY, tiny_file_tokens
 
 import attnflow as af
-from attnflow.experiments import RunConfigMismatchError, build, open_run, read_meta, run_experiment, run_info
+from attnflow.experiments import (
+    ConfigError,
+    RunConfigMismatchError,
+    build,
+    open_run,
+    read_meta,
+    run_experiment,
+    run_info,
+)
+from attnflow.simulate import Simulator
 
-TINY = {
-    "name": "tiny",
-    "model": {"direction": "descent", "backend": "torch"},
-    "weights": {"process": "ornstein_uhlenbeck", "sigma2": 0.5},
-    "tokens": {"init": "octahedral", "n": 8, "d": 3},
-    "heads": {"H": 2},
-    "integrator": {"dt": 0.01, "t1": 0.2},
-    "record": {"every": 5},
-    "paths": 2,
-    "checkpoint_every": 10,
-}
 # 60 steps, records every 5, checkpoints every 20 steps (the kill test stops it at step 35)
 LONGER = {**TINY, "integrator": {"dt": 0.01, "t1": 0.6}, "checkpoint_every": 20}
 
@@ -84,11 +83,16 @@ def test_different_config_refuses_to_resume(tmp_path):
 
 
 def test_failed_run_is_recorded(tmp_path):
-    bad = {**TINY, "weights": {"process": "ornstein_uhlenbeck", "F": [[1, 0], [0, 1]]}}  # 2x2 target, d = 3
-    with pytest.raises(ValueError, match="OU target F has shape"):
+    # a 2 x 2 OU target with tokens of d = 3 read from a file: valid on load, fails when the run is built
+    bad = tiny_file_tokens(tmp_path, d=3, weights={"process": "ornstein_uhlenbeck", "F": [[1, 0], [0, 1]]})
+    with pytest.raises(ConfigError, match=r"weights\.F does not fit .*OU target F has shape"):
         run_experiment(bad, tmp_path / "r")
     meta = read_meta(tmp_path / "r")
     assert meta["status"] == "failed" and "OU target F" in meta["error"] and "Traceback" in meta["traceback"]
+    # the same mismatch with a known d is refused on load, before the run directory is touched
+    with pytest.raises(ConfigError, match=r"weights\.F does not fit heads\.H = 2 and tokens\.d = 3"):
+        run_experiment({**TINY, "weights": bad["weights"]}, tmp_path / "r2")
+    assert not (tmp_path / "r2").exists()
 
 
 KILL_SCRIPT = textwrap.dedent(
@@ -192,3 +196,91 @@ def test_open_run_errors(tmp_path):
     with pytest.warns(UserWarning, match="is not finished"):
         open_run(out)
     assert Path(out / "data.zarr" / ".zmetadata").is_file()
+
+
+def _fail_at(monkeypatch, step_index: int, seen: list | None = None, out: Path | None = None) -> None:
+    """Make Simulator.step raise at ``step_index`` (recording meta.json as it is then, if asked)."""
+    original = Simulator.step
+
+    def step(self):
+        if self.step_index == step_index:
+            if seen is not None:
+                seen.append(read_meta(out))
+            raise RuntimeError(f"injected failure at step {step_index}")
+        original(self)
+
+    monkeypatch.setattr(Simulator, "step", step)
+
+
+def test_failed_run_resumes_with_consistent_meta(tmp_path, monkeypatch):
+    import zarr
+
+    out = tmp_path / "r"
+    # 60 steps, checkpoint at 20: fail at 35 with the records up to step 35 flushed (8 records)
+    _fail_at(monkeypatch, 35)
+    with pytest.raises(RuntimeError, match="injected failure at step 35"):
+        run_experiment(LONGER, out, flush_every_s=0.0)
+    meta = read_meta(out)
+    assert meta["status"] == "failed" and meta["records"] == 8 and meta["step"] == 20
+    assert zarr.open_array(out / "data.zarr", path="step", mode="r").shape == (8,)
+    # resume: truncated to the checkpoint's 5 records; meta.json says so from the start of the attempt
+    seen: list = []
+    _fail_at(monkeypatch, 21, seen, out)
+    with pytest.raises(RuntimeError, match="injected failure at step 21"):
+        run_experiment(LONGER, out, flush_every_s=0.0)
+    assert seen[0]["status"] == "running" and seen[0]["records"] == 5 and seen[0]["step"] == 20
+    meta = read_meta(out)
+    n_stored = zarr.open_array(out / "data.zarr", path="step", mode="r").shape[0]
+    assert meta["status"] == "failed" and meta["records"] == n_stored == 5 and meta["step"] == 20
+    monkeypatch.undo()
+    resumed = run_experiment(LONGER, out)
+    meta = read_meta(out)
+    assert meta["status"] == "done" and meta["records"] == resumed.sizes["time"] == 13 and meta["step"] == 60
+    assert len(meta["resumed"]) == 2
+    _assert_same(resumed.drop_attrs(), run_experiment(LONGER, tmp_path / "whole").drop_attrs())
+
+
+def test_truncate_store_refuses_damaged_stores(tmp_path):
+    from attnflow.experiments.store import _truncate_store
+
+    out = tmp_path / "r"
+    run_experiment(TINY, out)  # 5 records, steps 0, 5, 10, 15, 20
+    with pytest.raises(
+        RuntimeError,
+        match=r"holds 5 records in '.*' but the checkpoint covers 7: the store is damaged; "
+        r"rerun with --no-resume",
+    ):
+        _truncate_store(out / "data.zarr", 7, 30)
+    with pytest.raises(
+        RuntimeError, match=r"record 3 has step 15 but the checkpoint says 10; rerun with --no-resume"
+    ):
+        _truncate_store(out / "data.zarr", 4, 10)
+
+
+def test_checkpoint_and_meta_are_fsynced_before_replace(tmp_path, monkeypatch):
+    import attnflow.experiments.store as store
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync")
+        real_fsync(fd)
+
+    def replace(src, dst):
+        if Path(dst).name in ("config.yaml", "meta.json", "checkpoint.pt"):  # zarr renames its own files
+            events.append(f"replace {Path(dst).name}")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(store.os, "fsync", fsync)
+    monkeypatch.setattr(store.os, "replace", replace)
+    run_experiment(TINY, tmp_path / "r")
+    replaces = [i for i, e in enumerate(events) if e.startswith("replace")]
+    assert {events[i] for i in replaces} == {
+        "replace config.yaml",
+        "replace meta.json",
+        "replace checkpoint.pt",
+    }
+    for i in replaces:
+        assert events[i - 1] == "fsync"  # the tmp file reached the disk before the rename
+        assert events[i + 1] == "fsync"  # and the rename itself (the directory)

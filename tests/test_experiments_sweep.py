@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+import yaml
+from experiments_helpers import TINY, tiny, tiny_file_tokens
 
 from attnflow.experiments import (
     ConfigError,
@@ -19,19 +21,9 @@ from attnflow.experiments import (
     sweep_info,
 )
 
-TINY = {
-    "name": "tiny",
-    "model": {"direction": "descent", "backend": "torch"},
-    "weights": {"process": "ornstein_uhlenbeck", "sigma2": 0.5},
-    "tokens": {"init": "octahedral", "n": 8, "d": 3},
-    "heads": {"H": 2},
-    "integrator": {"dt": 0.01, "t1": 0.2},
-    "record": {"every": 5},
-    "paths": 2,
-    "checkpoint_every": 10,
-}
-# weights.F = [[1,0],[0,1]] is a valid config value that fails when the run is built (the OU target is
-# 2 x 2 but d = 3): those two tasks fail, the other two must not be lost.
+# weights.F = [[1,0],[0,1]] with tokens of d = 3 read from a file is a valid config that fails when the
+# run is built (the dimension of file tokens is known only then): those two tasks fail, the other two
+# must not be lost.
 GRID = {"heads.H": [1, 2], "weights.F": ["identity", [[1, 0], [0, 1]]]}
 
 
@@ -46,6 +38,9 @@ def _check_failures(out, summary):
             assert open_run(out / name).sizes["time"] == 5
         else:
             assert t["status"] == "failed" and "OU target F has shape" in t["error"]
+            assert t["error"].startswith(
+                "ConfigError: cannot build the experiment 'tiny': weights.F does not fit"
+            )
             assert "Traceback" in t["traceback"] and "Traceback" in meta["traceback"]
     on_disk = json.loads((out / "sweep.json").read_text())
     assert on_disk["failed"] == 2 and all(
@@ -56,10 +51,11 @@ def _check_failures(out, summary):
 def test_local_processes_and_dask_cluster_agree_and_keep_failures(tmp_path):
     from distributed import LocalCluster
 
-    local = run_sweep(TINY, GRID, tmp_path / "local", workers=2)
+    base = tiny_file_tokens(tmp_path)
+    local = run_sweep(base, GRID, tmp_path / "local", workers=2)
     _check_failures(tmp_path / "local", local)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        dask = run_sweep(TINY, GRID, tmp_path / "dask", scheduler=cluster.scheduler_address)
+        dask = run_sweep(base, GRID, tmp_path / "dask", scheduler=cluster.scheduler_address)
     _check_failures(tmp_path / "dask", dask)
 
     a, b = open_sweep(tmp_path / "local").load(), open_sweep(tmp_path / "dask").load()
@@ -79,12 +75,12 @@ def test_local_processes_and_dask_cluster_agree_and_keep_failures(tmp_path):
 
 
 def test_resumed_sweep_skips_finished_tasks(tmp_path):
-    out = tmp_path / "s"
-    first = run_sweep(TINY, GRID, out, workers=1)
+    out, base = tmp_path / "s", tiny_file_tokens(tmp_path)
+    first = run_sweep(base, GRID, out, workers=1)
     _check_failures(out, first)
     done = [n for n, t in first["tasks"].items() if t["status"] == "done"]
     stamps = {n: ((out / n / "checkpoint.pt").stat().st_mtime_ns, read_meta(out / n)["ended"]) for n in done}
-    second = run_sweep(TINY, GRID, out, workers=1)
+    second = run_sweep(base, GRID, out, workers=1)
     for n in done:
         assert second["tasks"][n] == {
             "params": first["tasks"][n]["params"],
@@ -97,7 +93,7 @@ def test_resumed_sweep_skips_finished_tasks(tmp_path):
     assert info["counts"] == {"done": 2, "failed": 2}
     assert all("OU target" in r["error"] for r in info["tasks"].values() if r["status"] == "failed")
     with pytest.raises(SweepMismatchError, match=r"holds a different sweep \(base config keys seed"):
-        run_sweep({**TINY, "seed": 3}, GRID, out, workers=1)
+        run_sweep({**base, "seed": 3}, GRID, out, workers=1)
 
 
 def test_shape_changing_key_is_named(tmp_path):
@@ -121,3 +117,23 @@ def test_sweep_input_errors(tmp_path):
         run_sweep(TINY, {}, tmp_path / "x")
     with pytest.raises(FileNotFoundError, match="is not a sweep directory"):
         open_sweep(tmp_path)
+
+
+def test_open_sweep_without_finished_task(tmp_path):
+    missing = tiny(tokens={"init": "file", "path": str(tmp_path / "nope.npy")})  # every run fails when built
+    summary = run_sweep(missing, {"heads.H": [1, 2]}, tmp_path / "s", workers=1)
+    assert summary["failed"] == 2 and all("tokens.path" in t["error"] for t in summary["tasks"].values())
+    with pytest.raises(ValueError, match=r"no finished task in the sweep .*s; statuses: \['failed'\]"):
+        open_sweep(tmp_path / "s")
+
+
+def test_grid_in_scientific_notation(tmp_path):
+    from attnflow.experiments import parse_grid
+
+    summary = run_sweep(TINY, parse_grid(["weights.sigma2=5e-1,1E-1"]), tmp_path / "s", workers=1)
+    assert summary["done"] == 2
+    ds = open_sweep(tmp_path / "s")
+    assert ds["weights_sigma2"].values.tolist() == [0.5, 0.1]
+    task = str(ds["task"].sel(weights_sigma2=0.1).values)
+    assert read_meta(tmp_path / "s" / task)["status"] == "done"
+    assert yaml.safe_load((tmp_path / "s" / task / "config.yaml").read_text())["weights"]["sigma2"] == 0.1

@@ -112,6 +112,34 @@ def test_split_rows_and_column_tiles(dtype, causal):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [3, 2])
+def test_symmetric_fast_path(dtype, causal, d):
+    # D_h = D_h^T, non-causal: column sums are skipped (z = y). Causal U is not symmetric,
+    # so there the general path must run; both must match the dense reference.
+    x, D, V = make_inputs(9, 2, 41, 3, d, symmetric=True, with_values=True, dtype=dtype)
+    assert np.array_equal(D, np.swapaxes(D, -1, -2))
+    fast = fused_field(x, D, V, 1.1, causal=causal)
+    general = fused_field(x, D, V, 1.1, causal=causal, _general=True)
+    ref = dense_reference(x, D, V, 1.1, causal=causal)
+    assert_matches(fast, ref, ALL_KEYS, dtype)
+    assert_matches(general, ref, ALL_KEYS, dtype)
+    assert_matches(fast, general, ALL_KEYS, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_exact_row_max_equals_bound_shift(dtype, symmetric):
+    # small beta |D| shifts by the bound c_h; the exact row-max pass must agree
+    x, D, V = make_inputs(10, 2, 600, 2, 3, symmetric=symmetric, with_values=False, dtype=dtype)
+    bound = fused_field(x, D, V, 0.9)
+    exact = fused_field(x, D, V, 0.9, _exact_max=True)
+    ref = dense_reference(x, D, V, 0.9)
+    assert_matches(bound, ref, ALL_KEYS, dtype)
+    assert_matches(exact, ref, ALL_KEYS, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_fast_path_equals_ledger_path(dtype):
     x, D, V = make_inputs(6, 2, 50, 4, 3, symmetric=False, with_values=True, dtype=dtype)
     fast = fused_field(x, D, V, 1.0, ledger=False)

@@ -25,7 +25,8 @@ def test_one_head_ghat2_equals_g2_and_g2_is_nonnegative(weights):
     ds3 = af.simulate(
         model, x0, af.heads.symmetric_gaussian(2, 3, 3, seed=1), t1=0.5, dt=0.01, record_every=5
     )
-    assert (ds3.G2.values >= 0).all() and (ds3.Ghat2.values >= 0).all()
+    # Ghat^2 may be negative for H > 1 (E is not monotone along a multi-head flow); G^2 never is
+    assert (ds3.G2.values >= 0).all()
 
 
 def _final_exact_residual(dt: float, H: int) -> float:

@@ -9,6 +9,7 @@ import xarray as xr
 from numpy.testing import assert_allclose
 
 from attnflow.experiments.reproduce import available_reproductions, load_manifest, regime_configs, reproduce
+from attnflow.plot.reproduction import plot_all
 
 PNG = b"\x89PNG\r\n\x1a\n"
 REGIMES = ("ou", "osc_per_head", "osc_shared")
@@ -17,7 +18,7 @@ REGIMES = ("ou", "osc_per_head", "osc_shared")
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("massucco2026")
-    return out, reproduce("massucco2026", out, quick=True, progress=False)
+    return out, reproduce("massucco2026", out, quick=True, progress=False, figures=plot_all)
 
 
 def test_outputs_exist_and_figures_are_small_pngs(quick):
@@ -74,7 +75,7 @@ def test_one_head_variants_coincide(quick):
 
 def test_resume_reuses_finished_runs(quick):
     out, s = quick
-    again = reproduce("massucco2026", out, quick=True, progress=False, figures=False)
+    again = reproduce("massucco2026", out, quick=True, progress=False)
     for key in REGIMES:
         for h in ("1", "10", "100"):
             assert (
@@ -85,12 +86,12 @@ def test_resume_reuses_finished_runs(quick):
 
 def test_window_is_a_parameter(quick):
     out, s = quick
-    w = reproduce("massucco2026", out, quick=True, progress=False, figures=False, window=(0.0, 1.0))
+    w = reproduce("massucco2026", out, quick=True, progress=False, window=(0.0, 1.0))
     assert w["window"] == [0.0, 1.0]
     r = w["regimes"]["ou"]["per_H"]["1"]
     assert r["G2_mean"] != s["regimes"]["ou"]["per_H"]["1"]["G2_mean"]
     with pytest.raises(ValueError, match="window must satisfy"):
-        reproduce("massucco2026", out, quick=True, progress=False, figures=False, window=(0.8, 0.2))
+        reproduce("massucco2026", out, quick=True, progress=False, window=(0.8, 0.2))
 
 
 def test_manifests_and_unknown_name():

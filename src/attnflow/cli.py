@@ -6,7 +6,8 @@
     attnflow info runs/sweep
     attnflow plot runs/ou                                 # writes runs/ou/summary.png
 
-Exit codes: 0 success, 1 a run or a task failed (or a directory cannot be resumed), 2 bad input.
+Exit codes: 0 success, 1 a run or a task failed (or a directory cannot be resumed or written), 2 bad
+input (an invalid config or grid, a config whose objects cannot be built, a missing file).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def run(
 ) -> None:
     """Run one experiment into a run directory (config.yaml, meta.json, data.zarr, checkpoint.pt)."""
     from .experiments.config import ConfigError, load_config
-    from .experiments.store import RunConfigMismatchError, run_experiment, run_info
+    from .experiments.store import RunConfigMismatchError, read_meta, run_experiment, run_info
 
     try:
         cfg = load_config(config)
@@ -89,6 +90,9 @@ def run(
         run_experiment(cfg, out, resume=resume, progress=not quiet)
     except RunConfigMismatchError as exc:
         raise _fail(str(exc)) from None
+    except ConfigError as exc:  # valid on its own but cannot be built (a file missing, d of file tokens)
+        where = f" (recorded in {out / 'meta.json'})" if read_meta(out).get("status") == "failed" else ""
+        raise _fail(f"{exc}{where}", 2) from None
     except Exception as exc:  # noqa: BLE001 - reported with a pointer to the traceback
         raise _fail(
             f"the run failed: {type(exc).__name__}: {exc} (traceback in {out / 'meta.json'})"
@@ -129,10 +133,12 @@ def sweep(
         summary = run_sweep(
             cfg, parsed, out, scheduler=scheduler, workers=workers, resume=resume, progress=not quiet
         )
-    except ConfigError as exc:
-        raise _fail(str(exc), 2) from None
     except SweepMismatchError as exc:
         raise _fail(str(exc)) from None
+    except (ValueError, FileNotFoundError) as exc:  # ConfigError included
+        raise _fail(str(exc), 2) from None
+    except OSError as exc:
+        raise _fail(f"cannot write the sweep directory {out}: {type(exc).__name__}: {exc}") from None
     failed = {k: t for k, t in summary["tasks"].items() if t["status"] == "failed"}
     if not quiet:
         skipped = sum(bool(t.get("skipped")) for t in summary["tasks"].values())
@@ -282,24 +288,59 @@ def plot(
 # -- reproduce / check-edi -------------------------------------------------------------------------
 @app.command()
 def reproduce(
-    name: Annotated[str, typer.Argument(help="Reproduction to run, e.g. massucco2026 (Sec. 6 of arXiv 2605.18870).")],
+    name: Annotated[
+        str, typer.Argument(help="Reproduction to run, e.g. massucco2026 (Sec. 6 of arXiv 2605.18870).")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory (runs, figures, summary.json).")],
     quick: Annotated[
-        bool, typer.Option("--quick", help="Same model, fewer paths, fewer tokens and a shorter horizon (minutes).")
+        bool,
+        typer.Option(
+            "--quick", help="Same model, fewer paths, fewer tokens and a shorter horizon (minutes)."
+        ),
     ] = False,
     resume: Annotated[
-        bool, typer.Option("--resume/--no-resume", help="Continue interrupted runs (default) or start afresh.")
+        bool,
+        typer.Option("--resume/--no-resume", help="Continue interrupted runs (default) or start afresh."),
     ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    paths: Annotated[int | None, typer.Option("--paths", help="Override the number of paths.")] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Override the number of tokens.")] = None,
+    t1: Annotated[float | None, typer.Option("--t1", help="Override the final time.")] = None,
+    H: Annotated[
+        list[int] | None, typer.Option("--H", help="Head counts to run (repeat the option).")
+    ] = None,
 ) -> None:
-    """Reproduce and audit a published experiment: figures 1-3, summary.json and the stored runs."""
-    from .experiments.reproduce import available_reproductions
-    from .experiments.reproduce import reproduce as _reproduce
+    """Reproduce and audit a published experiment: figures 1-3, summary.json and the stored runs.
+
+    Overrides (--paths, --n, --t1, --H) give a reduced run of the same model; summary.json records them.
+    """
+    from .experiments.reproduce import available_reproductions, reproduce as _reproduce
 
     known = available_reproductions()
     if name not in known and not Path(name).exists():
         raise _fail(f"unknown reproduction {name!r}; available: {', '.join(known)}", 2)
-    summary = _reproduce(name, out, quick=quick, resume=resume, progress=not quiet)
+    from .plot.reproduction import plot_all
+
+    try:
+        summary = _reproduce(
+            name,
+            out,
+            quick=quick,
+            resume=resume,
+            progress=not quiet,
+            figures=plot_all,
+            paths=paths,
+            n=n,
+            t1=t1,
+            H=H,
+        )
+    except (ValueError, FileNotFoundError) as exc:  # a bad manifest or preset, a missing file
+        raise _fail(str(exc), 2) from None
+    except Exception as exc:  # noqa: BLE001 - a run or a figure failed; its run directory keeps the traceback
+        raise _fail(
+            f"the reproduction {name!r} failed: {type(exc).__name__}: {exc} (the meta.json of each run "
+            f"under {out / 'runs'} holds its status and traceback; rerun the same command to resume)"
+        ) from None
     if not quiet:
         wall = summary.get("wall_time_s")
         typer.echo(f"done: {out} (summary.json, fig1-3){'' if wall is None else f' in {wall:.0f} s'}")
@@ -324,8 +365,6 @@ def check_edi(
         check_edi_cli(None if json_path is None else str(json_path), quick, H, weights)
     except ValueError as exc:
         raise _fail(str(exc), 2) from None
-
-
 
 
 def main() -> None:

@@ -77,7 +77,9 @@ _L2E_32 = _F32(1.4426950408889634)
 _LN2_HI_32 = _F32(0.693145751953125)  # 11 significant bits: k * hi is exact
 _LN2_LO_32 = _F32(1.428606765330187e-06)
 _HALF_32 = _F32(0.5)
-_FLUSH_32 = _F32(-87.0)  # 2**k stays a normal number above this
+_FLUSH_32 = _F32(-87.0)
+_BOUND_RANGE_32 = 40.0  # largest score range shifted by a bound: exp(-40) is far from underflow
+_BOUND_RANGE_64 = 600.0  # 2**k stays a normal number above this
 _ZERO_32 = _F32(0.0)
 _TAYLOR_32 = tuple(_F32(1.0 / math.factorial(k)) for k in range(8))
 
@@ -232,8 +234,12 @@ def _row_max_pass(xt, kt, items, causal, row_max):
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
-def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, j0, j1, ledger, zero):
-    """Fused ``d = 3`` tile: scores, exponentials and every sum in one SIMD loop."""
+def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, j0, j1, ledger, colsums, zero):
+    """Fused ``d = 3`` tile: scores, exponentials and every sum in one SIMD loop.
+
+    ``colsums`` adds the column sums ``zt`` (general ``D``); without it the ledger costs
+    only the Ito sum (symmetric ``D``, where the column sums equal the row sums).
+    """
     ell = zero
     y0 = zero
     y1 = zero
@@ -242,7 +248,7 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, j0, j1, ledger, zero):
     c0 = wi * xi0
     c1 = wi * xi1
     c2 = wi * xi2
-    if ledger:
+    if ledger and colsums:
         for j in range(j0, j1):
             e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
             a0 = x[0, j]
@@ -258,6 +264,18 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, j0, j1, ledger, zero):
             zt[0, jj] += e * c0
             zt[1, jj] += e * c1
             zt[2, jj] += e * c2
+    elif ledger:
+        for j in range(j0, j1):
+            e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
+            a0 = x[0, j]
+            a1 = x[1, j]
+            a2 = x[2, j]
+            ell += e
+            y0 += e * a0
+            y1 += e * a1
+            y2 += e * a2
+            g = xi0 * a0 + xi1 * a1 + xi2 * a2
+            q += e * g * g
     else:
         for j in range(j0, j1):
             e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
@@ -269,7 +287,7 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, j0, j1, ledger, zero):
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
-def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, sbuf, ebuf, ysum, zero):
+def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, colsums, sbuf, ebuf, ysum, zero):
     """Any-``d`` tile through small buffers; returns ``(ell, q)`` and fills ``ysum``."""
     length = j1 - j0
     _score_tile(xi, k, j0, j1, sbuf)
@@ -288,6 +306,7 @@ def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, sbuf, ebuf, ysum, zero):
         _score_tile(xi, x, j0, j1, sbuf)
         for j in range(length):
             q += ebuf[j] * sbuf[j] * sbuf[j]
+    if ledger and colsums:
         for a in range(xi.shape[0]):
             ca = wi * xi[a]
             for j in range(length):
@@ -297,13 +316,13 @@ def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, sbuf, ebuf, ysum, zero):
 
 @njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
 def _accumulate_pass(
-    xt, kt, row_max, col_weight, items, chunk_of, causal, ledger, zero, rsum, ysum, qsum, zsum
+    xt, kt, row_max, col_weight, items, chunk_of, causal, ledger, colsums, zero, rsum, ysum, qsum, zsum
 ):
     """Pass 2: exponentials and all pair sums of one work item (head, row chunk).
 
     Writes ``rsum[p,h,i] = sum_j e_ij``, ``ysum[p,h,i,:] = sum_j e_ij x_j``,
-    ``qsum[p,h,i] = sum_j e_ij <x_i,x_j>^2`` and (ledger) the shifted column sums
-    ``zsum[p,h,chunk,:,j] = sum_i e_ij col_weight_i x_i`` (float64 accumulators).
+    ``qsum[p,h,i] = sum_j e_ij <x_i,x_j>^2`` and (ledger and colsums) the shifted column
+    sums ``zsum[p,h,chunk,:,j] = sum_i e_ij col_weight_i x_i`` (float64 accumulators).
     """
     n = xt.shape[2]
     d = xt.shape[1]
@@ -328,7 +347,7 @@ def _accumulate_pass(
                 wi = col_weight[p, h, i]
                 if d == 3:
                     ell, y0, y1, y2, q = _tile_d3(
-                        x[0, i], x[1, i], x[2, i], mi, wi, k, x, zt, j0, jend, ledger, zero
+                        x[0, i], x[1, i], x[2, i], mi, wi, k, x, zt, j0, jend, ledger, colsums, zero
                     )
                     ysum[p, h, i, 0] += y0
                     ysum[p, h, i, 1] += y1
@@ -336,12 +355,14 @@ def _accumulate_pass(
                 else:
                     for a in range(d):
                         xi[a] = x[a, i]
-                    ell, q = _tile_generic(xi, mi, wi, k, x, zt, j0, jend, ledger, sbuf, ebuf, yb, zero)
+                    ell, q = _tile_generic(
+                        xi, mi, wi, k, x, zt, j0, jend, ledger, colsums, sbuf, ebuf, yb, zero
+                    )
                     for a in range(d):
                         ysum[p, h, i, a] += yb[a]
                 rsum[p, h, i] += ell
                 qsum[p, h, i] += q
-                if ledger:
+                if ledger and colsums:
                     pending += 1
                     if pending == _ROW_BLOCK or i == r1 - 1:
                         for a in range(d):
@@ -355,10 +376,11 @@ def _accumulate_pass(
 
 
 @njit(cache=True)
-def _finish(x, dm, vm, beta, sphere, ledger, row_max, shift, rsum, ysum, qsum, z):
+def _finish(x, dm, vm, beta, sphere, ledger, colsums, row_max, shift, rsum, ysum, qsum, z):
     """Per-token float64 assembly of velocity and ledger from the pair sums.
 
-    ``z`` holds the column sums scaled by ``exp(-shift[p, h])``.
+    ``z`` holds the column sums scaled by ``exp(-shift[p, h])``; without ``colsums``
+    (symmetric ``D``, non-causal) the column sums are the row sums and ``z`` is unused.
     """
     npaths, n, d = x.shape
     nheads = dm.shape[1]
@@ -372,6 +394,7 @@ def _finish(x, dm, vm, beta, sphere, ledger, row_max, shift, rsum, ysum, qsum, z
     ito = np.zeros((npaths, nheads))
     inv_h = 1.0 / nheads
     pair_norm = 1.0 / (2.0 * nheads * n * n)
+    scale_z = np.exp(shift)
     for p in range(npaths):
         ybar = np.empty(d)
         yv = np.empty(d)
@@ -399,11 +422,11 @@ def _finish(x, dm, vm, beta, sphere, ledger, row_max, shift, rsum, ysum, qsum, z
                         acc += vm[p, h, a, b] * ybar[b]
                     w[a] += acc
                 if ledger:
-                    scale_y = math.exp(lse[p, h, i])
-                    scale_z = math.exp(shift[p, h])
+                    e_max = math.exp(row_max[p, h, i])
+                    scale_y = e_max * rsum[p, h, i]  # exp(lse), one exp fewer
                     for a in range(d):
-                        yv[a] = scale_y * ybar[a]
-                        zv[a] = scale_z * z[p, h, a, i]
+                        yv[a] = e_max * ysum[p, h, i, a]
+                        zv[a] = scale_z[p, h] * z[p, h, a, i] if colsums else yv[a]
                     for a in range(d):
                         acc = 0.0
                         for b in range(d):
@@ -412,7 +435,7 @@ def _finish(x, dm, vm, beta, sphere, ledger, row_max, shift, rsum, ysum, qsum, z
                         for b in range(d):
                             second[p, h, a, b] += xi[a] * yv[b]
                     energy[p] += scale_y
-                    ito[p, h] += math.exp(row_max[p, h, i]) * (rsum[p, h, i] + qsum[p, h, i])
+                    ito[p, h] += e_max * (rsum[p, h, i] + qsum[p, h, i])
             for a in range(d):
                 w[a] *= inv_h
                 g[a] *= 0.5 * inv_h / n
@@ -514,6 +537,8 @@ def fused_field(
     geometry: str = "sphere",
     causal: bool = False,
     ledger: bool = True,
+    _general: bool = False,
+    _exact_max: bool = False,
 ) -> dict[str, np.ndarray]:
     """Softmax attention velocity and energy ledger in one tiled pass over pairs.
 
@@ -535,6 +560,10 @@ def fused_field(
         the column sums ``z``, runs over exactly these pairs.
     ledger : bool
         If False only ``velocity`` and ``lse`` are computed (fast path).
+    _general : bool
+        Private, for tests and benchmarks: never take the symmetric fast path.
+    _exact_max : bool
+        Private, for tests and benchmarks: always shift by the exact row maxima.
 
     Returns
     -------
@@ -550,7 +579,10 @@ def fused_field(
 
     Notes
     -----
-    Memory is ``O(P H n d)``; no ``n x n`` array is formed. The stability of the shifted
+    Memory is ``O(P H n d)``; no ``n x n`` array is formed. When every ``D_h`` is exactly
+    symmetric and ``causal`` is False (the paper's case), :math:`U^h` is symmetric, the
+    column sums equal the row sums (:math:`z^h_i = y^h_i`) and their pass is skipped.
+    The stability of the shifted
     exponentials and the one float32 limitation of ``z`` are described in the module
     docstring. Compiled lazily on first call and cached on disk.
 
@@ -573,22 +605,32 @@ def fused_field(
     xt = np.ascontiguousarray(np.swapaxes(x, 1, 2))
     kt = np.ascontiguousarray(np.einsum("phab,pbj->phaj", (beta * D).astype(dtype, copy=False), xt))
     items, chunk_of, nchunk = _work_items(npaths, nheads, n, causal)
+    # U^h symmetric (non-causal, D_h = D_h^T exactly): the column sums are the row sums
+    colsums = ledger and (causal or _general or not np.array_equal(D, np.swapaxes(D, 2, 3)))
 
-    row_max = np.empty((npaths, nheads, n), dtype=dtype)
-    _row_max_pass(xt, kt, items, causal, row_max)
+    # |s_ij| <= beta |D_h|_F max_j |x_j|^2 =: c_h. If every score range 2 c_h is small
+    # (always at the paper's beta), c_h itself is a safe shift for all rows and columns:
+    # exp(s - c_h) lies in [exp(-2 c_h), 1], normal numbers, and no pass over pairs is needed.
+    bound = beta * np.sqrt(np.einsum("phab,phab->ph", D, D, dtype=np.float64))
+    bound *= np.einsum("pja,pja->pj", x, x, dtype=np.float64).max(axis=1)[:, None]
+    if _exact_max or 2.0 * bound.max() > (_BOUND_RANGE_32 if dtype is np.float32 else _BOUND_RANGE_64):
+        row_max = np.empty((npaths, nheads, n), dtype=dtype)
+        _row_max_pass(xt, kt, items, causal, row_max)
+    else:
+        row_max = np.repeat(bound.astype(dtype)[:, :, None], n, axis=2)
     shift = row_max.max(axis=2).astype(np.float64)  # c_h, the column-sum shift
-    col_weight = np.exp(row_max - shift[:, :, None].astype(dtype))
+    col_weight = np.exp(row_max - shift[:, :, None].astype(dtype)) if colsums else row_max
 
     rsum = np.zeros((npaths, nheads, n))
     ysum = np.zeros((npaths, nheads, n, d))
     qsum = np.zeros((npaths, nheads, n))
-    zshape = (npaths, nheads, nchunk, d, n) if ledger else (npaths, nheads, 1, d, 1)
+    zshape = (npaths, nheads, nchunk, d, n) if colsums else (npaths, nheads, 1, d, 1)
     zsum = np.zeros(zshape)
     _accumulate_pass(
-        xt, kt, row_max, col_weight, items, chunk_of, causal, ledger, dtype(0),
+        xt, kt, row_max, col_weight, items, chunk_of, causal, ledger, colsums, dtype(0),
         rsum, ysum, qsum, zsum,
     )  # fmt: skip
-    z = zsum.sum(axis=2) if ledger else zsum[:, :, 0]
+    z = zsum.sum(axis=2) if colsums else zsum[:, :, 0]
 
     lse, velocity, grad, energy, g2, ghat2, second, ito = _finish(
         x.astype(np.float64, copy=False),
@@ -597,6 +639,7 @@ def fused_field(
         beta,
         geometry == "sphere",
         ledger,
+        colsums,
         row_max.astype(np.float64),
         shift,
         rsum,

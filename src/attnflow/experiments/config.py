@@ -12,8 +12,10 @@ and suggests the closest known key for a misspelt one::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -31,6 +33,7 @@ __all__ = [
     "config_diff",
     "dump_config",
     "load_config",
+    "load_yaml",
     "with_overrides",
 ]
 
@@ -40,7 +43,36 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan=False: every float of the schema must be finite (.inf / .nan are rejected by key)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+# -- YAML 1.2 floats ---------------------------------------------------------------------------------
+class _Yaml12Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` with the YAML 1.2 float rule, so ``1e-3`` is the float 0.001.
+
+    PyYAML implements YAML 1.1, whose floats need a dot and a signed exponent: ``1e-3`` and ``1.0e3``
+    would be read as strings and then rejected by the strict schema.
+    """
+
+
+_YAML12_FLOAT = re.compile(
+    r"""^(?:
+        [-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?        # 1.5, 1., 1.0e-3, 1.0E3
+      | [-+]?\.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?               # .5, -.5E+4
+      | [-+]?[0-9][0-9_]*[eE][-+]?[0-9]+                      # 1e-3, -2E+4
+      | [-+]?\.(?:inf|Inf|INF)                                # .inf, -.Inf
+      | \.(?:nan|NaN|NAN)                                     # .nan
+    )$""",
+    re.VERBOSE,
+)
+# Appended after PyYAML's own resolvers: integers (``10``) still resolve to int first.
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+0123456789."))
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text like ``yaml.safe_load``, but with YAML 1.2 floats (``1e-3``, ``-2E+4``, ``.5``)."""
+    return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 class ModelConfig(_Section):
@@ -130,7 +162,7 @@ class HeadsConfig(_Section):
 
     init: Literal["symmetric_gaussian", "gaussian", "identity", "file"] = "symmetric_gaussian"
     H: int = Field(ge=1)
-    scale: float = 1.0
+    scale: float = Field(1.0, gt=0, allow_inf_nan=False)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -153,6 +185,11 @@ class IntegratorConfig(_Section):
     @model_validator(mode="after")
     def _whole_steps(self):
         k = self.t1 / self.dt
+        if not math.isfinite(k) or k > 1e12:
+            raise ValueError(
+                f"integrator.t1 / integrator.dt must be at most 1e12 steps: got {self.t1:g}/{self.dt:g} "
+                f"= {k:.6g}; choose a larger dt or a smaller t1"
+            )
         if round(k) < 1 or abs(k - round(k)) > 1e-9 * max(1.0, k):
             raise ValueError(
                 f"integrator.t1 / integrator.dt must be a whole number of steps: got {self.t1:g}/{self.dt:g} "
@@ -172,6 +209,39 @@ class RecordConfig(_Section):
     positions: bool = True
     heads: bool = False
     ledger: bool = True
+
+
+_WEIGHT_KEYS = {
+    "ornstein_uhlenbeck": ("weights.F", "give weights.F as 'identity' or a d x d (or H x d x d) matrix"),
+    "oscillating": ("weights.forcing", "use weights.forcing 's1' for d = 2 and 's2' for d = 3"),
+    "constant": ("weights", "check the weights section"),
+}
+
+
+def _weight_process(w):
+    """The core weight process of a ``weights:`` section (raises ValueError from the core)."""
+    from ..model.weights import Constant, OrnsteinUhlenbeck, Oscillating
+
+    if isinstance(w, OUWeights):
+        return OrnsteinUhlenbeck(
+            F=None if w.F == "identity" else w.F, sigma2=w.sigma2, noise=w.noise, rate=w.rate
+        )
+    if isinstance(w, OscillatingWeights):
+        return Oscillating(forcing=w.forcing, phases=w.phases, rate=w.rate)
+    return Constant()
+
+
+def _check_weights_fit(w, H: int, d: int, where: str):
+    """Build the weight process and check it fits H heads of size d; ValueError naming the keys."""
+    key, fix = _WEIGHT_KEYS[w.process]
+    try:
+        process = _weight_process(w)
+        process.validate(H, d)
+    except ValueError as exc:
+        raise ValueError(
+            f"{key} does not fit heads.H = {H} and {where} (weights.process {w.process!r}): {exc}; {fix}"
+        ) from exc
+    return process
 
 
 class ExperimentConfig(_Section):
@@ -199,6 +269,18 @@ class ExperimentConfig(_Section):
         if not re.fullmatch(r"cpu|cuda(:\d+)?", v):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N': got {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _weights_fit_heads(self):
+        """The weight process must fit ``heads.H`` heads of size ``tokens.d`` (checked here, not at run time).
+
+        For ``tokens.init: file`` the dimension is known only once the file is read: :func:`build`
+        checks it then.
+        """
+        d = getattr(self.tokens, "d", None)
+        if d is not None:
+            _check_weights_fit(self.weights, self.heads.H, d, f"tokens.d = {d}")
+        return self
 
     @property
     def checkpoint_steps(self) -> int:
@@ -341,7 +423,7 @@ def load_config(source: str | Path | dict | ExperimentConfig) -> ExperimentConfi
     if not path.is_file():
         raise ConfigError(f"config file not found: {str(path)!r}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
     return _validate(data, str(path))
@@ -388,6 +470,20 @@ def with_overrides(
 
 
 # -- building the core objects ---------------------------------------------------------------------
+@contextlib.contextmanager
+def _building(*keys: str):
+    """Re-raise a ValueError or OSError of the core or of a file read as a ConfigError naming the keys."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise ConfigError(
+            f"cannot build the experiment from {' / '.join(keys)}: {type(exc).__name__}: {exc}; "
+            f"fix {' or '.join(keys)} in the config"
+        ) from exc
+
+
 def build(config: ExperimentConfig | dict | str | Path):
     """Core objects of an experiment.
 
@@ -399,61 +495,67 @@ def build(config: ExperimentConfig | dict | str | Path):
     kwargs : dict
         Keyword arguments of :func:`attnflow.simulate` / :class:`attnflow.Simulator` (dt, t1,
         integrator, seed, record_every, positions, record_heads, ledger, dtype, device).
+
+    Raises
+    ------
+    ConfigError
+        When the config is valid on its own but its objects cannot be built: a file of
+        ``tokens.path`` / ``heads.path`` missing or of the wrong shape, weights that do not fit the
+        dimension of file tokens; the message names the keys.
     """
     import numpy as np
     import torch
 
     from ..model import heads as heads_mod, tokens as tokens_mod
     from ..model.transformer import TransformerModel
-    from ..model.weights import Constant, OrnsteinUhlenbeck, Oscillating
 
     cfg = load_config(config)
     dtype = {"float64": torch.float64, "float32": torch.float32}[cfg.precision]
-    w = cfg.weights
-    if isinstance(w, OUWeights):
-        weights = OrnsteinUhlenbeck(
-            F=None if w.F == "identity" else w.F, sigma2=w.sigma2, noise=w.noise, rate=w.rate
+    with _building("model", "weights"):
+        weights = _weight_process(cfg.weights)
+        m = cfg.model
+        model = TransformerModel(
+            direction=m.direction,
+            attention=m.attention,
+            beta=m.beta,
+            geometry=m.geometry,
+            weights=weights,
+            causal=m.causal,
+            layer_scaling=m.layer_scaling,
+            sinkhorn_iters=m.sinkhorn_iters,
+            backend=m.backend,
         )
-    elif isinstance(w, OscillatingWeights):
-        weights = Oscillating(forcing=w.forcing, phases=w.phases, rate=w.rate)
-    else:
-        weights = Constant()
-    m = cfg.model
-    model = TransformerModel(
-        direction=m.direction,
-        attention=m.attention,
-        beta=m.beta,
-        geometry=m.geometry,
-        weights=weights,
-        causal=m.causal,
-        layer_scaling=m.layer_scaling,
-        sinkhorn_iters=m.sinkhorn_iters,
-        backend=m.backend,
-    )
     t, P, seed = cfg.tokens, cfg.paths, cfg.seed
-    if isinstance(t, UniformTokens):
-        x0 = tokens_mod.uniform(P, t.n, t.d, seed=seed, dtype=dtype)
-    elif isinstance(t, OctahedralTokens):
-        x0 = tokens_mod.octahedral(P, t.n, t.d, seed=seed, noise=t.noise, dtype=dtype)
-    elif isinstance(t, VMFTokens):
-        x0 = tokens_mod.von_mises_fisher(
-            P, t.n, t.d, seed=seed, clusters=t.clusters, kappa=t.kappa, dtype=dtype
-        )
-    else:
-        x0 = tokens_mod.from_array(np.load(t.path), paths=P, dtype=dtype)
+    with _building("tokens.path" if isinstance(t, FileTokens) else "tokens"):
+        if isinstance(t, UniformTokens):
+            x0 = tokens_mod.uniform(P, t.n, t.d, seed=seed, dtype=dtype)
+        elif isinstance(t, OctahedralTokens):
+            x0 = tokens_mod.octahedral(P, t.n, t.d, seed=seed, noise=t.noise, dtype=dtype)
+        elif isinstance(t, VMFTokens):
+            x0 = tokens_mod.von_mises_fisher(
+                P, t.n, t.d, seed=seed, clusters=t.clusters, kappa=t.kappa, dtype=dtype
+            )
+        else:
+            x0 = tokens_mod.from_array(np.load(t.path), paths=P, dtype=dtype)
     d = x0.shape[-1]
     h = cfg.heads
-    if h.init == "symmetric_gaussian":
-        D0 = h.scale * heads_mod.symmetric_gaussian(P, h.H, d, seed=seed, dtype=dtype)
-    elif h.init == "gaussian":
-        D0 = heads_mod.gaussian(P, h.H, d, seed=seed, scale=h.scale, dtype=dtype)
-    elif h.init == "identity":
-        D0 = heads_mod.identity(P, h.H, d, scale=h.scale, dtype=dtype)
-    else:
-        arr = np.load(h.path)
-        D0 = h.scale * heads_mod.from_array(arr, paths=P, d=d, dtype=dtype)
-        if D0.shape[1] != h.H:
-            raise ConfigError(f"heads.H = {h.H} but the file {h.path!r} holds {D0.shape[1]} heads")
+    with _building("heads.path" if h.init == "file" else "heads"):
+        if h.init == "symmetric_gaussian":
+            D0 = h.scale * heads_mod.symmetric_gaussian(P, h.H, d, seed=seed, dtype=dtype)
+        elif h.init == "gaussian":
+            D0 = heads_mod.gaussian(P, h.H, d, seed=seed, scale=h.scale, dtype=dtype)
+        elif h.init == "identity":
+            D0 = heads_mod.identity(P, h.H, d, scale=h.scale, dtype=dtype)
+        else:
+            arr = np.load(h.path)
+            D0 = h.scale * heads_mod.from_array(arr, paths=P, d=d, dtype=dtype)
+            if D0.shape[1] != h.H:
+                raise ConfigError(f"heads.H = {h.H} but the file {h.path!r} holds {D0.shape[1]} heads")
+    if isinstance(t, FileTokens):  # d is known only now (ExperimentConfig checked the other inits)
+        try:
+            _check_weights_fit(cfg.weights, h.H, d, f"the tokens of tokens.path {t.path!r} (d = {d})")
+        except ValueError as exc:
+            raise ConfigError(f"cannot build the experiment {cfg.name!r}: {exc}") from exc
     kwargs = {
         "dt": cfg.integrator.dt,
         "t1": cfg.integrator.t1,

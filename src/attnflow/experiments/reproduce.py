@@ -28,13 +28,16 @@ import math
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
-import yaml
+
+from ..analysis.fits import fit_power_law
+from .config import load_config, load_yaml
+from .store import run_experiment
 
 PRESETS = Path(__file__).resolve().parent / "presets"
 
@@ -58,7 +61,7 @@ def available_reproductions() -> list[str]:
     out = []
     for p in sorted(PRESETS.glob("*.yaml")):
         with open(p) as fh:
-            if (yaml.safe_load(fh) or {}).get("kind") == "reproduction":
+            if (load_yaml(fh) or {}).get("kind") == "reproduction":
                 out.append(p.stem)
     return out
 
@@ -74,7 +77,7 @@ def load_manifest(name: str) -> dict:
             "(or a manifest path)"
         )
     with open(path) as fh:
-        man = yaml.safe_load(fh)
+        man = load_yaml(fh)
     if not isinstance(man, dict) or man.get("kind") != "reproduction":
         raise ValueError(f"{path} is not a reproduction manifest (needs 'kind: reproduction')")
     man["_dir"] = str(path.parent)
@@ -84,7 +87,7 @@ def load_manifest(name: str) -> dict:
 def load_preset(file: str, base_dir: str | Path = PRESETS) -> dict:
     """A base preset as a plain dict (validated later by the experiments layer)."""
     with open(Path(base_dir) / file) as fh:
-        return yaml.safe_load(fh)
+        return load_yaml(fh)
 
 
 def regime_configs(
@@ -125,8 +128,6 @@ def regime_configs(
 # -- running -----------------------------------------------------------------------------------------
 def run_config(cfg: dict, run_dir: Path, *, resume: bool = True, progress: bool = False) -> xr.Dataset:
     """Run (or reopen, or continue) one configuration in ``run_dir`` through the experiments layer."""
-    from .config import load_config
-    from .store import run_experiment
 
     return run_experiment(load_config(cfg), run_dir, resume=resume, progress=progress)
 
@@ -223,7 +224,7 @@ def reproduce(
     n: int | None = None,
     t1: float | None = None,
     H: Sequence[int] | None = None,
-    figures: bool = True,
+    figures: Callable[..., dict] | None = None,
 ) -> dict:
     """Rerun every (regime, variant, H) of a reproduction manifest, fit, plot and summarise.
 
@@ -243,15 +244,16 @@ def reproduce(
         Time window of the G^2 averages; default ``window_fraction`` x T (the second half).
     paths, n, t1, H : optional overrides
         Reduced or enlarged runs (recorded in the summary).
-    figures : bool
-        Draw the three figures.
+    figures : callable or None
+        ``figures(datasets, summary, out_dir, snapshot_times=...) -> dict`` draws the figures
+        (the CLI passes :func:`attnflow.plot.reproduction.plot_all`; the experiments layer does not
+        import the plotting layer above it). None: no figures.
 
     Returns
     -------
     dict
         The summary also written to ``out_dir/summary.json``.
     """
-    from ..analysis.fits import fit_power_law
 
     t_start = time.time()
     man = load_manifest(name)
@@ -336,11 +338,9 @@ def reproduce(
     summary["run_wall_time_s"] = float(
         sum(s["wall_time_s"] for r in regimes.values() for s in r["per_H"].values())
     )
-    if figures:
-        from ..plot.reproduction import plot_all
-
+    if figures is not None:
         snaps = [f * T for f in man.get("snapshot_fraction", [0.0, 0.8, 0.9, 1.0])]
-        summary["figures"] = plot_all(datasets, summary, out, snapshot_times=snaps)
+        summary["figures"] = figures(datasets, summary, out, snapshot_times=snaps)
     summary["wall_time_s"] = time.time() - t_start
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
     return summary
@@ -354,25 +354,3 @@ def _json_default(o):
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m attnflow.experiments.reproduce NAME --out DIR [--quick] [--no-resume] [--paths P]``."""
-    import argparse
-
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("name", nargs="?", default="massucco2026")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--no-resume", action="store_true")
-    ap.add_argument("--paths", type=int)
-    ap.add_argument("--n", type=int)
-    ap.add_argument("--t1", type=float)
-    ap.add_argument("--H", type=int, nargs="+")
-    a = ap.parse_args(argv)
-    s = reproduce(a.name, a.out, quick=a.quick, resume=not a.no_resume, paths=a.paths, n=a.n, t1=a.t1, H=a.H)
-    print(json.dumps({k: s[k] for k in ("name", "window", "wall_time_s", "run_wall_time_s")}, indent=1))
-
-
-if __name__ == "__main__":
-    main()

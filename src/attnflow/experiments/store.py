@@ -75,10 +75,33 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
+def _fsync_dir(directory: Path) -> None:
+    """Flush a directory entry (a rename) to disk; best effort (not every OS or filesystem allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so that a crash leaves the old or the new content, never a torn one.
+
+    The tmp file is fsynced before ``os.replace`` (else a power loss may leave the renamed file
+    empty), then the directory, so that the rename itself is durable.
+    """
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def _write_meta(out: Path, meta: dict) -> None:
@@ -239,8 +262,12 @@ class _Writer:
             "last_record_step": self.last_step,
         }
         tmp = self.out / (CHECKPOINT_FILE + ".tmp")
-        torch.save(state, tmp)
+        with open(tmp, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())  # the checkpoint is on disk before it replaces the previous one
         os.replace(tmp, self.out / CHECKPOINT_FILE)
+        _fsync_dir(self.out)
         self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=_now())
         _write_meta(self.out, self.meta)
 
@@ -355,6 +382,9 @@ def run_experiment(
             sim.load_state_dict(state["sim"])
             _truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
             writer.written, writer.last_step = state["records"], state["last_record_step"]
+            # meta.json may count records of a failed attempt that the truncation just removed
+            meta.update(step=sim.step_index, records=state["records"])
+            _write_meta(out, meta)
         else:
             if (out / DATA_DIR).exists():
                 shutil.rmtree(out / DATA_DIR)

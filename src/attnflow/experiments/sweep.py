@@ -45,7 +45,7 @@ import numpy as np
 import xarray as xr
 import yaml
 
-from .config import ConfigError, ExperimentConfig, config_diff, load_config, with_overrides
+from .config import ConfigError, ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
 from .store import DATA_DIR, _atomic_write_text, _du, _now, read_meta, run_experiment
 
 __all__ = [
@@ -95,7 +95,8 @@ def _split_values(text: str) -> list[str]:
 def parse_grid(items: list[str] | tuple[str, ...]) -> dict[str, list]:
     """Parse ``["heads.H=2,4", "weights.sigma2=0.5,1"]`` into ``{"heads.H": [2, 4], ...}``.
 
-    Values are parsed with ``yaml.safe_load`` (so ``2`` is an int, ``0.5`` a float, ``true`` a bool).
+    Values are parsed as YAML with YAML 1.2 floats (:func:`attnflow.experiments.config.load_yaml`): ``2``
+    is an int, ``0.5`` and ``1e-3`` are floats, ``true`` a bool.
     """
     grid: dict[str, list] = {}
     for item in items:
@@ -105,7 +106,15 @@ def parse_grid(items: list[str] | tuple[str, ...]) -> dict[str, list]:
             raise ValueError(f"a grid must read key=v1,v2,...: got {item!r}; e.g. --grid heads.H=2,4")
         if key in grid:
             raise ValueError(f"grid key {key!r} given twice; list all its values in one --grid {key}=v1,v2")
-        vals = [yaml.safe_load(v.strip()) for v in _split_values(values)]
+        vals = []
+        for v in _split_values(values):
+            try:
+                vals.append(load_yaml(v.strip()))
+            except yaml.YAMLError as exc:
+                raise ValueError(
+                    f"grid value {v.strip()!r} of key {key!r} is not valid YAML ({exc}); quote it or close "
+                    "its brackets, e.g. --grid weights.F=[[1,0],[0,1]]"
+                ) from exc
         if len({json.dumps(v, sort_keys=True, default=str) for v in vals}) != len(vals):
             raise ValueError(f"grid key {key!r} has repeated values: {vals!r}")
         grid[key] = vals
