@@ -7,7 +7,10 @@ ledger is timed; methods are interleaved within every repeat round (so that load
 shared machine hits all of them alike) and the median over rounds is reported as
 ``pairs/s = P H n^2 / seconds``. Methods:
 
-* ``numba_f32``, ``numba_f64``: :func:`attnflow.dynamics._numba_kernel.fused_field`;
+* ``numba_f32``, ``numba_f64``: :func:`attnflow.dynamics._numba_kernel.fused_field` on the
+  paper's symmetric heads (its symmetric fast path, no column sums);
+* ``numba_gen_f32``, ``numba_gen_f64``: the same kernel with non-symmetric heads
+  (``D_h`` plus 0.5 in entry (0, 1)), i.e. its general path with column sums;
 * ``torch_f32``, ``torch_f64``: the PyTorch reference path ``attnflow.dynamics.field.evaluate``
   with ``backend="torch"`` (skipped with a message when it cannot be imported);
 * ``numpy_f32``, ``numpy_f64``: the dense NumPy baseline (``benchmarks/numpy_baseline.py``);
@@ -62,6 +65,13 @@ def make_inputs(npaths: int, n: int, heads: int, seed: int = 0) -> tuple[np.ndar
     return x, z + np.swapaxes(z, -1, -2)
 
 
+def nonsymmetric(D: np.ndarray) -> np.ndarray:
+    """``D`` with 0.5 added to entry (0, 1) of every head: same scale, not symmetric."""
+    out = D.copy()
+    out[..., 0, 1] += 0.5
+    return out
+
+
 def torch_method(dtype_name: str, device: str):
     """A callable timing the torch reference path, or the reason it is unavailable."""
     try:
@@ -95,6 +105,10 @@ def build_methods(device: str):
     for name, dtype in (("f32", np.float32), ("f64", np.float64)):
         methods[f"numba_{name}"] = (
             lambda x, D, dt=dtype: (x.astype(dt), D.astype(dt)),
+            lambda x, D: fused_field(x, D, None, 1.0, ledger=True),
+        )
+        methods[f"numba_gen_{name}"] = (
+            lambda x, D, dt=dtype: (x.astype(dt), nonsymmetric(D).astype(dt)),
             lambda x, D: fused_field(x, D, None, 1.0, ledger=True),
         )
         methods[f"numpy_{name}"] = (
@@ -195,11 +209,20 @@ def memory_check() -> dict:
 
 
 def format_table(cells, notes, memory) -> str:
-    cols = ["numba_f32", "numba_f64", "torch_f32", "torch_f64", "numpy_f32", "numpy_f64"]
+    cols = [
+        "numba_f32",
+        "numba_f64",
+        "numba_gen_f32",
+        "numba_gen_f64",
+        "torch_f32",
+        "torch_f64",
+        "numpy_f32",
+        "numpy_f64",
+    ]
     cols += ["exp2_f32", "exp2_f64"]
     ratio_cols = ["numba_f32/numpy_f32", "numba_f64/numpy_f64", "numba_f32/exp2_f32"]
     ratio_cols += ["numba_f64/exp2_f64", "numba_f64/torch_f64"]
-    head = f"{'n':>6} {'H':>4} {'P':>3} " + " ".join(f"{c:>10}" for c in cols)
+    head = f"{'n':>6} {'H':>4} {'P':>3} " + " ".join(f"{c.replace('numba_gen_', 'gen_'):>10}" for c in cols)
     head += " | " + " ".join(f"{c.replace('numba_', 'k').replace('/', '/'):>13}" for c in ratio_cols)
     lines = ["pairs/s (median; exp2 = numpy.exp on 2 threads, exp/s) and ratios", head]
     for cell in cells:
