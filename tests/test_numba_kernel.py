@@ -76,7 +76,8 @@ def make_inputs(seed, npaths, n, nheads, d, *, symmetric, with_values, dtype):
 
 def assert_matches(out, ref, keys, dtype):
     for key in keys:
-        assert out[key].dtype == dtype, key
+        # velocity and lse in the working precision, the ledger always in float64 (docs/design.md)
+        assert out[key].dtype == (dtype if key in ("velocity", "lse") else np.float64), key
         scale = np.max(np.abs(ref[key]))
         assert_allclose(out[key], ref[key], rtol=RTOL[dtype], atol=RTOL[dtype] * scale, err_msg=key)
 
