@@ -41,19 +41,6 @@ from .store import run_experiment
 
 PRESETS = Path(__file__).resolve().parent / "presets"
 
-#: Ledger variables read for the analysis and Fig. 3.
-LEDGER_VARS = (
-    "energy",
-    "G2",
-    "Ghat2",
-    "int_dtE",
-    "int_G2",
-    "int_Ghat2",
-    "martingale",
-    "residual_paper",
-    "residual_exact",
-)
-
 
 # -- manifests and configs ---------------------------------------------------------------------------
 def available_reproductions() -> list[str]:

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from ..analysis.fits import power_law_band  # noqa: E402
+from ..observables.ledger import ledger_terms  # noqa: E402
 
 H_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 
@@ -172,29 +173,17 @@ def plot_ledger(datasets: dict, summary: dict, path: Path) -> Path:
     for c, key in enumerate(keys):
         H = _largest(datasets[key])
         ds = datasets[key][H]
-        s = float(ds.attrs.get("sign", -1.0))
+        lt = ledger_terms(ds)  # the terms of (147), signs included, from the observables layer
         t = ds.time.values
-        v = {
-            k: np.asarray(ds[k].values)
-            for k in (
-                "energy",
-                "int_dtE",
-                "int_G2",
-                "int_Ghat2",
-                "martingale",
-                "residual_paper",
-                "residual_exact",
-            )
-        }
-        sg = "-" if s < 0 else "+"
+        sg = "-" if float(ds.attrs["sign"]) < 0 else "+"
         terms = [
-            (v["energy"] - v["energy"][:, :1], r"$\Delta\mathcal{E}_t$", "k"),
-            (v["int_dtE"], r"$\int_0^t \partial_s\mathcal{E}\,ds$", "tab:blue"),
-            (s * v["int_G2"], f"${sg}" + r"\int_0^t \mathscr{G}^2_s\,ds$", "tab:orange"),
-            (s * v["int_Ghat2"], f"${sg}" + r"\int_0^t \hat{\mathscr{G}}^2_s\,ds$", "tab:purple"),
-            (v["martingale"], r"$M_t$", "tab:green"),
-            (v["residual_paper"], r"residual with $\mathscr{G}^2$ (147)", "tab:red"),
-            (v["residual_exact"], r"residual with $\hat{\mathscr{G}}^2$", "tab:brown"),
+            (lt.delta_energy.values, r"$\Delta\mathcal{E}_t$", "k"),
+            (lt.int_dtE.values, r"$\int_0^t \partial_s\mathcal{E}\,ds$", "tab:blue"),
+            (lt.dissipation_paper.values, f"${sg}" + r"\int_0^t \mathscr{G}^2_s\,ds$", "tab:orange"),
+            (lt.dissipation_exact.values, f"${sg}" + r"\int_0^t \hat{\mathscr{G}}^2_s\,ds$", "tab:purple"),
+            (lt.martingale.values, r"$M_t$", "tab:green"),
+            (lt.residual_paper.values, r"residual with $\mathscr{G}^2$ (147)", "tab:red"),
+            (lt.residual_exact.values, r"residual with $\hat{\mathscr{G}}^2$", "tab:brown"),
         ]
         ax = axes[0, c]
         for arr, lab, col in terms:
