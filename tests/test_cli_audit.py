@@ -11,7 +11,9 @@ runner = CliRunner()
 
 def test_check_edi_quick_writes_json_and_table(tmp_path):
     out = tmp_path / "edi.json"
-    res = runner.invoke(app, ["check-edi", "--quick", "--H", "1", "--H", "3", "--weights", "frozen", "--json", str(out)])
+    res = runner.invoke(
+        app, ["check-edi", "--quick", "--H", "1", "--H", "3", "--weights", "frozen", "--json", str(out)]
+    )
     assert res.exit_code == 0, res.output
     assert "| H | weights |" in res.output
     data = json.loads(out.read_text())

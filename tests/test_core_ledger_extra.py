@@ -27,7 +27,9 @@ def test_ito_rate_equals_hessian_contraction(noise, geometry):
     x = x / x.norm(dim=-1, keepdim=True) if geometry == "sphere" else 0.8 * x  # |x_i| != 1 when flat
     D = 0.3 * torch.randn(H, d, d, dtype=torch.float64)
     proc = af.OrnsteinUhlenbeck(sigma2=sigma2, noise=noise)
-    model = af.TransformerModel(direction="ascent", beta=beta, geometry=geometry, weights=proc, backend="torch")
+    model = af.TransformerModel(
+        direction="ascent", beta=beta, geometry=geometry, weights=proc, backend="torch"
+    )
     fe = evaluate_torch(model, x[None], D[None], None, 0.0, ledger=True)
     g = proc.diffusion(D, 0.0)
     got = step_terms(model, fe, D[None], 0.0, proc.drift(D[None], 0.0), g, None).dtE_ito.item()

@@ -118,7 +118,9 @@ def test_numba_backend_refuses_ineligible_model(x0, D0) -> None:
         evaluate(model, x0, D0, None, 0.0)
     with pytest.raises(ValueError, match="backend='numba' needs.*raw=True.*use backend='auto' or 'torch'"):
         evaluate(_model(backend="numba"), x0, D0, None, 0.0, raw=True)
-    with pytest.raises(ValueError, match="sphere geometry when the ledger is on.*geometry='flat', ledger=True"):
+    with pytest.raises(
+        ValueError, match="sphere geometry when the ledger is on.*geometry='flat', ledger=True"
+    ):
         evaluate(_model(backend="numba", geometry="flat"), x0, D0, None, 0.0, ledger=True)
 
 

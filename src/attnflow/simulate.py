@@ -317,7 +317,9 @@ class Simulator:
             if self.ledger and not torch.equal(jump, D_new):
                 before = self.field(x_new, D_new, t + dt, ledger=False).lse
                 after = self.field(x_new, jump, t + dt, ledger=False).lse
-                jump_energy = energy_from_lse(after, self.model.beta) - energy_from_lse(before, self.model.beta)
+                jump_energy = energy_from_lse(after, self.model.beta) - energy_from_lse(
+                    before, self.model.beta
+                )
             D_new = jump.clone()
         if self.ledger:
             terms = step_terms(self.model, fe, self.D, t, w.drift(self.D, t), g, noise)

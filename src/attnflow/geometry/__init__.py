@@ -8,4 +8,10 @@ from .sphere import (
     tangent_projection as tangent_projection,
 )
 
-__all__ = ["check_on_sphere", "geodesic_distance", "pairwise_geodesic_distance", "project", "tangent_projection"]
+__all__ = [
+    "check_on_sphere",
+    "geodesic_distance",
+    "pairwise_geodesic_distance",
+    "project",
+    "tangent_projection",
+]

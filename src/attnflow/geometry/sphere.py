@@ -73,13 +73,13 @@ def geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     -------
     Tensor, shape=[...]
     """
-    return 2.0 * torch.atan2(
-        torch.linalg.vector_norm(x - y, dim=-1), torch.linalg.vector_norm(x + y, dim=-1)
-    )
+    return 2.0 * torch.atan2(torch.linalg.vector_norm(x - y, dim=-1), torch.linalg.vector_norm(x + y, dim=-1))
 
 
 def pairwise_geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    r"""Great-circle distances between all pairs, :math:`2\,\operatorname{atan2}(\|x_i - y_j\|, \|x_i + y_j\|)`.
+    r"""Great-circle distances between all pairs of points.
+
+    :math:`d_{ij} = 2\,\operatorname{atan2}(\|x_i - y_j\|, \|x_i + y_j\|)`.
 
     The norms come from ``torch.cdist`` without the matrix-product shortcut, so identical points
     are exactly 0 apart and small angles keep their relative precision (see :func:`geodesic_distance`).

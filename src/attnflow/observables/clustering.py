@@ -21,8 +21,7 @@ import xarray as xr
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
 
-from attnflow.geometry.sphere import check_on_sphere
-from attnflow.geometry.sphere import pairwise_geodesic_distance as _pairwise_geodesic
+from attnflow.geometry.sphere import check_on_sphere, pairwise_geodesic_distance as _pairwise_geodesic
 
 __all__ = [
     "cluster_count",
