@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from reference.forcing import forcing_s2
 from scipy.integrate import solve_ivp
 from scipy.special import logsumexp
 
@@ -33,17 +34,6 @@ DTS = {
     "heun": (0.1, 0.05, 0.025, 0.0125),
     "rk4": (0.2, 0.1, 0.05, 0.025),
 }
-
-
-def _forcing_s2(tau: float) -> np.ndarray:
-    c, s = np.cos(tau), np.sin(tau)
-    return np.array(
-        [
-            [2 + 1.5 * c, np.sin(2 * tau), s],
-            [np.sin(2 * tau), 2 + 1.5 * s, np.cos(2 * tau)],
-            [s, np.cos(2 * tau), 2 + 1.5 * np.cos(tau + np.pi / 4)],
-        ]
-    )
 
 
 def _velocity(X: np.ndarray, D: np.ndarray, V: np.ndarray | None) -> np.ndarray:
@@ -66,7 +56,7 @@ def _reference(x0, D0, V, sign: float, oscillating: bool):
         D = y[n * d :].reshape(H, d, d)
         dx = sign * _velocity(X, D, V)
         if oscillating:
-            dD = np.stack([_forcing_s2(t + 2 * np.pi * h / H) for h in range(H)]) - D
+            dD = np.stack([forcing_s2(t + 2 * np.pi * h / H) for h in range(H)]) - D
         else:
             dD = np.zeros_like(D)
         return np.concatenate([dx.ravel(), dD.ravel()])

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from numpy.testing import assert_allclose
+from reference.forcing import forcing_s2
 from reference.numpy_paper import paper_scheme
 
 import attnflow as af
@@ -25,17 +26,6 @@ P, N, DIM, H, K, DT, SEED = 2, 6, 3, 3, 20, 0.01, 17
 # K = 20 steps the measured differences are ~1e-14 relative. 1e-11 leaves three orders of margin
 # while a wrong sign, factor or time index would show at 1e-3 or more.
 TOL = {"rtol": 1e-11, "atol": 1e-12}
-
-
-def _forcing_s2(tau: float) -> np.ndarray:
-    c, s = np.cos(tau), np.sin(tau)
-    return np.array(
-        [
-            [2 + 1.5 * c, np.sin(2 * tau), s],
-            [np.sin(2 * tau), 2 + 1.5 * s, np.cos(2 * tau)],
-            [s, np.cos(2 * tau), 2 + 1.5 * np.cos(tau + np.pi / 4)],
-        ]
-    )
 
 
 def _replayed_noise(seed: int, n_steps: int, paths: int) -> np.ndarray:
@@ -57,7 +47,7 @@ def _weights(kind: str):
 
     def drift(D, t):
         phi = [2 * np.pi * h / H if phases == "per_head" else 0.0 for h in range(H)]
-        return np.stack([_forcing_s2(t + ph) for ph in phi]) - D
+        return np.stack([forcing_s2(t + ph) for ph in phi]) - D
 
     return af.Oscillating(forcing="s2", phases=phases), drift, 0.0
 
