@@ -147,6 +147,17 @@ def _plan(base: ExperimentConfig, grid: dict[str, list]) -> list[tuple[str, dict
     return tasks
 
 
+def _set_numba_threads(threads: int | None) -> None:
+    """Give the fused kernel the same share of cores as torch (None: all of numba's threads)."""
+    try:
+        import numba
+    except ImportError:  # pragma: no cover - numba is a dependency; the torch path still works
+        return
+    numba.set_num_threads(
+        numba.config.NUMBA_NUM_THREADS if threads is None else min(threads, numba.config.NUMBA_NUM_THREADS)
+    )
+
+
 def _run_task(cfg_json: dict, task_dir: str, resume: bool, threads: int | None) -> dict:
     """Run one task (in a worker process or this one); never raises, reports the failure instead."""
     t0 = time.monotonic()
@@ -157,6 +168,7 @@ def _run_task(cfg_json: dict, task_dir: str, resume: bool, threads: int | None) 
 
             old_threads = torch.get_num_threads()
             torch.set_num_threads(threads)
+            _set_numba_threads(threads)
         run_experiment(cfg_json, task_dir, resume=resume, progress=False)
         return {"status": "done", "elapsed_s": round(time.monotonic() - t0, 3)}
     except Exception as exc:  # noqa: BLE001 - one failing task must not lose the others
@@ -171,6 +183,7 @@ def _run_task(cfg_json: dict, task_dir: str, resume: bool, threads: int | None) 
             import torch
 
             torch.set_num_threads(old_threads)
+            _set_numba_threads(None)
 
 
 def _write_summary(out: Path, summary: dict) -> None:
