@@ -6,7 +6,7 @@ arXiv 2605.18870 and its companions. See README.md for a first example.
 
 __version__ = "0.1.0"
 
-from . import geometry as geometry
+from . import bridge as bridge, geometry as geometry
 from .model import (
     ATTENTION_KINDS as ATTENTION_KINDS,
     Constant as Constant,
@@ -32,6 +32,7 @@ __all__ = [
     "Simulator",
     "TransformerModel",
     "WeightProcess",
+    "bridge",
     "geometry",
     "heads",
     "simulate",

@@ -18,7 +18,7 @@ head h with rows :math:`R_h = hk{:}(h+1)k` (and :math:`R'_h = hk_v{:}(h+1)k_v` f
 The factor H in V_h undoes attnflow's head average (design.md: v_i = (1/H) sum_h P_perp(x_i) W^h_i),
 so that ``out_i`` equals :attr:`attnflow.dynamics.field.FieldEval.raw_velocity` exactly (and
 ``velocity`` with ``geometry="flat"``; on the sphere the field is its tangent part P_perp(x_i) out_i).
-A residual block ``x + attn(x)`` is then one explicit Euler step, dt = 1, of the ``ascent`` dynamics.
+A residual block ``x + attn(x)`` is then one explicit Euler step, dt = 1, of the flat ``ascent`` dynamics.
 
 Convention chosen here: D_h is returned unscaled (exactly Q_h^T K_h, as :func:`attnflow.heads.from_qk`)
 and the temperature 1/sqrt(k) is returned separately as ``beta``, to be given to
@@ -41,8 +41,8 @@ _DEFAULT_DTYPE = torch.float64
 class AttentionHeads(TypedDict):
     """Result of a conversion (a plain dict).
 
-    Keys
-    ----
+    Attributes
+    ----------
     D : Tensor, shape=[H, d, d]
         Score matrices D_h = Q_h^T K_h (unscaled).
     V : Tensor, shape=[H, d, d]
@@ -70,9 +70,7 @@ def _matrix(name: str, W, dtype: torch.dtype) -> torch.Tensor:
             f"got shape {tuple(t.shape)}; split fused or per-head weights into one matrix per projection"
         )
     if not torch.isfinite(t).all():
-        raise ValueError(
-            f"{name} must be finite: found {int((~torch.isfinite(t)).sum())} non-finite entries"
-        )
+        raise ValueError(f"{name} must be finite: found {int((~torch.isfinite(t)).sum())} non-finite entries")
     return t
 
 
@@ -132,7 +130,10 @@ def from_attention_weights(
     if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be an integer >= 1: got {num_heads!r}")
     H = num_heads
-    Wq, Wk, Wv, Wo = (_matrix(nm, W, dtype) for nm, W in zip(("W_q", "W_k", "W_v", "W_o"), (W_q, W_k, W_v, W_o)))
+    Wq, Wk, Wv, Wo = (
+        _matrix(nm, W, dtype)
+        for nm, W in zip(("W_q", "W_k", "W_v", "W_o"), (W_q, W_k, W_v, W_o), strict=True)
+    )
     if Wq.shape != Wk.shape:
         raise ValueError(
             f"W_q and W_k must have the same shape (H k, d): got {tuple(Wq.shape)} and {tuple(Wk.shape)}"
@@ -156,7 +157,11 @@ def from_attention_weights(
     k, kv = Wq.shape[0] // H, Wv.shape[0] // H
     if scale is None:
         scale = 1.0 / math.sqrt(k)
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (math.isfinite(scale) and scale > 0):
+    elif (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not (math.isfinite(scale) and scale > 0)
+    ):
         raise ValueError(f"scale must be None (1/sqrt(k)) or a finite number > 0: got {scale!r}")
 
     D = from_qk(Wq.reshape(H, k, d), Wk.reshape(H, k, d))  # (H, d, d): Q_h^T K_h
@@ -225,7 +230,7 @@ def heads_from_multihead_attention(
     if mha.bias_k is not None or mha.bias_v is not None or mha.add_zero_attn:
         raise ValueError(
             "add_bias_kv and add_zero_attn append an extra key/value token that attnflow's field does not "
-            f"have: got bias_k={'set' if mha.bias_k is not None else None}, add_zero_attn={mha.add_zero_attn}; "
+            f"have: got add_bias_kv={mha.bias_k is not None}, add_zero_attn={mha.add_zero_attn}; "
             "build the module with add_bias_kv=False, add_zero_attn=False"
         )
     notes: list[str] = []
@@ -244,6 +249,8 @@ def heads_from_multihead_attention(
     if mha.dropout > 0:
         notes.append(f"dropout={mha.dropout} ignored: the conversion describes eval() mode")
     W = mha.in_proj_weight
-    heads = from_attention_weights(W[:d], W[d : 2 * d], W[2 * d :], mha.out_proj.weight, mha.num_heads, dtype=dtype)
+    heads = from_attention_weights(
+        W[:d], W[d : 2 * d], W[2 * d :], mha.out_proj.weight, mha.num_heads, dtype=dtype
+    )
     heads["notes"] = heads["notes"] + tuple(notes)
     return heads
