@@ -58,7 +58,8 @@ def test_g2_nonnegative_and_one_head_ghat2_is_g2(quick):
     for key in REGIMES:
         for h in (1, 10, 100):
             ds = xr.open_zarr(out / "runs" / f"{key}_H{h}" / "data.zarr")
-            assert (ds.G2.values >= 0).all() and (ds.Ghat2.values >= 0).all()
+            # G^2 >= 0 always; Ghat^2 (= -dE/dt at frozen weights) may change sign for H > 1
+            assert (ds.G2.values >= 0).all()
             if h == 1:
                 assert_allclose(ds.Ghat2.values, ds.G2.values, rtol=1e-10, atol=1e-14)
                 row = s["regimes"][key]["per_H"]["1"]

@@ -107,6 +107,8 @@ def regime_configs(
                 cfg["integrator"]["t1"] = float(over["t1"])
             if "seed" in over:
                 cfg["seed"] = int(over["seed"])
+            if "precision" in over:
+                cfg["precision"] = str(over["precision"])
             cfg["name"] = f"{manifest['name']}_{reg['key']}_H{h}"
             out.append((reg["key"], h, cfg))
     return out
