@@ -37,6 +37,7 @@ from .model import heads as heads_mod
 from .model.transformer import TransformerModel
 from .model.weights import noise_matrix
 from .random import path_generators, randn_per_path
+from .simulation.spec import SimulationSpec, n_steps_for
 
 SCALARS = (
     "energy",
@@ -195,6 +196,24 @@ class Simulator:
         self._warned_ledger = False
         self._fe: FieldEval | None = None
         self.E0: torch.Tensor | None = None
+
+    @classmethod
+    def from_spec(cls, spec: SimulationSpec) -> Simulator:
+        """The Simulator of a :class:`attnflow.simulation.SimulationSpec` (at its initial state)."""
+        return cls(
+            spec.model,
+            spec.x0,
+            spec.heads,
+            dt=spec.dt,
+            t0=spec.t0,
+            values=spec.values,
+            integrator=spec.integrator,
+            seed=spec.seed,
+            ledger=spec.ledger,
+            dtype=spec.dtype,
+            device=spec.device,
+            first_path=spec.first_path,
+        )
 
     # -- state -----------------------------------------------------------------------------------
     def _current(self) -> FieldEval:
@@ -419,20 +438,6 @@ def run_attrs(sim: Simulator, t1: float, record_every: int) -> dict:
         "paths": sim.P,
         "ledger": int(sim.ledger),
     }
-
-
-def n_steps_for(t0: float, t1: float, dt: float) -> int:
-    """Number of steps from t0 to t1; raises unless (t1 - t0)/dt is an integer (to 1e-9)."""
-    if not math.isfinite(t1) or t1 <= t0:
-        raise ValueError(f"t1 must be a finite time > t0 = {t0:g}: got {t1!r}")
-    k = (t1 - t0) / dt
-    n = round(k)
-    if n < 1 or abs(k - n) > 1e-9 * max(1.0, k):
-        raise ValueError(
-            f"(t1 - t0)/dt must be a whole number of steps: got ({t1:g} - {t0:g})/{dt:g} = {k:.6g}; "
-            f"choose t1 = {t0 + max(n, 1) * dt:g} or another dt"
-        )
-    return n
 
 
 def simulate(
