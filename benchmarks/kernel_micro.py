@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from attnflow.dynamics._numba_kernel import fused_field
+from attnflow.dynamics.numba_backend import fused_field
 
 
 def inputs(npaths, n, heads, symmetric, seed=0):

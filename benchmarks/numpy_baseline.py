@@ -45,7 +45,7 @@ def numpy_field(
     Returns
     -------
     dict
-        The keys of :func:`attnflow.dynamics._numba_kernel.fused_field`.
+        The keys of :func:`attnflow.dynamics.numba_backend.fused_field`.
     """
     V = D if V is None else V
     npaths, n, d = x.shape

@@ -7,7 +7,7 @@ ledger is timed; methods are interleaved within every repeat round (so that load
 shared machine hits all of them alike) and the median over rounds is reported as
 ``pairs/s = P H n^2 / seconds``. Methods:
 
-* ``numba_f32``, ``numba_f64``: :func:`attnflow.dynamics._numba_kernel.fused_field` on the
+* ``numba_f32``, ``numba_f64``: :func:`attnflow.dynamics.numba_backend.fused_field` on the
   paper's symmetric heads (its symmetric fast path, no column sums);
 * ``numba_gen_f32``, ``numba_gen_f64``: the same kernel with non-symmetric heads
   (``D_h`` plus 0.5 in entry (0, 1)), i.e. its general path with column sums;
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from exp_ceiling import exp_throughput  # noqa: E402
 from numpy_baseline import numpy_field  # noqa: E402
 
-from attnflow.dynamics._numba_kernel import fused_field  # noqa: E402
+from attnflow.dynamics.numba_backend import fused_field  # noqa: E402
 
 FULL_CELLS = [(n, h) for n in (300, 3000, 30000) for h in (1, 10, 100)]
 QUICK_CELLS = [(300, 10), (300, 100), (3000, 1)]

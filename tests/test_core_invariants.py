@@ -20,7 +20,7 @@ from scipy.special import expit, logsumexp
 import attnflow as af
 from attnflow.dynamics import evaluate
 from attnflow.model.attention import attention_weights, sinkhorn_log
-from attnflow.simulate import SCALARS
+from attnflow.simulation import SCALARS
 
 KINDS = ("softmax", "usa", "relu", "sigmoid", "sinkhorn")
 INTEGRATORS = ("euler", "euler_printed", "heun", "rk4")

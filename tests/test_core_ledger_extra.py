@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import attnflow as af
-from attnflow.dynamics.field import evaluate_torch
-from attnflow.dynamics.ledger_terms import step_terms
+from attnflow.dynamics.field import evaluate_torch, step_terms
 
 
 def _energy(x, D, beta):

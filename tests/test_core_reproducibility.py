@@ -16,7 +16,7 @@ import torch
 from numpy.testing import assert_allclose
 
 import attnflow as af
-from attnflow.simulate import SCALARS, Record
+from attnflow.simulation import SCALARS, Record
 
 BITWISE = {"rtol": 0, "atol": 0}
 

@@ -70,7 +70,7 @@ def test_run_errors(tmp_path, monkeypatch):
     res = runner.invoke(app, ["info", str(tmp_path / "r")])
     assert "status: failed" in res.stdout and "OU target F" in res.stdout
     # a failure while running: exit 1 with a pointer to the traceback
-    from attnflow.simulate import Simulator
+    from attnflow.simulation import Simulator
 
     def boom(self):
         raise RuntimeError("injected failure")

@@ -27,7 +27,7 @@ from attnflow.experiments import (
     run_experiment,
     run_info,
 )
-from attnflow.simulate import Simulator
+from attnflow.simulation import Simulator
 
 # 60 steps, records every 5, checkpoints every 20 steps (the kill test stops it at step 35)
 LONGER = {**TINY, "integrator": {"dt": 0.01, "t1": 0.6}, "checkpoint_every": 20}
@@ -98,7 +98,7 @@ def test_failed_run_is_recorded(tmp_path):
 KILL_SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from attnflow.simulate import Simulator
+    from attnflow.simulation import Simulator
     from attnflow.experiments.store import run_experiment
 
     config, out, marker = sys.argv[1:4]

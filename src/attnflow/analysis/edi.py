@@ -13,11 +13,11 @@ with :math:`G^2` the paper's strong upper gradient (harmonic-mean mobility, Lemm
 left Riemann sums. A residual that is a discretisation error vanishes as dt -> 0 (fitted order > 0); a
 residual that tends to a non-zero limit (order ~ 0) means the identity itself does not hold.
 
-For stochastic weights every dt uses the same Brownian path: standard normals are drawn on the finest
-grid from the per-path noise streams of :mod:`attnflow.random` (the draws ``attnflow.simulate`` would use at
-the finest dt with the same seed) and summed over blocks for the coarser grids,
-:math:`z^{(m\,\delta)}_k = m^{-1/2}\sum_{l<m} z^{(\delta)}_{mk+l}`, fed to
-:meth:`attnflow.Simulator.step` (its ``z`` argument).
+For stochastic weights every dt uses the same Brownian path: the run at dt = m * dt_min draws m standard
+normals per step from the per-path noise streams (:class:`attnflow.random.BrownianSource` with
+``refine = m``, the draws ``attnflow.simulate`` would use at the finest dt with the same seed) and sums
+them, :math:`z^{(m\,\delta)}_k = m^{-1/2}\sum_{l<m} z^{(\delta)}_{mk+l}`. Each run goes through the
+one driver :func:`attnflow.simulation.integrate` and its in-memory sink.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ from ..model import heads as heads_mod, tokens as tokens_mod
 from ..model.transformer import DIRECTIONS, TransformerModel
 from ..model.weights import NOISE_KINDS, Constant, OrnsteinUhlenbeck, Oscillating, WeightProcess
 from ..observables.ledger import residual_order
-from ..random import path_generators, randn_per_path
-from ..simulate import Simulator, n_steps_for
+from ..simulation import MemorySink, Simulator, integrate, n_steps_for
 
 __all__ = ["AUDIT_FULL", "AUDIT_QUICK", "check_edi", "check_edi_cli", "check_edi_table", "run_audit"]
 
@@ -86,12 +85,6 @@ def _check_dts(dts: Sequence[float], T: float) -> tuple[tuple[float, ...], list[
     for h in dts:
         n_steps_for(0.0, T, h)
     return dts, ratios
-
-
-def _brownian(seed: int, paths: int, steps: int, H: int, d: int) -> torch.Tensor:
-    """Standard normals on the finest grid, shape (steps, P, H, d, d), per-path streams (attnflow.random)."""
-    gens = path_generators(seed, paths, "noise")
-    return torch.stack([randn_per_path(gens, (H, d, d), torch.float64, "cpu") for _ in range(steps)])
 
 
 def check_edi(
@@ -159,19 +152,11 @@ def check_edi(
     x0 = tokens_mod.octahedral(paths, n, d, seed=seed)
     make = heads_mod.symmetric_gaussian if symmetric else heads_mod.gaussian
     D0 = make(paths, H, d, seed=seed)
-    hmin = min(dts)
-    z_fine = _brownian(seed, paths, n_steps_for(0.0, float(T), hmin), H, d) if process.stochastic else None
-
     per_dt = []
     for dt, m in zip(dts, ratios, strict=True):
-        sim = Simulator(model, x0, D0, dt=dt, seed=seed, ledger=True)
+        sim = Simulator(model, x0, D0, dt=dt, seed=seed, ledger=True, noise_refine=m)
         K = n_steps_for(0.0, float(T), dt)
-        for k in range(K):
-            z = None
-            if z_fine is not None:
-                z = z_fine[k * m : (k + 1) * m].sum(0) / math.sqrt(m)
-            sim.step(z)
-        sc = sim.record().scalars
+        sc = integrate(sim, K, record_every=K, sink=MemorySink()).records[-1].scalars
         rp, re = sc["residual_paper"], sc["residual_exact"]
         per_dt.append(
             {

@@ -1,6 +1,17 @@
-"""Dynamics layer: the vector field of the tokens and the ledger pieces computed with it."""
+"""The vector field: backends that return pair sums, one assembly of the formulas, a dispatcher."""
 
-from .field import FieldEval as FieldEval, evaluate as evaluate, evaluate_torch as evaluate_torch
+from .assembly import FieldEval as FieldEval, StepTerms as StepTerms, energy_from_lse as energy_from_lse
+from .field import evaluate as evaluate, evaluate_torch as evaluate_torch, step_terms as step_terms
+from .pairsums import PairSums as PairSums
 from .system import VectorField as VectorField
 
-__all__ = ["FieldEval", "VectorField", "evaluate", "evaluate_torch"]
+__all__ = [
+    "FieldEval",
+    "PairSums",
+    "StepTerms",
+    "VectorField",
+    "energy_from_lse",
+    "evaluate",
+    "evaluate_torch",
+    "step_terms",
+]

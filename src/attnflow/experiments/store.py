@@ -38,9 +38,13 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+import torch
 import xarray as xr
 
+from .._version import __version__
+from ..simulation import Simulator, integrate, n_steps_for, records_to_dataset, run_attrs
 from .config import ExperimentConfig, build, config_diff, dump_config, load_config
+from .progress import ProgressBar
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -127,8 +131,6 @@ def _git_revision() -> str | None:
 
 
 def _environment(cfg: ExperimentConfig) -> dict:
-    from .. import __version__
-
     libs = {}
     for name in _LIBRARIES:
         try:
@@ -138,8 +140,6 @@ def _environment(cfg: ExperimentConfig) -> dict:
     device = {"name": cfg.device}
     if cfg.device.startswith("cuda"):
         try:
-            import torch
-
             device["gpu"] = torch.cuda.get_device_name(torch.device(cfg.device))
         except Exception as exc:  # noqa: BLE001 - best effort description only
             device["gpu"] = f"unavailable: {exc}"
@@ -211,7 +211,8 @@ def _clear_run(out: Path) -> None:
 
 # -- the run ---------------------------------------------------------------------------------------
 class _Writer:
-    """Buffers records and appends them to the Zarr store; writes the checkpoints."""
+    """The run store's sink for :func:`attnflow.simulation.integrate`: buffers records, appends them to the
+    Zarr store and writes the checkpoints."""
 
     def __init__(self, out: Path, sim, cfg: ExperimentConfig, attrs: dict, meta: dict, flush_every_s: float):
         self.out, self.sim, self.cfg, self.attrs, self.meta = out, sim, cfg, attrs, meta
@@ -220,7 +221,15 @@ class _Writer:
         self.buffer: list = []
         self.written = 0
         self.last_step = -1
+        self.checkpointed_step = -1
         self._last_flush = time.monotonic()
+
+    @property
+    def last_recorded_step(self) -> int | None:
+        """Step of the last record, buffered or written (None before the first)."""
+        if self.buffer:
+            return self.buffer[-1].step
+        return self.last_step if self.last_step >= 0 else None
 
     def on_record(self, rec) -> None:
         self.buffer.append(rec)
@@ -230,8 +239,6 @@ class _Writer:
             self.flush()
 
     def flush(self) -> None:
-        from ..simulate import records_to_dataset
-
         self._last_flush = time.monotonic()
         if not self.buffer:
             return
@@ -252,8 +259,6 @@ class _Writer:
         self.buffer.clear()
 
     def checkpoint(self) -> None:
-        import torch
-
         self.flush()  # data first: the checkpoint never claims records that are not on disk
         state = {
             "format": 1,
@@ -268,6 +273,7 @@ class _Writer:
             os.fsync(fh.fileno())  # the checkpoint is on disk before it replaces the previous one
         os.replace(tmp, self.out / CHECKPOINT_FILE)
         _fsync_dir(self.out)
+        self.checkpointed_step = self.sim.step_index
         self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=_now())
         _write_meta(self.out, self.meta)
 
@@ -310,9 +316,6 @@ def run_experiment(
     attnflow.NonFiniteStateError, ValueError
         From the core (the run's ``meta.json`` then says ``status: failed`` with the traceback).
     """
-    from ..simulate import Simulator, n_steps_for, run_attrs
-    from .progress import ProgressBar
-
     cfg = load_config(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -376,8 +379,6 @@ def run_experiment(
         attrs = {**run_attrs(sim, kw["t1"], kw["record_every"]), "name": cfg.name, "config": dump_config(cfg)}
         writer = _Writer(out, sim, cfg, attrs, meta, flush_every_s)
         if resumed:
-            import torch
-
             state = torch.load(out / CHECKPOINT_FILE, weights_only=True)
             sim.load_state_dict(state["sim"])
             _truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
@@ -388,8 +389,6 @@ def run_experiment(
         else:
             if (out / DATA_DIR).exists():
                 shutil.rmtree(out / DATA_DIR)
-            writer.buffer.append(sim.record(with_heads=cfg.record.heads))
-            writer.checkpoint()
         bar = ProgressBar(
             n_steps,
             f"{cfg.name} ({sim.P} paths, n={sim.n}, H={sim.H})",
@@ -397,17 +396,17 @@ def run_experiment(
             initial=sim.step_index,
             enabled=None if progress else False,
         )
-        sim.run(
+        # the driver records the initial state of a fresh run (which checkpoints it) and the final state
+        integrate(
+            sim,
             n_steps - sim.step_index,
             record_every=cfg.record.every,
-            on_record=writer.on_record,
+            sink=writer,
             with_heads=cfg.record.heads,
             progress=bar,
         )
-        last = writer.buffer[-1].step if writer.buffer else writer.last_step
-        if last != sim.step_index:  # the final state is always recorded
-            writer.buffer.append(sim.record(with_heads=cfg.record.heads))
-        writer.checkpoint()
+        if writer.checkpointed_step != sim.step_index or writer.buffer:
+            writer.checkpoint()
         bar.close()
     except BaseException as exc:
         if bar is not None:

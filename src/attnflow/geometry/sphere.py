@@ -7,7 +7,24 @@ The retraction ``project`` is the map Pi(y) = y / |y| of the paper's discrete sc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
+
+from .base import Geometry
+
+__all__ = [
+    "SPHERE_TOL",
+    "Sphere",
+    "check_on_sphere",
+    "exp_map",
+    "geodesic_distance",
+    "log_map",
+    "pairwise_geodesic_distance",
+    "project",
+    "tangent_projection",
+]
 
 #: Default tolerance on | |x_i| - 1 | used when validating user tokens.
 SPHERE_TOL = 1e-6
@@ -121,3 +138,101 @@ def check_on_sphere(x: torch.Tensor, name: str = "x", tol: float = SPHERE_TOL) -
             f"{name} must lie on S^{{d-1}}: max | |x_i| - 1 | = {dev:.3g} > {tol:g}; "
             "normalise with attnflow.geometry.project(x)"
         )
+
+
+def log_map(z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    r"""Riemannian log map of the sphere, :math:`\log_z(x) = \theta\, u/\|u\|`.
+
+    Here :math:`u = x - \langle x, z\rangle z`.
+
+    :math:`\theta = \operatorname{atan2}(\|u\|, \langle x, z\rangle)` is the geodesic distance (accurate
+    for nearby points, unlike ``arccos``). At ``x = z`` and at the antipode (where the map is undefined)
+    it returns 0.
+
+    Parameters
+    ----------
+    z : Tensor, shape=[..., d]
+        Base points (unit vectors).
+    x : Tensor, shape=[..., d]
+        Unit vectors, broadcastable against ``z``.
+
+    Returns
+    -------
+    Tensor, shape=[..., d]
+        Tangent vectors at ``z``.
+    """
+    inner = (x * z).sum(dim=-1, keepdim=True)
+    tangent = x - inner * z
+    sine = torch.linalg.vector_norm(tangent, dim=-1, keepdim=True)
+    angle = torch.atan2(sine, inner)
+    return angle * tangent / sine.clamp_min(torch.finfo(x.dtype).tiny)
+
+
+def exp_map(z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    r"""Riemannian exp map, :math:`\exp_z(u) = \cos\|u\|\, z + \sin\|u\|\, u/\|u\|`, renormalised.
+
+    Parameters
+    ----------
+    z : Tensor, shape=[..., d]
+        Base points (unit vectors).
+    u : Tensor, shape=[..., d]
+        Tangent vectors at ``z``.
+
+    Returns
+    -------
+    Tensor, shape=[..., d]
+        Unit vectors (the final renormalisation removes round-off drift off the sphere).
+
+    Examples
+    --------
+    >>> z = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    >>> x = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
+    >>> torch.allclose(exp_map(z, log_map(z, x)), x)
+    True
+    """
+    norm = torch.linalg.vector_norm(u, dim=-1, keepdim=True)
+    direction = u / norm.clamp_min(torch.finfo(u.dtype).tiny)
+    moved = torch.cos(norm) * z + torch.sin(norm) * direction
+    return moved / torch.linalg.vector_norm(moved, dim=-1, keepdim=True)
+
+
+@dataclass(frozen=True)
+class Sphere(Geometry):
+    """The unit sphere S^{d-1} in R^d, the token space of arXiv 2605.18870 (Sec. 2).
+
+    Tangent projection P_perp(x) = I - x x^T (eq. (10)), retraction Pi(y) = y/|y| (the Sec. 6 scheme),
+    geodesic distance by atan2, log/exp maps, uniform law = normalised standard Gaussians.
+
+    Examples
+    --------
+    >>> s = Sphere()
+    >>> s.retract(torch.tensor([[3.0, 4.0]]))
+    tensor([[0.6000, 0.8000]])
+    """
+
+    name: ClassVar[str] = "sphere"
+    unit_norm: ClassVar[bool] = True
+
+    def tangent(self, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return tangent_projection(x, v)
+
+    def retract(self, y: torch.Tensor) -> torch.Tensor:
+        return project(y)
+
+    def check(self, x: torch.Tensor, name: str = "x", tol: float | None = None) -> None:
+        check_on_sphere(x, name, tol=self.tolerance(x.dtype) if tol is None else tol)
+
+    def distance(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return geodesic_distance(x, y)
+
+    def pairwise_distance(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return pairwise_geodesic_distance(x, y)
+
+    def log(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return log_map(x, y)
+
+    def exp(self, x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return exp_map(x, v)
+
+    def uniform(self, shape, d, generator, dtype):
+        return project(torch.randn((*shape, d), generator=generator, dtype=dtype))

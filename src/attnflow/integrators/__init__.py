@@ -1,4 +1,4 @@
-"""Integrators, one file per method; each class declares its ``order``."""
+"""Integrators, one file per method; each class declares its ``order`` and ``strong_order``."""
 
 from .base import Integrator as Integrator
 from .euler import ProjectedEuler as ProjectedEuler

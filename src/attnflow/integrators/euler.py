@@ -1,7 +1,7 @@
 """Projected Euler: the scheme of the authors' code (NOTES.md §1; arXiv 2605.18870 Sec. 6).
 
 x_{k+1} = Pi(x_k + s dt v(x_k, D_k, t_k)),   v tangent (projected) velocity,
-D_{k+1} = D_k + dt f(D_k, t_k)   (+ noise, added by the loop).
+D_{k+1} = D_k + dt f(D_k, t_k)   (+ the noise increment, Euler-Maruyama).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ class ProjectedEuler(Integrator):
     """First-order projected Euler (order 1)."""
 
     order = 1
+    strong_order = 1.0  # additive weight noise: Euler-Maruyama increment
     name = "euler"
 
-    def step(self, field, x, D, t, dt, first):
+    def drift_step(self, field, x, D, t, dt, first):
         x_new = field.retract(x + dt * field.token_rate(first))
         D_new = D + dt * field.weight_rate(D, t)
         return x_new, D_new

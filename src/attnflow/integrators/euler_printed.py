@@ -15,11 +15,11 @@ class PrintedEuler(Integrator):
     """First-order Euler with the unprojected velocity, as printed in the paper (order 1)."""
 
     order = 1
+    strong_order = 1.0  # additive weight noise: Euler-Maruyama increment
     name = "euler_printed"
     needs_raw = True
 
-    def step(self, field, x, D, t, dt, first):
-        rate = field.sign * (first.raw_velocity if field.sphere else first.velocity)
-        x_new = field.retract(x + dt * rate)
+    def drift_step(self, field, x, D, t, dt, first):
+        x_new = field.retract(x + dt * field.raw_token_rate(first))
         D_new = D + dt * field.weight_rate(D, t)
         return x_new, D_new

@@ -15,9 +15,10 @@ class Heun(Integrator):
     """Second-order Heun / RK2 (order 2)."""
 
     order = 2
+    strong_order = 1.0  # additive weight noise: Euler-Maruyama increment
     name = "heun"
 
-    def step(self, field, x, D, t, dt, first):
+    def drift_step(self, field, x, D, t, dt, first):
         k1 = field.token_rate(first)
         F1 = field.weight_rate(D, t)
         x2 = field.retract(x + dt * k1)

@@ -9,9 +9,10 @@ class RK4(Integrator):
     """Classical RK4 on the coupled (tokens, heads) drift (order 4)."""
 
     order = 4
+    strong_order = 1.0  # additive weight noise: Euler-Maruyama increment
     name = "rk4"
 
-    def step(self, field, x, D, t, dt, first):
+    def drift_step(self, field, x, D, t, dt, first):
         h = 0.5 * dt
         k1, F1 = field.token_rate(first), field.weight_rate(D, t)
         x2, D2 = field.retract(x + h * k1), D + h * F1

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..geometry import GEOMETRIES, Geometry, get_geometry
 from .attention import check_attention_kind
 from .weights import Constant, WeightProcess
 
+__all__ = ["BACKENDS", "BETA_MAX", "DIRECTIONS", "GEOMETRIES", "TransformerModel"]
+
 DIRECTIONS = {"ascent": 1.0, "descent": -1.0}
-GEOMETRIES = ("sphere", "flat")
 BACKENDS = ("auto", "torch", "numba")
 #: beta must lie in (0, BETA_MAX]. The softmax velocity is exact for any such beta (log-sum-exp);
 #: the energy ledger (E ~ exp(beta <x, D y>)) leaves float64 once beta * max <x_i, D x_j> > 709, which
@@ -33,8 +35,9 @@ class TransformerModel:
     attention : {"softmax", "usa", "relu", "sigmoid", "sinkhorn"}
     beta : float
         Inverse temperature, 0 < beta <= 1e4 (paper: 1).
-    geometry : {"sphere", "flat"}
-        ``flat`` drops the tangent projection and the retraction (dynamics in R^d).
+    geometry : {"sphere", "flat"} or Geometry
+        The token space (:mod:`attnflow.geometry`); a name is turned into the object, which the model
+        holds. ``flat`` drops the tangent projection and the retraction (dynamics in R^d).
     weights : WeightProcess
         How the heads move with time (default: frozen).
     causal : bool
@@ -51,7 +54,7 @@ class TransformerModel:
     direction: str
     attention: str = "softmax"
     beta: float = 1.0
-    geometry: str = "sphere"
+    geometry: Geometry | str = "sphere"
     weights: WeightProcess = field(default_factory=Constant)
     causal: bool = False
     layer_scaling: float | None = None
@@ -71,8 +74,7 @@ class TransformerModel:
             or not (math.isfinite(self.beta) and 0 < self.beta <= BETA_MAX)
         ):
             raise ValueError(f"beta must be a finite number in (0, {BETA_MAX:g}]: got {self.beta!r}")
-        if self.geometry not in GEOMETRIES:
-            raise ValueError(f"unknown geometry {self.geometry!r}; valid: {', '.join(GEOMETRIES)}")
+        object.__setattr__(self, "geometry", get_geometry(self.geometry))
         if not isinstance(self.weights, WeightProcess):
             raise ValueError(
                 f"weights must be a WeightProcess (Constant, OrnsteinUhlenbeck, Oscillating, ...): "
@@ -120,7 +122,7 @@ class TransformerModel:
             "direction": self.direction,
             "attention": self.attention,
             "beta": float(self.beta),
-            "geometry": self.geometry,
+            "geometry": self.geometry.name,
             "causal": bool(self.causal),
             "layer_scaling": self.layer_scaling,
             "weights": self.weights.describe(),

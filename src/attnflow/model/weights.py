@@ -13,10 +13,26 @@ and path. ``drift`` and ``diffusion`` are evaluated on batched heads of shape (P
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+
+__all__ = [
+    "FORCINGS",
+    "NOISE_KINDS",
+    "PHASE_KINDS",
+    "Constant",
+    "CustomProcess",
+    "OrnsteinUhlenbeck",
+    "Oscillating",
+    "PiecewiseConstant",
+    "WeightProcess",
+    "forcing_s1",
+    "forcing_s2",
+    "noise_matrix",
+]
 
 NOISE_KINDS = ("symmetric", "full")
 PHASE_KINDS = ("per_head", "shared")
@@ -40,15 +56,28 @@ def noise_matrix(z: torch.Tensor, noise: str) -> torch.Tensor:
     return 0.5 * (z + z.transpose(-1, -2)) if noise == "symmetric" else z
 
 
-class WeightProcess:
-    """Base class. Subclasses set ``stochastic`` and implement ``drift`` (and ``diffusion``)."""
+class WeightProcess(ABC):
+    """Abstract weight process dD_h = f_h(D_h, t) dt + g_h(D_h, t) dW_h (eq. (10)).
+
+    Subclasses are frozen dataclasses implementing :meth:`drift` (and :meth:`diffusion` when stochastic).
+
+    Attributes
+    ----------
+    stochastic : bool
+        Whether the process has a diffusion part (g != 0).
+    noise : {"symmetric", "full"}
+        Shape of the noise xi: (Z + Z^T)/2 or Z.
+    additive : bool
+        Whether g does not depend on D (additive noise: the integrators' strong order is 1, else 1/2).
+    """
 
     stochastic: bool = False
     noise: str = "symmetric"
+    additive: bool = True
 
-    def drift(self, D: torch.Tensor, t: float) -> torch.Tensor:  # pragma: no cover - abstract
+    @abstractmethod
+    def drift(self, D: torch.Tensor, t: float) -> torch.Tensor:
         """f(D, t) of dD = f dt + g dW (eq. (10)): shape (P, H, d, d) like ``D``."""
-        raise NotImplementedError
 
     def diffusion(self, D: torch.Tensor, t: float) -> torch.Tensor | float:
         """g(D, t): a float or a tensor broadcastable to (P, H, 1, 1). Deterministic processes: 0."""
@@ -59,7 +88,56 @@ class WeightProcess:
         return None
 
     def validate(self, H: int, d: int) -> None:
-        """Check that the process fits ``H`` heads of size ``d``; raise ``ValueError`` otherwise."""
+        """Check that the process fits ``H`` heads of size ``d``; raise ``ValueError`` otherwise.
+
+        The base process fits any size; processes with matrices of their own (targets, layers) override it.
+        """
+        return None
+
+    def check_contract(self, D: torch.Tensor, t: float) -> None:
+        """Evaluate f, g and the jump once at (D, t) and check their shapes and values before a run.
+
+        Raises ``ValueError`` naming the callable, the shape (or value) received and the shape expected,
+        so that a wrong user process fails before the first step instead of mid-run.
+        """
+        P, H = D.shape[:2]
+        name = type(self).__name__
+        f = self.drift(D, t)
+        if not isinstance(f, torch.Tensor) or tuple(f.shape) != tuple(D.shape):
+            got = tuple(f.shape) if isinstance(f, torch.Tensor) else type(f).__name__
+            raise ValueError(
+                f"{name}: the drift f(D, t) must return a tensor of the heads' shape {tuple(D.shape)}: "
+                f"got {got}; return one (d, d) drift per path and head"
+            )
+        if not torch.isfinite(f).all():
+            raise ValueError(f"{name}: the drift f(D, t) returned non-finite values at t = {t:g}")
+        g = self.diffusion(D, t)
+        if isinstance(g, torch.Tensor):
+            try:
+                ok = torch.broadcast_shapes(tuple(g.shape), (P, H, 1, 1)) == (P, H, 1, 1)
+            except RuntimeError:
+                ok = False
+            if not ok:
+                raise ValueError(
+                    f"{name}: the diffusion g(D, t) must be a number or a tensor broadcastable to "
+                    f"(P, H, 1, 1) = {(P, H, 1, 1)}: got shape {tuple(g.shape)}; return e.g. a tensor of "
+                    "shape (P, H, 1, 1) or a float"
+                )
+            bad = not bool(torch.isfinite(g).all())
+        elif isinstance(g, (int, float)) and not isinstance(g, bool):
+            bad = not math.isfinite(g)
+        else:
+            raise ValueError(
+                f"{name}: the diffusion g(D, t) must return a float or a tensor: got {type(g).__name__}"
+            )
+        if bad:
+            raise ValueError(f"{name}: the diffusion g(D, t) returned non-finite values at t = {t:g}")
+        j = self.jump(D, t)
+        if j is not None and (not isinstance(j, torch.Tensor) or tuple(j.shape) != tuple(D.shape)):
+            got = tuple(j.shape) if isinstance(j, torch.Tensor) else type(j).__name__
+            raise ValueError(
+                f"{name}: jump(D, t) must return None or the heads' shape {tuple(D.shape)}: got {got}"
+            )
 
     def describe(self) -> dict:
         """JSON-friendly description stored in the run's attributes."""
@@ -295,6 +373,8 @@ class CustomProcess(WeightProcess):
             raise ValueError(f"g must be a callable g(D, t) or None: got {self.g!r}")
         _check_noise(self.noise)
         object.__setattr__(self, "stochastic", self.g is not None)
+        # g(D, t) may depend on D: treat the noise as multiplicative (strong order 1/2)
+        object.__setattr__(self, "additive", self.g is None)
 
     def drift(self, D, t):
         out = self.f(D, t)

@@ -21,7 +21,8 @@ import xarray as xr
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
 
-from attnflow.geometry.sphere import check_on_sphere, pairwise_geodesic_distance as _pairwise_geodesic
+from ..geometry.sphere import pairwise_geodesic_distance as _pairwise_geodesic
+from .inputs import as_batched_tokens, check_positive_scalar
 
 __all__ = [
     "cluster_count",
@@ -32,52 +33,6 @@ __all__ = [
     "min_pairwise_inner_product",
     "pairwise_geodesic_distance",
 ]
-
-
-def _as_batched_tokens(x: torch.Tensor, name: str = "x", *, min_tokens: int = 1) -> torch.Tensor:
-    """Validate a token cloud once and return it with a leading path axis, shape ``(P, n, d)``.
-
-    Rules: a floating torch tensor of shape ``(P, n, d)`` or ``(n, d)``, ``d >= 2``,
-    ``n >= min_tokens``, finite, rows on the unit sphere within ``attnflow.geometry.sphere.SPHERE_TOL``.
-    """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of shape (P, n, d) or (n, d): got {type(x).__name__}; "
-            f"convert with torch.as_tensor({name}, dtype=torch.float64)"
-        )
-    if x.ndim not in (2, 3):
-        raise ValueError(
-            f"{name} must have shape (P, n, d) or (n, d): got shape {tuple(x.shape)}; "
-            "stack paths along the first axis"
-        )
-    if not x.is_floating_point():
-        raise TypeError(
-            f"{name} must have a floating dtype: got {x.dtype}; convert with {name}.to(torch.float64)"
-        )
-    xb = x.unsqueeze(0) if x.ndim == 2 else x
-    n, d = xb.shape[-2], xb.shape[-1]
-    if d < 2:
-        raise ValueError(
-            f"{name} must have dimension d >= 2 (tokens on S^(d-1)): got d = {d}; "
-            "the last axis holds the coordinates"
-        )
-    if n < min_tokens or xb.shape[0] < 1:
-        raise ValueError(
-            f"{name} must hold at least {min_tokens} token(s) per path and at least one path: got shape "
-            f"{tuple(x.shape)}; this measure compares tokens with each other"
-        )
-    check_on_sphere(xb, name=name)
-    return xb
-
-
-def _check_positive_scalar(value: float, name: str) -> float:
-    """Return ``value`` as a float, raising unless it is a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number > 0: got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0: got {value!r}; pass a positive value")
-    return value
 
 
 def _gram(x: torch.Tensor) -> torch.Tensor:
@@ -114,8 +69,8 @@ def pairwise_geodesic_distance(x: torch.Tensor, y: torch.Tensor | None = None) -
     >>> pairwise_geodesic_distance(x)[0, 0, 1].item()  # doctest: +ELLIPSIS
     1.5707963...
     """
-    xb = _as_batched_tokens(x, "x")
-    yb = xb if y is None else _as_batched_tokens(y, "y")
+    xb = as_batched_tokens(x, "x")
+    yb = xb if y is None else as_batched_tokens(y, "y")
     if yb.shape[-1] != xb.shape[-1] or yb.shape[0] != xb.shape[0]:
         raise ValueError(
             f"x and y must have the same number of paths P and dimension d: got x {tuple(xb.shape)} and "
@@ -144,7 +99,7 @@ def mean_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
     Tensor, shape=[P]
         Values in :math:`[-1/(n-1), 1]`.
     """
-    xb = _as_batched_tokens(x, "x", min_tokens=2)
+    xb = as_batched_tokens(x, "x", min_tokens=2)
     n = xb.shape[1]
     total = xb.sum(dim=1).pow(2).sum(dim=-1)
     diagonal = xb.pow(2).sum(dim=(1, 2))
@@ -168,7 +123,7 @@ def mean_token_norm(x: torch.Tensor) -> torch.Tensor:
     Tensor, shape=[P]
         Values in :math:`[0, 1]`.
     """
-    xb = _as_batched_tokens(x, "x")
+    xb = as_batched_tokens(x, "x")
     return torch.linalg.vector_norm(xb.mean(dim=1), dim=-1)
 
 
@@ -189,7 +144,7 @@ def min_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
     Tensor, shape=[P]
         Values in :math:`[-1, 1]`.
     """
-    xb = _as_batched_tokens(x, "x", min_tokens=2)
+    xb = as_batched_tokens(x, "x", min_tokens=2)
     n = xb.shape[1]
     eye = torch.eye(n, dtype=torch.bool, device=xb.device)
     return _gram(xb).masked_fill(eye, math.inf).amin(dim=(-1, -2))
@@ -227,7 +182,7 @@ def gram_effective_rank(x: torch.Tensor) -> torch.Tensor:
     >>> round(gram_effective_rank(torch.eye(3, dtype=torch.float64)).item(), 12)
     3.0
     """
-    xb = _as_batched_tokens(x, "x")
+    xb = as_batched_tokens(x, "x")
     eigenvalues = torch.linalg.svdvals(xb).pow(2)
     p = eigenvalues / eigenvalues.sum(dim=-1, keepdim=True)
     entropy = -torch.special.xlogy(p, p).sum(dim=-1)
@@ -296,8 +251,8 @@ def cluster_count(x: torch.Tensor, threshold: float) -> torch.Tensor:
     Tensor, shape=[P], dtype=int64
         Number of clusters per path, in :math:`[1, n]`.
     """
-    threshold = _check_positive_scalar(threshold, "threshold")
-    xb = _as_batched_tokens(x, "x")
+    threshold = check_positive_scalar(threshold, "threshold")
+    xb = as_batched_tokens(x, "x")
     counts = _counts(xb, np.array([threshold]))[:, 0]
     return torch.as_tensor(counts, dtype=torch.int64, device=xb.device)
 
@@ -325,7 +280,7 @@ def cluster_count_sensitivity(
         Counts, with coordinates ``path = 0..P-1`` and ``threshold`` (radians).
     """
     values = _check_thresholds(thresholds)
-    xb = _as_batched_tokens(x, "x")
+    xb = as_batched_tokens(x, "x")
     counts = _counts(xb, values)
     return xr.DataArray(
         counts,

@@ -19,15 +19,15 @@ Notation of arXiv 2605.18870 (NOTES.md §3, ``docs/design.md``), tokens x (P, n,
 audit :mod:`attnflow.analysis.edi` measures the difference along trajectories).
 
 All values come from :func:`attnflow.dynamics.field.evaluate_torch` and
-:func:`attnflow.dynamics.ledger_terms.step_terms` (the quantities the simulation loop records).
+:func:`attnflow.dynamics.field.step_terms` (the quantities the simulation loop records).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..dynamics.ledger_terms import step_terms
-from .energy import _check_heads, _check_tokens, _field_eval
+from ..dynamics.field import step_terms
+from .inputs import check_heads, check_tokens, field_eval
 
 __all__ = [
     "dissipation_power",
@@ -55,8 +55,8 @@ def mobility(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0, *, causal: boo
     -------
     Tensor, shape=[P, H, n], float64
     """
-    x = _check_tokens(x)
-    _, _, fe = _field_eval(x, D, beta, causal=causal, ledger=False)
+    x = check_tokens(x)
+    _, _, fe = field_eval(x, D, beta, causal=causal, ledger=False)
     return torch.exp(fe.lse.to(torch.float64)) / x.shape[1]
 
 
@@ -104,7 +104,7 @@ def strong_upper_gradient_sq(
     -------
     Tensor, shape=[P], float64
     """
-    return _field_eval(x, D, beta, values=values, attention=attention, causal=causal)[2].G2
+    return field_eval(x, D, beta, values=values, attention=attention, causal=causal)[2].G2
 
 
 def dissipation_power(
@@ -135,7 +135,7 @@ def dissipation_power(
     -------
     Tensor, shape=[P], float64
     """
-    return _field_eval(x, D, beta, values=values, attention=attention, causal=causal)[2].Ghat2
+    return field_eval(x, D, beta, values=values, attention=attention, causal=causal)[2].Ghat2
 
 
 def metric_derivative_sq(
@@ -158,7 +158,7 @@ def metric_derivative_sq(
     -------
     Tensor, shape=[P], float64
     """
-    x = _check_tokens(x)
+    x = check_tokens(x)
     if not isinstance(velocity, torch.Tensor) or tuple(velocity.shape) != tuple(x.shape):
         raise ValueError(
             f"velocity must be a tensor of the tokens' shape {tuple(x.shape)}: got "
@@ -191,10 +191,10 @@ def martingale_increment(
     -------
     Tensor, shape=[P], float64
     """
-    x = _check_tokens(x)
-    Dv = _check_heads(D, x)
-    dS = _check_heads(noise, x, "noise")
+    x = check_tokens(x)
+    Dv = check_heads(D, x)
+    dS = check_heads(noise, x, "noise")
     if dS.shape != Dv.shape:
         raise ValueError(f"noise must have the heads' shape {tuple(Dv.shape)}: got {tuple(noise.shape)}")
-    model, Dv, fe = _field_eval(x, Dv, beta)
+    model, Dv, fe = field_eval(x, Dv, beta)
     return step_terms(model, fe, Dv, 0.0, torch.zeros_like(Dv), 0.0, dS).martingale

@@ -19,7 +19,7 @@ With scores :math:`s^h_{ij} = \beta\langle x_i, D_h x_j\rangle` and :math:`U^h_{
   with :math:`\mathrm{Var}(x^\top\xi y) = (1 + \langle x, y\rangle^2)/2` for the symmetric noise
   :math:`\xi = (Z + Z^\top)/2` and :math:`= 1` for the full noise :math:`\xi = Z` (unit tokens).
 
-Derivation of the Ito part (used by :mod:`attnflow.dynamics.ledger_terms`):
+Derivation of the Ito part (implemented in :mod:`attnflow.dynamics.assembly`):
 for :math:`\varphi(D) = e^{\beta x^\top D y}`, :math:`d\varphi = \varphi\,\beta\,x^\top dD\,y
 + \tfrac12\varphi\,\beta^2\,d\langle x^\top D y\rangle_t` and :math:`d\langle x^\top D y\rangle_t
 = g^2\,\mathrm{Var}(x^\top\xi y)\,dt`; for the symmetric noise
@@ -28,7 +28,8 @@ Multiplying by the prefactor :math:`1/(2\beta Hn^2)` gives the formula above.
 
 All quantities are computed by the one shared evaluation of the field,
 :func:`attnflow.dynamics.field.evaluate_torch`, and the per-step ledger terms,
-:func:`attnflow.dynamics.ledger_terms.step_terms`; this module only validates inputs and selects
+:func:`attnflow.dynamics.field.step_terms` (formulas in :mod:`attnflow.dynamics.assembly`); this module only
+validates inputs and selects
 outputs, so the observables agree with what the simulation loop records.
 
 Shapes: tokens ``x`` ``(P, n, d)``; heads ``D`` ``(P, H, d, d)`` (or ``(H, d, d)``, the same heads for
@@ -41,105 +42,11 @@ import math
 
 import torch
 
-from ..dynamics.field import FieldEval, evaluate_torch
-from ..dynamics.ledger_terms import step_terms
-from ..geometry.sphere import check_on_sphere
-from ..model.transformer import TransformerModel
+from ..dynamics.field import step_terms
 from ..model.weights import WeightProcess
+from .inputs import field_eval
 
 __all__ = ["energy_time_derivative", "head_energies", "interaction_energy"]
-
-#: Tolerance on | |x_i| - 1 | for tokens passed to the observables (float64 and float32 inputs).
-SPHERE_TOL = {torch.float64: 1e-6, torch.float32: 1e-5}
-
-
-def _check_tokens(x: torch.Tensor, geometry: str = "sphere", name: str = "x") -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of shape (P, n, d): got {type(x).__name__}; "
-            "convert with torch.as_tensor(x, dtype=torch.float64)"
-        )
-    if x.ndim != 3 or x.shape[1] < 1 or x.shape[2] < 2:
-        raise ValueError(
-            f"{name} must have shape (P, n, d) with n >= 1 and d >= 2: got {tuple(x.shape)}; "
-            "add a leading path axis with x.unsqueeze(0)"
-        )
-    if x.dtype not in SPHERE_TOL:
-        raise ValueError(f"{name} must be float32 or float64: got {x.dtype}; use x.double()")
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{name} must be finite: found {int((~torch.isfinite(x)).sum())} non-finite entries")
-    if geometry == "sphere":
-        check_on_sphere(x, name, tol=SPHERE_TOL[x.dtype])
-    return x
-
-
-def _check_heads(D: torch.Tensor, x: torch.Tensor, name: str = "D") -> torch.Tensor:
-    P, _, d = x.shape
-    if not isinstance(D, torch.Tensor):
-        raise TypeError(
-            f"{name} must be a torch.Tensor of shape (P, H, d, d) or (H, d, d): got {type(D).__name__}"
-        )
-    if D.ndim == 3:
-        D = D.unsqueeze(0).expand(P, *D.shape)
-    if D.ndim != 4 or D.shape[0] != P or D.shape[1] < 1 or D.shape[-2:] != (d, d):
-        raise ValueError(
-            f"{name} must have shape (P, H, d, d) = ({P}, H, {d}, {d}) or (H, {d}, {d}) to match x of shape "
-            f"{tuple(x.shape)}: got {tuple(D.shape)}"
-        )
-    if not torch.isfinite(D).all():
-        raise ValueError(f"{name} must be finite: found {int((~torch.isfinite(D)).sum())} non-finite entries")
-    return D.to(x.dtype)
-
-
-def _model(
-    beta: float,
-    *,
-    attention: str = "softmax",
-    geometry: str = "sphere",
-    causal: bool = False,
-    weights: WeightProcess | None = None,
-) -> TransformerModel:
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not (math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a finite number > 0: got {beta!r}")
-    kw = {} if weights is None else {"weights": weights}
-    # The direction only signs the token velocity; observables here are unsigned.
-    return TransformerModel(
-        direction="descent",
-        attention=attention,
-        beta=float(beta),
-        geometry=geometry,
-        causal=causal,
-        backend="torch",
-        **kw,
-    )
-
-
-def _field_eval(
-    x: torch.Tensor,
-    D: torch.Tensor,
-    beta: float = 1.0,
-    *,
-    values: torch.Tensor | None = None,
-    attention: str = "softmax",
-    geometry: str = "sphere",
-    causal: bool = False,
-    weights: WeightProcess | None = None,
-    t: float = 0.0,
-    ledger: bool = True,
-) -> tuple[TransformerModel, torch.Tensor, FieldEval]:
-    """Validate inputs and run the shared field evaluation (internal helper of the observables).
-
-    Returns the model used, the validated heads (P, H, d, d) and the :class:`FieldEval`.
-    """
-    model = _model(beta, attention=attention, geometry=geometry, causal=causal, weights=weights)
-    x = _check_tokens(x, geometry)
-    D = _check_heads(D, x)
-    V = None if values is None else _check_heads(values, x, "values")
-    if V is not None and V.shape[1] != D.shape[1]:
-        raise ValueError(
-            f"values have {V.shape[1]} heads but D has {D.shape[1]}; pass one value matrix per head"
-        )
-    return model, D, evaluate_torch(model, x, D, V, t, ledger=ledger)
 
 
 def interaction_energy(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
@@ -168,7 +75,7 @@ def interaction_energy(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0) -> t
     >>> E.shape
     torch.Size([2])
     """
-    return _field_eval(x, D, beta)[2].energy
+    return field_eval(x, D, beta)[2].energy
 
 
 def head_energies(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
@@ -189,7 +96,7 @@ def head_energies(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0) -> torch.
     -------
     Tensor, shape=[P, H], float64
     """
-    _, Dv, fe = _field_eval(x, D, beta)
+    _, Dv, fe = field_eval(x, D, beta)
     # head_mass = sum_ij U_ij / (2 H n^2), so E_h = H * head_mass / beta.
     return fe.head_mass * (Dv.shape[1] / float(beta))
 
@@ -233,7 +140,7 @@ def energy_time_derivative(
         )
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         raise ValueError(f"t must be a finite number: got {t!r}")
-    model, Dv, fe = _field_eval(x, D, beta, weights=process, t=float(t))
+    model, Dv, fe = field_eval(x, D, beta, weights=process, t=float(t))
     process.validate(Dv.shape[1], Dv.shape[-1])
     terms = step_terms(
         model, fe, Dv, float(t), process.drift(Dv, float(t)), process.diffusion(Dv, float(t)), None

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from attnflow.observables.clustering import _as_batched_tokens, _check_positive_scalar
+from .inputs import as_batched_tokens, check_positive_scalar
 
 __all__ = ["attention_entropy", "attention_entropy_rate", "mean_attention_entropy"]
 
@@ -52,7 +52,7 @@ def _as_batched_heads(D: torch.Tensor, paths: int, dim: int) -> torch.Tensor:
 
 
 def _check_beta(beta: float) -> float:
-    return _check_positive_scalar(beta, "beta")
+    return check_positive_scalar(beta, "beta")
 
 
 def attention_entropy(
@@ -100,7 +100,7 @@ def attention_entropy(
     tensor([1.0986, 1.0986, 1.0986], dtype=torch.float64)
     """
     beta = _check_beta(beta)
-    xb = _as_batched_tokens(x, "x")
+    xb = as_batched_tokens(x, "x")
     Db = _as_batched_heads(D, xb.shape[0], xb.shape[-1])
     n = xb.shape[1]
     heads_x = torch.einsum("phde,pje->phjd", Db, xb)  # (D_h x_j), shape (P, H, n, d)

@@ -23,8 +23,8 @@ import numpy as np
 import ot
 import torch
 
-from attnflow.geometry.sphere import pairwise_geodesic_distance
-from attnflow.observables.clustering import _as_batched_tokens, _check_positive_scalar
+from ..geometry.sphere import exp_map, log_map, pairwise_geodesic_distance
+from .inputs import as_batched_tokens, check_positive_scalar
 
 __all__ = [
     "COSTS",
@@ -56,8 +56,8 @@ def _check_count(value: int, name: str, minimum: int) -> int:
 
 def _paired_clouds(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate two clouds and broadcast their path axes (P or 1 each)."""
-    xb = _as_batched_tokens(x, "x")
-    yb = _as_batched_tokens(y, "y")
+    xb = as_batched_tokens(x, "x")
+    yb = as_batched_tokens(y, "y")
     if xb.shape[-1] != yb.shape[-1]:
         raise ValueError(
             f"x and y must live on the same sphere S^(d-1): got d = {xb.shape[-1]} and d = {yb.shape[-1]}"
@@ -239,7 +239,7 @@ def distance_to_uniform(x: torch.Tensor, n_projections: int = 200, seed: int = 0
     """
     n_projections = _check_count(n_projections, "n_projections", 1)
     seed = _check_count(seed, "seed", 0)
-    xb = _as_batched_tokens(x, "x")
+    xb = as_batched_tokens(x, "x")
     frames = _stiefel_projections(xb.shape[-1], n_projections, seed, xb).cpu().numpy()
     values = [
         ot.sliced_wasserstein_sphere_unif(xp, n_projections=n_projections, projections=frames)
@@ -256,27 +256,6 @@ def _dirac_cost(x: torch.Tensor, z: torch.Tensor, cost: str) -> torch.Tensor:
         return difference.pow(2).mean(dim=-1)
     total = torch.linalg.vector_norm(x + z.unsqueeze(1), dim=-1)
     return (2.0 * torch.atan2(difference, total)).pow(2).mean(dim=-1)
-
-
-def _mean_log(x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    r""":math:`\frac1n\sum_i \log_z(x_i)`, the Riemannian log map averaged, shape ``(P, d)``.
-
-    :math:`\log_z(x) = \theta\, v/\|v\|` with :math:`v = x - \langle x, z\rangle z`; a token at ``z``
-    or at its antipode (where the log map is undefined) contributes 0."""
-    inner = (x * z.unsqueeze(1)).sum(dim=-1, keepdim=True)
-    tangent = x - inner * z.unsqueeze(1)
-    sine = torch.linalg.vector_norm(tangent, dim=-1, keepdim=True)
-    angle = torch.atan2(sine, inner)
-    tiny = torch.finfo(x.dtype).tiny
-    return (angle * tangent / sine.clamp_min(tiny)).mean(dim=1)
-
-
-def _exp_map(z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    r""":math:`\exp_z(u) = \cos\|u\|\, z + \sin\|u\|\, u/\|u\|`, renormalised against drift."""
-    norm = torch.linalg.vector_norm(u, dim=-1, keepdim=True)
-    direction = u / norm.clamp_min(torch.finfo(u.dtype).tiny)
-    moved = torch.cos(norm) * z + torch.sin(norm) * direction
-    return moved / torch.linalg.vector_norm(moved, dim=-1, keepdim=True)
 
 
 def nearest_dirac_location(
@@ -325,8 +304,8 @@ def nearest_dirac_location(
     """
     _check_cost(cost)
     max_iter = _check_count(max_iter, "max_iter", 0)
-    tol = _check_positive_scalar(tol, "tol")
-    xb = _as_batched_tokens(x, "x")
+    tol = check_positive_scalar(tol, "tol")
+    xb = as_batched_tokens(x, "x")
     mean = xb.mean(dim=1)
     norm = torch.linalg.vector_norm(mean, dim=-1, keepdim=True)
     degenerate = norm <= 1e-12
@@ -336,7 +315,7 @@ def nearest_dirac_location(
     value = _dirac_cost(xb, z, cost)
     done = torch.zeros(xb.shape[0], dtype=torch.bool, device=xb.device)
     for _ in range(max_iter):
-        step = _mean_log(xb, z)
+        step = log_map(z.unsqueeze(1), xb).mean(dim=1)
         done |= torch.linalg.vector_norm(step, dim=-1) <= tol
         if done.all():
             break
@@ -346,7 +325,7 @@ def nearest_dirac_location(
         # of a few ulps; otherwise round-off would reject the (contracting) full Karcher step
         slack = 8 * torch.finfo(value.dtype).eps * value
         for _ in range(40):
-            candidate = _exp_map(z, scale.unsqueeze(-1) * step)
+            candidate = exp_map(z, scale.unsqueeze(-1) * step)
             candidate_value = _dirac_cost(xb, candidate, cost)
             better = ~accepted & (candidate_value <= value + slack)
             z = torch.where(better.unsqueeze(-1), candidate, z)

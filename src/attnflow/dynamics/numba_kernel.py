@@ -1,24 +1,19 @@
-"""Fused CPU kernel for the softmax attention field and its energy ledger.
+"""Fused CPU kernel: the pair sums of softmax attention in one tiled pass, no n x n matrix.
 
-One pass over token pairs computes the velocity, the row log-sum-exp and every ledger
-quantity of :class:`attnflow.dynamics.field.FieldEval` without ever storing an ``n x n``
-matrix: memory is ``O(P H n d)`` (plus ``O(n d)`` per parallel work item), so that
-``n = 50_000``, ``H = 4``, ``d = 3`` fits easily below 1 GiB.
+For scores :math:`s^h_{ij} = \\beta \\langle x_i, D_h x_j \\rangle` one pass over token pairs
+accumulates, per path p, head h and row i (with a row shift :math:`M_i` and
+:math:`e_{ij} = e^{s_{ij} - M_i}`), the record :class:`attnflow.dynamics.pairsums.PairSums`:
 
-Mathematics (``shared/NOTES.md`` sections 1 and 3, ``docs/design.md``), with
-:math:`s^h_{ij} = \\beta \\langle x_i, D_h x_j \\rangle` and :math:`U^h_{ij} = e^{s^h_{ij}}`:
+* ``row_sum`` :math:`\\ell_i = \\sum_j e_{ij}` (so :math:`\\mathrm{lse}_i = M_i + \\log \\ell_i`);
+* ``row_x`` :math:`\\sum_j e_{ij} x_j` (softmax mean and the gradient's :math:`y^h_i`);
+* ``row_q`` :math:`\\sum_j e_{ij} \\langle x_i, x_j \\rangle^2` (Ito sum of the symmetric noise);
+* ``col_x`` :math:`\\sum_i e^{s_{ij} - c_h} x_i` (the gradient's :math:`z^h_j`), only when
+  :math:`U^h` is not symmetric.
 
-* softmax velocity (eq. (10)): :math:`v_i = \\frac1H \\sum_h P^\\perp(x_i) V_h
-  \\sum_j A^h_{ij} x_j` with :math:`A^h_{ij} = e^{s^h_{ij} - \\mathrm{lse}^h_i}`;
-* energy (eq. (20), with beta): :math:`E = \\frac{1}{2\\beta H n^2} \\sum_{h,i,j} U^h_{ij}`;
-* mobility :math:`m_h(x_i) = e^{\\mathrm{lse}^h_i}/n` and its harmonic mean over heads
-  :math:`b(x_i)` (eq. (36));
-* :math:`G^2 = \\frac1n \\sum_i b(x_i) |v_i|^2` (Lemma 4.12) and the exact dissipation
-  power :math:`\\hat G^2 = \\frac1n \\sum_i \\langle v_i, \\mathrm{grad}_i \\rangle` with
-  :math:`\\mathrm{grad}_i = P^\\perp(x_i) \\frac{1}{2Hn} \\sum_h (D_h y^h_i + D_h^T z^h_i)`,
-  :math:`y^h_i = \\sum_j U^h_{ij} x_j`, :math:`z^h_i = \\sum_j U^h_{ji} x_j`;
-* drift moment :math:`C_h = \\sum_{ij} U^h_{ij} x_i x_j^T / (2Hn^2)` and the Ito factor
-  :math:`\\sum_{ij} U^h_{ij} (1 + \\langle x_i, x_j \\rangle^2) / (2Hn^2)` (NOTES section 3).
+Velocity, energy, mobilities, G^2, Ghat^2 and every other ledger quantity are assembled from these
+sums, in float64, by :mod:`attnflow.dynamics.assembly` (the one home of those formulas). Memory is
+``O(P H n d)`` (plus ``O(n d)`` per parallel work item), so that ``n = 50_000``, ``H = 4``, ``d = 3``
+fits easily below 1 GiB.
 
 Numerical scheme
 ----------------
@@ -51,14 +46,13 @@ The exponential is a Cody-Waite reduction plus a Taylor polynomial (degree 7 in 
 13 in float64, error about 1 ulp) whose ``2**k`` factor is built by bit manipulation, so
 LLVM vectorises the inner loop (numba ships no SVML here). Row sums inside a tile are
 accumulated in the working precision with SIMD partial sums and promoted to float64 once
-per tile; column sums are promoted every ``_ROW_BLOCK`` rows. The finishing step (per
+per tile; column sums are promoted every ``_ROW_BLOCK`` rows. The assembly (per
 token, ``O(P H n d^2)``) runs in float64.
 
 ``fastmath``: the loops use ``{"nsz", "arcp", "contract", "afn", "reassoc"}``; ``reassoc``
 is what lets LLVM vectorise the reductions. The exponential itself is compiled without
 ``reassoc`` (with it LLVM folds the two-constant Cody-Waite reduction and the float64
 error grows to ~1e-13). ``nnan``/``ninf`` are never used, so NaN inputs propagate.
-The finishing step uses :math:`e^{\\mathrm{lse}_i} = e^{M_i} \\ell_i` (one exponential fewer).
 Against a dense float64 reference the kernel agrees to ~1e-15 relative in float64 and
 ~1e-7 in float32 (see ``tests/test_numba_kernel.py``).
 """
@@ -73,11 +67,10 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["fused_field"]
+__all__ = ["check_inputs", "pair_sums"]
 
 _LOOP_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 _EXP_FLAGS = {"nsz", "arcp", "contract", "afn"}
-_GEOMETRIES = ("sphere", "flat")
 _TILE = 512  # columns per tile: 9 arrays of 512 floats stay in L1/L2
 _ROW_BLOCK = 64  # rows accumulated in working precision before promoting column sums
 _MIN_CHUNK_ROWS = 128  # rows per work item when a head is split across threads
@@ -382,112 +375,11 @@ def _accumulate_pass(
                         pending = 0
 
 
-# --------------------------------------------------------------------------- finish
-
-
-@njit(cache=True)
-def _finish(x, dm, vm, beta, sphere, ledger, colsums, row_max, shift, rsum, ysum, qsum, z):
-    """Per-token float64 assembly of velocity and ledger from the pair sums.
-
-    ``z`` holds the column sums scaled by ``exp(-shift[p, h])``; without ``colsums``
-    (symmetric ``D``, non-causal) the column sums are the row sums and ``z`` is unused.
-    """
-    npaths, n, d = x.shape
-    nheads = dm.shape[1]
-    lse = np.empty((npaths, nheads, n))
-    velocity = np.zeros((npaths, n, d))
-    grad = np.zeros((npaths, n, d))
-    energy = np.zeros(npaths)
-    g2 = np.zeros(npaths)
-    ghat2 = np.zeros(npaths)
-    second = np.zeros((npaths, nheads, d, d))
-    ito = np.zeros((npaths, nheads))
-    inv_h = 1.0 / nheads
-    pair_norm = 1.0 / (2.0 * nheads * n * n)
-    scale_z = np.exp(shift)
-    for p in range(npaths):
-        ybar = np.empty(d)
-        yv = np.empty(d)
-        zv = np.empty(d)
-        w = np.empty(d)
-        g = np.empty(d)
-        for i in range(n):
-            xi = x[p, i]
-            neg_min = np.inf  # -lse smallest over heads, for a stable harmonic mean
-            for h in range(nheads):
-                li = math.log(rsum[p, h, i])
-                lse[p, h, i] = row_max[p, h, i] + li
-                neg_min = min(neg_min, -lse[p, h, i])
-            for a in range(d):
-                w[a] = 0.0
-                g[a] = 0.0
-            harm = 0.0  # sum_h exp(-lse_h - neg_min)
-            for h in range(nheads):
-                harm += math.exp(-lse[p, h, i] - neg_min)
-                for a in range(d):
-                    ybar[a] = ysum[p, h, i, a] / rsum[p, h, i]
-                for a in range(d):
-                    acc = 0.0
-                    for b in range(d):
-                        acc += vm[p, h, a, b] * ybar[b]
-                    w[a] += acc
-                if ledger:
-                    e_max = math.exp(row_max[p, h, i])
-                    scale_y = e_max * rsum[p, h, i]  # exp(lse), one exp fewer
-                    for a in range(d):
-                        yv[a] = e_max * ysum[p, h, i, a]
-                        zv[a] = scale_z[p, h] * z[p, h, a, i] if colsums else yv[a]
-                    for a in range(d):
-                        acc = 0.0
-                        for b in range(d):
-                            acc += dm[p, h, a, b] * yv[b] + dm[p, h, b, a] * zv[b]
-                        g[a] += acc
-                        for b in range(d):
-                            second[p, h, a, b] += xi[a] * yv[b]
-                    energy[p] += scale_y
-                    ito[p, h] += e_max * (rsum[p, h, i] + qsum[p, h, i])
-            for a in range(d):
-                w[a] *= inv_h
-                g[a] *= 0.5 * inv_h / n
-            if sphere:
-                wx = 0.0
-                gx = 0.0
-                for a in range(d):
-                    wx += w[a] * xi[a]
-                    gx += g[a] * xi[a]
-                for a in range(d):
-                    w[a] -= wx * xi[a]
-                    g[a] -= gx * xi[a]
-            for a in range(d):
-                velocity[p, i, a] = w[a]
-            if ledger:
-                # b_i = 1 / ((1/H) sum_h n exp(-lse_h)), eq. (36), in log space
-                log_b = -math.log(n) - (neg_min + math.log(harm * inv_h))
-                b_i = math.exp(log_b)
-                vv = 0.0
-                vg = 0.0
-                for a in range(d):
-                    grad[p, i, a] = g[a]
-                    vv += w[a] * w[a]
-                    vg += w[a] * g[a]
-                g2[p] += b_i * vv
-                ghat2[p] += vg
-        if ledger:
-            energy[p] *= pair_norm / beta
-            g2[p] /= n
-            ghat2[p] /= n
-            for h in range(nheads):
-                ito[p, h] *= pair_norm
-                for a in range(d):
-                    for b in range(d):
-                        second[p, h, a, b] *= pair_norm
-    return lse, velocity, grad, energy, g2, ghat2, second, ito
-
-
 # --------------------------------------------------------------------------- public
 
 
-def _validate(x, dm, vm, beta, geometry):
+def check_inputs(x, dm, vm, beta):
+    """Validate the numpy inputs of the kernel (shapes, dtypes, beta)."""
     if not isinstance(x, np.ndarray) or x.ndim != 3:
         raise ValueError(
             f"x must be a numpy array of shape (P, n, d); got {type(x).__name__} with "
@@ -516,8 +408,6 @@ def _validate(x, dm, vm, beta, geometry):
         raise ValueError(f"D needs at least one head; got shape {dm.shape}")
     if not (np.isfinite(beta) and beta > 0):
         raise ValueError(f"beta must be finite and > 0; got {beta!r}")
-    if geometry not in _GEOMETRIES:
-        raise ValueError(f"geometry must be one of {_GEOMETRIES}; got {geometry!r}")
 
 
 def _work_items(npaths, nheads, n, causal):
@@ -538,38 +428,30 @@ def _work_items(npaths, nheads, n, causal):
     return np.ascontiguousarray(items), c.astype(np.int64), nchunk
 
 
-def fused_field(
+def pair_sums(
     x: np.ndarray,
     D: np.ndarray,
-    V: np.ndarray | None,
     beta: float,
     *,
-    geometry: str = "sphere",
     causal: bool = False,
     ledger: bool = True,
     _general: bool = False,
     _exact_max: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Softmax attention velocity and energy ledger in one tiled pass over pairs.
+    """Pair sums of softmax attention in one tiled pass over pairs (the kernel's whole output).
 
     Parameters
     ----------
     x : ndarray, shape (P, n, d), float32 or float64
-        Tokens (on :math:`S^{d-1}` for ``geometry="sphere"``).
+        Tokens.
     D : ndarray, shape (P, H, d, d), same dtype as ``x``
-        Score matrices; :math:`s^h_{ij} = \\beta \\langle x_i, D_h x_j \\rangle`.
-    V : ndarray, shape (P, H, d, d), or None
-        Value matrices; ``None`` means ``V = D`` (the paper's choice, NOTES section 1).
+        Score matrices (layer scaling already applied).
     beta : float
         Inverse temperature, ``> 0``.
-    geometry : {"sphere", "flat"}
-        ``"sphere"`` applies :math:`P^\\perp(x_i) = I - x_i x_i^T` to velocity and
-        gradient; ``"flat"`` does not.
     causal : bool
-        Keep only pairs ``j <= i`` (rows attend to earlier tokens); every sum, including
-        the column sums ``z``, runs over exactly these pairs.
+        Keep only pairs ``j <= i``; every sum, including the column sums, runs over exactly these pairs.
     ledger : bool
-        If False only ``velocity`` and ``lse`` are computed (fast path).
+        Also accumulate the column sums (non-symmetric ``U``) needed by the gradient.
     _general : bool
         Private, for tests and benchmarks: never take the symmetric fast path.
     _exact_max : bool
@@ -577,39 +459,30 @@ def fused_field(
 
     Returns
     -------
-    dict of ndarray
-        ``velocity`` and ``lse`` in the dtype of ``x``; the ledger entries in float64.
-        ``velocity`` (P, n, d): :math:`v_i` (eq. (10), before the direction sign);
-        ``lse`` (P, H, n): :math:`\\log \\sum_j e^{s^h_{ij}}`; and with ``ledger``:
-        ``grad`` (P, n, d): :math:`n P^\\perp \\nabla_{x_i} E`;
-        ``energy`` (P,): eq. (20) with beta;
-        ``G2`` (P,): :math:`\\frac1n \\sum_i b(x_i)|v_i|^2` (Lemma 4.12, eq. (36));
-        ``Ghat2`` (P,): :math:`\\frac1n \\sum_i \\langle v_i, \\mathrm{grad}_i \\rangle`;
-        ``second_moment`` (P, H, d, d): :math:`C_h`;
-        ``ito_moment`` (P, H): :math:`\\sum U_{ij}(1 + \\langle x_i,x_j\\rangle^2)/(2Hn^2)`.
+    dict of ndarray (float64)
+        ``row_shift`` (P, H, n), ``row_sum`` (P, H, n), ``row_x`` (P, H, n, d), ``row_q`` (P, H, n),
+        and ``col_shift`` (P, H), ``col_x`` (P, H, n, d) when the column sums were needed (``ledger`` and
+        ``U`` not symmetric), else ``None``: the fields of :class:`attnflow.dynamics.pairsums.PairSums`.
 
     Notes
     -----
-    Memory is ``O(P H n d)``; no ``n x n`` array is formed. When every ``D_h`` is exactly
-    symmetric and ``causal`` is False (the paper's case), :math:`U^h` is symmetric, the
-    column sums equal the row sums (:math:`z^h_i = y^h_i`) and their pass is skipped.
-    The stability of the shifted
-    exponentials and the one float32 limitation of ``z`` are described in the module
-    docstring. Compiled lazily on first call and cached on disk.
+    When every ``D_h`` is exactly symmetric and ``causal`` is False (the paper's case),
+    :math:`U^h` is symmetric, the column sums equal the row sums and their pass is skipped.
+    The stability of the shifted exponentials and the one float32 limitation of the column sums are
+    described in the module docstring. Compiled lazily on first call and cached on disk.
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
     >>> x = rng.normal(size=(1, 8, 3)); x /= np.linalg.norm(x, axis=-1, keepdims=True)
-    >>> out = fused_field(x, rng.normal(size=(1, 2, 3, 3)), None, 1.0)
-    >>> out["velocity"].shape, out["lse"].shape
-    ((1, 8, 3), (1, 2, 8))
+    >>> out = pair_sums(x, rng.normal(size=(1, 2, 3, 3)), 1.0)
+    >>> out["row_x"].shape, out["row_sum"].shape
+    ((1, 2, 8, 3), (1, 2, 8))
     """
-    _validate(x, D, V, beta, geometry)
+    check_inputs(x, D, None, beta)
     dtype = x.dtype.type
     npaths, n, d = x.shape
     nheads = D.shape[1]
-    vm = D if V is None else V
     beta = float(beta)
 
     # structure-of-arrays layouts: xt[p, a, j] and kt[p, h, a, j] = beta (D_h x_j)_a
@@ -643,31 +516,11 @@ def fused_field(
     )  # fmt: skip
     z = zsum.sum(axis=2) if colsums else zsum[:, :, 0]
 
-    lse, velocity, grad, energy, g2, ghat2, second, ito = _finish(
-        x.astype(np.float64, copy=False),
-        D.astype(np.float64, copy=False),
-        vm.astype(np.float64, copy=False),
-        beta,
-        geometry == "sphere",
-        ledger,
-        colsums,
-        row_max.astype(np.float64),
-        shift,
-        rsum,
-        ysum,
-        qsum,
-        z,
-    )
-    out = {"velocity": velocity.astype(dtype, copy=False), "lse": lse.astype(dtype, copy=False)}
-    if ledger:
-        out.update(
-            grad=grad,
-            energy=energy,
-            G2=g2,
-            Ghat2=ghat2,
-            second_moment=second,
-            ito_moment=ito,
-        )
-        # the ledger stays in float64 whatever the working precision (docs/design.md): at beta = 100,
-        # E ~ e^{400} is representable in float64 but not in float32
-    return out
+    return {
+        "row_shift": row_max.astype(np.float64),
+        "row_sum": rsum,
+        "row_x": ysum,
+        "row_q": qsum,
+        "col_shift": shift if colsums else None,
+        "col_x": np.ascontiguousarray(np.swapaxes(z, 2, 3)) if colsums else None,
+    }

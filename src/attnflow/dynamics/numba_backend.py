@@ -1,0 +1,125 @@
+"""numba backend of the field: the fused CPU kernel (:mod:`~attnflow.dynamics.numba_kernel`) behind the
+:class:`~attnflow.dynamics.pairsums.PairSums` contract (numpy arrays in, torch tensors out, no copy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..geometry import get_geometry
+from .assembly import assemble
+from .pairsums import PairSums
+
+__all__ = ["available", "fused_field", "pair_sums_numba"]
+
+_AVAILABLE: bool | None = None
+
+
+def available() -> bool:
+    """True when the fused kernel module imports (numba installed)."""
+    global _AVAILABLE
+    if _AVAILABLE is None:
+        try:
+            from . import numba_kernel  # noqa: F401  (optional dependency: imported on first use)
+
+            _AVAILABLE = True
+        except ImportError:
+            _AVAILABLE = False
+    return _AVAILABLE
+
+
+def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
+    return None if a is None else torch.from_numpy(np.asarray(a))
+
+
+def pair_sums_numba(
+    x: torch.Tensor, D: torch.Tensor, beta: float, *, causal: bool = False, ledger: bool = True, **private
+) -> PairSums:
+    """Pair sums of softmax attention from the fused kernel (CPU tensors; see :func:`numba_kernel.pair_sums`).
+
+    ``private`` passes the kernel's test switches (``_general``, ``_exact_max``).
+    """
+    from .numba_kernel import pair_sums  # numba is imported (and compiles) on first use only
+
+    out = pair_sums(
+        np.ascontiguousarray(x.detach().numpy()),
+        np.ascontiguousarray(D.detach().numpy()),
+        float(beta),
+        causal=causal,
+        ledger=ledger,
+        **private,
+    )
+    return PairSums(
+        row_shift=_tensor(out["row_shift"]),
+        row_sum=_tensor(out["row_sum"]),
+        row_x=_tensor(out["row_x"]),
+        row_q=_tensor(out["row_q"]) if ledger else None,
+        col_shift=_tensor(out["col_shift"]),
+        col_x=_tensor(out["col_x"]),
+    )
+
+
+def fused_field(
+    x: np.ndarray,
+    D: np.ndarray,
+    V: np.ndarray | None,
+    beta: float,
+    *,
+    geometry: str = "sphere",
+    causal: bool = False,
+    ledger: bool = True,
+    _general: bool = False,
+    _exact_max: bool = False,
+) -> dict[str, np.ndarray]:
+    """Softmax attention velocity and energy ledger from numpy arrays: the kernel plus the assembly.
+
+    Parameters
+    ----------
+    x : ndarray, shape (P, n, d), float32 or float64
+    D : ndarray, shape (P, H, d, d), same dtype as ``x``
+    V : ndarray, shape (P, H, d, d), or None
+        Value matrices; ``None`` means ``V = D`` (the paper's choice).
+    beta : float
+    geometry : {"sphere", "flat"}
+        Tangent projection of velocity and gradient (sphere) or none (flat). The kernel has no
+        sums of |x_j|^2, so off the sphere ``ito_moment`` is not returned (the PyTorch path has it).
+    causal, ledger, _general, _exact_max
+        As in :func:`attnflow.dynamics.numba_kernel.pair_sums`.
+
+    Returns
+    -------
+    dict of ndarray
+        ``velocity`` and ``lse`` in the dtype of ``x``; with ``ledger`` also ``grad``, ``energy``,
+        ``G2``, ``Ghat2``, ``second_moment`` and (sphere) ``ito_moment`` in float64 (see
+        :class:`attnflow.dynamics.assembly.FieldEval`).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(1, 8, 3)); x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    >>> out = fused_field(x, rng.normal(size=(1, 2, 3, 3)), None, 1.0)
+    >>> out["velocity"].shape, out["lse"].shape
+    ((1, 8, 3), (1, 2, 8))
+    """
+    from .numba_kernel import check_inputs
+
+    check_inputs(x, D, V, beta)
+    geo = get_geometry(geometry)
+    xt, Dt = torch.from_numpy(x), torch.from_numpy(D)
+    Vt = Dt if V is None else torch.from_numpy(V)
+    sums = pair_sums_numba(
+        xt, Dt, beta, causal=causal, ledger=ledger, _general=_general, _exact_max=_exact_max
+    )
+    fe = assemble(sums, xt, Dt, Vt, float(beta), geo, ledger=ledger)
+    out = {"velocity": fe.velocity.numpy(), "lse": fe.lse.numpy()}
+    if ledger:
+        out.update(
+            grad=fe.grad.numpy(),
+            energy=fe.energy.numpy(),
+            G2=fe.G2.numpy(),
+            Ghat2=fe.Ghat2.numpy(),
+            second_moment=fe.second_moment.numpy(),
+        )
+        if fe.ito_moment is not None:
+            out["ito_moment"] = fe.ito_moment.numpy()
+    return out

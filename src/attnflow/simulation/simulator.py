@@ -1,0 +1,361 @@
+"""The state of one batch of paths and its step: :class:`Simulator` (checkpointable, resumable bit for bit).
+
+Each step k (arXiv 2605.18870 Sec. 6; NOTES.md §1-3):
+
+1. evaluate the field at (x_k, D_k, t_k) once, with the energy-ledger pieces and the ledger rates
+   (cached: a record at step k and the step from k share them);
+2. draw the weight noise g sqrt(dt) xi from the Brownian source (xi = (Z+Z^T)/2 or Z);
+3. advance tokens and heads with the integrator (drift by its Runge-Kutta rule, noise increment by
+   Euler-Maruyama), then apply any layer jump;
+4. add the step's left Riemann terms to the :class:`~attnflow.simulation.ledger.EnergyLedger`.
+
+The loop over steps lives in :func:`attnflow.simulation.integrate`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import xarray as xr
+
+from ..dynamics.assembly import FieldEval, StepTerms, energy_from_lse, martingale_increment
+from ..dynamics.field import model_ledger_rates
+from ..dynamics.system import VectorField
+from ..integrators import get_integrator
+from ..model import heads as heads_mod
+from ..model.transformer import TransformerModel
+from ..model.weights import noise_matrix
+from ..random import BrownianSource
+from .driver import CallbackSink, integrate
+from .ledger import EnergyLedger
+from .spec import SimulationSpec
+
+__all__ = ["DTYPES", "NonFiniteStateError", "Record", "Simulator"]
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+class NonFiniteStateError(FloatingPointError):
+    """The state became nan/inf. ``partial`` holds the dataset recorded up to then (or None)."""
+
+    def __init__(self, message: str, partial: xr.Dataset | None = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+@dataclass
+class Record:
+    """One recorded time: tokens, optionally heads, and the ledger scalars (each shape [P])."""
+
+    step: int
+    time: float
+    x: torch.Tensor
+    D: torch.Tensor | None
+    scalars: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def _dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+        return DTYPES[dtype]
+    if dtype not in DTYPES.values():
+        raise ValueError(f"dtype must be torch.float32 or torch.float64: got {dtype!r}")
+    return dtype
+
+
+def _positive_finite(name: str, value) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0: got {value!r}")
+    return float(value)
+
+
+class Simulator:
+    """Stateful integrator of one batch of paths; can be checkpointed and resumed bit for bit.
+
+    Parameters
+    ----------
+    model : TransformerModel
+    x0 : Tensor, shape=[P, n, d] (or [n, d] with ``paths``)
+        Initial tokens (points of the model's geometry).
+    heads : Tensor, shape=[P, H, d, d], [H, d, d] or [d, d]
+        Initial score matrices D_h(0).
+    dt : float
+        Time step (> 0).
+    t0 : float
+        Initial time.
+    values : Tensor or None
+        Fixed value matrices V_h (same shapes as ``heads``); None: V = D (the paper).
+    integrator : str
+        A name of :data:`attnflow.integrators.INTEGRATORS`: ``euler`` (projected, the authors' code),
+        ``euler_printed``, ``heun``, ``rk4``.
+    seed : int
+        Seed of the weight-noise streams (one per path).
+    ledger : bool
+        Compute the energy ledger (costs about one extra pass over the pairs).
+    dtype : {"float64", "float32"} or torch dtype
+    device : str or torch.device
+    first_path : int
+        Global index of the first path (a batch of paths split across workers keeps its streams).
+    paths : int or None
+        Number of paths when ``x0`` is one cloud (n, d).
+    noise_refine : int
+        Fine Brownian draws per step (:class:`attnflow.random.BrownianSource`): with m, this run sees
+        the Brownian path of a run at dt/m with the same seed.
+
+    Warns
+    -----
+    RuntimeWarning
+        When the weights are stochastic and the integrator's deterministic order exceeds the strong
+        order the run really has (the extra stages buy nothing).
+    """
+
+    def __init__(
+        self,
+        model: TransformerModel,
+        x0,
+        heads,
+        *,
+        dt: float,
+        t0: float = 0.0,
+        values=None,
+        integrator: str = "euler",
+        seed: int = 0,
+        ledger: bool = True,
+        dtype="float64",
+        device="cpu",
+        first_path: int = 0,
+        paths: int | None = None,
+        noise_refine: int = 1,
+    ):
+        if not isinstance(model, TransformerModel):
+            raise ValueError(f"model must be a TransformerModel: got {type(model).__name__}")
+        self.model = model
+        self.dtype = _dtype(dtype)
+        self.device = torch.device(device)
+        self.dt = _positive_finite("dt", dt)
+        if not math.isfinite(t0):
+            raise ValueError(f"t0 must be finite: got {t0!r}")
+        x = torch.as_tensor(x0)
+        if x.ndim == 2:
+            x = x.unsqueeze(0).expand(paths or 1, -1, -1)
+        if x.ndim != 3:
+            raise ValueError(f"x0 must have shape (P, n, d) or (n, d): got {tuple(x.shape)}")
+        if paths is not None and x.shape[0] != paths:
+            raise ValueError(f"x0 has {x.shape[0]} paths but paths={paths}")
+        P, n, d = x.shape
+        if d < 2:
+            raise ValueError(f"token dimension d must be >= 2: got d={d}")
+        x = x.to(dtype=self.dtype, device=self.device).clone()
+        if not torch.isfinite(x).all():
+            raise ValueError("x0 must be finite: found non-finite entries")
+        model.geometry.check(x, "x0")
+        D = heads_mod.from_array(heads, paths=P, d=d, dtype=self.dtype, device=self.device)
+        H = D.shape[1]
+        V = None
+        if values is not None:
+            V = heads_mod.from_array(
+                values, paths=P, d=d, dtype=self.dtype, device=self.device, name="values"
+            )
+            if V.shape[1] != H:
+                raise ValueError(f"values have {V.shape[1]} heads but heads have {H}")
+        model.weights.validate(H, d)
+        model.weights.check_contract(D, float(t0))
+        self.integrator = get_integrator(integrator)
+        w = model.weights
+        self.order = self.integrator.effective_order(w.stochastic, w.additive)
+        if self.order < self.integrator.order:
+            warnings.warn(
+                f"integrator {self.integrator.name!r} has deterministic order {self.integrator.order}, but "
+                f"with the stochastic weights of {type(w).__name__} the run has strong order {self.order:g} "
+                "(the noise enters by its Euler-Maruyama increment): the extra stages buy no accuracy; "
+                "use integrator='euler' for the same order at lower cost",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self.field = VectorField(model, V)
+        self.ledger_on = bool(ledger)
+        self.seed = int(seed)
+        self.first_path = int(first_path)
+        self.noise = BrownianSource(
+            self.seed, P, (H, d, d), self.dtype, self.device, first=self.first_path, refine=noise_refine
+        )
+        self.P, self.n, self.d, self.H = P, n, d, H
+        self.x, self.D, self.t, self.step_index = x, D, float(t0), 0
+        self.t0 = float(t0)
+        self.ledger = EnergyLedger(P, model.sign, float(model.beta), self.device)
+        self._fe: FieldEval | None = None
+        self._rates: StepTerms | None = None
+
+    @classmethod
+    def from_spec(cls, spec: SimulationSpec) -> Simulator:
+        """The Simulator of a :class:`attnflow.simulation.SimulationSpec` (at its initial state)."""
+        return cls(
+            spec.model,
+            spec.x0,
+            spec.heads,
+            dt=spec.dt,
+            t0=spec.t0,
+            values=spec.values,
+            integrator=spec.integrator,
+            seed=spec.seed,
+            ledger=spec.ledger,
+            dtype=spec.dtype,
+            device=spec.device,
+            first_path=spec.first_path,
+        )
+
+    @property
+    def E0(self) -> torch.Tensor | None:
+        """The initial energy per path (None before the first evaluation or without the ledger)."""
+        return self.ledger.E0
+
+    # -- state -----------------------------------------------------------------------------------
+    def _current(self) -> tuple[FieldEval, StepTerms | None]:
+        """The field at the current state and its ledger rates, each computed once per state."""
+        if self._fe is None:
+            fe = self.field(self.x, self.D, self.t, ledger=self.ledger_on, raw=self.integrator.needs_raw)
+            self._fe, self._rates = fe, None
+            if self.ledger_on:
+                self.ledger.start(fe)
+                w = self.model.weights
+                drift, ito = model_ledger_rates(
+                    self.model, fe, self.D, self.t, w.drift(self.D, self.t), w.diffusion(self.D, self.t)
+                )
+                self._rates = StepTerms(dtE_drift=drift, dtE_ito=ito, martingale=torch.zeros_like(drift))
+        return self._fe, self._rates
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue identically (tokens, heads, time, RNG states, ledger sums)."""
+        self._current()
+        led = self.ledger.state_dict()
+        return {
+            "x": self.x.cpu().clone(),
+            "D": self.D.cpu().clone(),
+            "t": self.t,
+            "step": self.step_index,
+            "rng": self.noise.state_dict(),
+            "acc": led["acc"],
+            "E0": led["E0"],
+        }
+
+    def load_state_dict(self, sd: dict) -> None:
+        """Restore a :meth:`state_dict` (same model, shapes and seed)."""
+        if tuple(sd["x"].shape) != (self.P, self.n, self.d) or tuple(sd["D"].shape) != tuple(self.D.shape):
+            raise ValueError(
+                f"checkpoint shapes {tuple(sd['x'].shape)}, {tuple(sd['D'].shape)} do not match this run "
+                f"{(self.P, self.n, self.d)}, {tuple(self.D.shape)}"
+            )
+        self.x = sd["x"].to(self.device, self.dtype)
+        self.D = sd["D"].to(self.device, self.dtype)
+        self.t, self.step_index = float(sd["t"]), int(sd["step"])
+        self.noise.load_state_dict(sd["rng"])
+        self.ledger.load_state_dict({"acc": sd["acc"], "E0": sd["E0"]}, self.device)
+        self._fe = self._rates = None
+
+    # -- stepping --------------------------------------------------------------------------------
+    def record(self, *, with_heads: bool = False) -> Record:
+        """Snapshot of the current state with the ledger scalars (each of shape [P])."""
+        fe, rates = self._current()
+        sc = self.ledger.scalars(fe, rates, self.t) if self.ledger_on else {}
+        return Record(
+            step=self.step_index,
+            time=self.t,
+            x=self.x.detach().cpu().clone(),
+            D=self.D.detach().cpu().clone() if with_heads else None,
+            scalars=sc,
+        )
+
+    def step(self, z: torch.Tensor | None = None) -> None:
+        """Advance one step of size dt.
+
+        Parameters
+        ----------
+        z : Tensor or None, shape=[P, H, d, d]
+            Standard normal draws to use for this step's weight noise instead of the Brownian source
+            (which is then not advanced). Ignored for deterministic weight processes.
+        """
+        fe, rates = self._current()
+        w = self.model.weights
+        dt, t = self.dt, self.t
+        noise = None
+        if w.stochastic:
+            if z is None:
+                z = self.noise.next()
+            elif tuple(z.shape) != (self.P, self.H, self.d, self.d):
+                raise ValueError(
+                    f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: "
+                    f"got {tuple(z.shape)}"
+                )
+            else:
+                z = z.to(dtype=self.dtype, device=self.device)
+            g = w.diffusion(self.D, t)
+            noise = (
+                torch.as_tensor(g, dtype=self.dtype, device=self.device)
+                * math.sqrt(dt)
+                * noise_matrix(z, w.noise)
+            )
+        x_new, D_new = self.integrator.step(self.field, self.x, self.D, t, dt, fe, noise)
+        jump = w.jump(D_new, t + dt)
+        if jump is not None:
+            if self.ledger_on and not torch.equal(jump, D_new):
+                before = self.field(x_new, D_new, t + dt, ledger=False).lse
+                after = self.field(x_new, jump, t + dt, ledger=False).lse
+                beta = self.model.beta
+                self.ledger.add_jump(energy_from_lse(after, beta) - energy_from_lse(before, beta))
+            D_new = jump.clone()
+        if self.ledger_on:
+            mart = martingale_increment(fe, noise, self.model.head_scale(t, self.H))
+            self.ledger.add_step(fe, rates, mart, dt)
+        if not (torch.isfinite(x_new).all() and torch.isfinite(D_new).all()):
+            self._raise_non_finite(x_new, D_new, t + dt)
+        self.x, self.D = x_new, D_new
+        self.t = self.t0 + (self.step_index + 1) * dt
+        self.step_index += 1
+        self._fe = self._rates = None
+
+    def _raise_non_finite(self, x_new: torch.Tensor, D_new: torch.Tensor, t_new: float) -> None:
+        bad_x = (~torch.isfinite(x_new)).flatten(1).any(1)
+        bad = (bad_x | (~torch.isfinite(D_new)).flatten(1).any(1)).nonzero().flatten().tolist()
+        hint = (
+            "; attention='usa' uses exp(beta <x, D y>) without normalisation, which overflows once "
+            "beta * <x_i, D x_j> exceeds ~88 (float32) or ~709 (float64)"
+            if self.model.attention == "usa"
+            else ""
+        )
+        raise NonFiniteStateError(
+            f"the state became non-finite at step {self.step_index + 1} (t = {t_new:g}) in paths "
+            f"{[p + self.first_path for p in bad]}: reduce dt (got {self.dt:g}) or beta "
+            f"(got {self.model.beta:g}), or use dtype='float64'{hint}"
+        )
+
+    def run(
+        self,
+        n_steps: int,
+        *,
+        record_every: int = 1,
+        on_record: Callable[[Record], None] | None = None,
+        with_heads: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Take ``n_steps`` steps through :func:`attnflow.simulation.integrate`, calling ``on_record``
+        whenever the global step index is a multiple of ``record_every`` (no initial or final record:
+        the caller records those itself)."""
+        integrate(
+            self,
+            n_steps,
+            record_every=record_every,
+            sink=CallbackSink(on_record),
+            with_heads=with_heads,
+            progress=progress,
+            endpoints=False,
+        )
