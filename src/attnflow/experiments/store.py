@@ -40,7 +40,15 @@ from pathlib import Path
 
 import xarray as xr
 
-from .config import ExperimentConfig, build, config_diff, dump_config, load_config
+from .builder import build
+from .files import atomic_write_text as _atomic_write_text
+from .schema import (
+    ExperimentConfig,
+    config_diff,
+    dump_config,
+    flatten_config as _flat,
+    load_config,
+)
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -87,21 +95,6 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that a crash leaves the old or the new content, never a torn one.
-
-    The tmp file is fsynced before ``os.replace`` (else a power loss may leave the renamed file
-    empty), then the directory, so that the rename itself is durable.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _write_meta(out: Path, meta: dict) -> None:
@@ -174,7 +167,7 @@ def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
         if arr.shape[ax] < n_records:
             raise RuntimeError(
                 f"{store} holds {arr.shape[ax]} records in {_name!r} but the checkpoint covers {n_records}: "
-                "the store is damaged; rerun with --no-resume"
+                "the store is damaged; rerun with resume=False"
             )
         if arr.shape[ax] > n_records:
             shape = list(arr.shape)
@@ -185,7 +178,7 @@ def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
     if int(steps[n_records - 1]) != last_step:
         raise RuntimeError(
             f"{store}: record {n_records - 1} has step {int(steps[n_records - 1])} but the checkpoint says "
-            f"{last_step}; rerun with --no-resume"
+            f"{last_step}; rerun with resume=False"
         )
 
 
@@ -310,7 +303,7 @@ def run_experiment(
     attnflow.NonFiniteStateError, ValueError
         From the core (the run's ``meta.json`` then says ``status: failed`` with the traceback).
     """
-    from ..simulate import Simulator, n_steps_for, run_attrs
+    from ..simulate import Simulator, run_attrs
     from .progress import ProgressBar
 
     cfg = load_config(config)
@@ -327,7 +320,7 @@ def run_experiment(
             detail = "; ".join(f"{k}: {od.get(k)!r} -> {nd.get(k)!r}" for k in diff)
             raise RunConfigMismatchError(
                 f"{out} holds a run with a different config, so it cannot be resumed: differing keys "
-                f"{', '.join(diff)} ({detail}); choose another --out or pass --no-resume to overwrite it"
+                f"{', '.join(diff)} ({detail}); choose another out_dir or pass resume=False to overwrite it"
             )
         meta = read_meta(out)
         if meta.get("status") == "done" and (out / DATA_DIR).is_dir():
@@ -360,20 +353,10 @@ def run_experiment(
     writer = None
     bar = None
     try:
-        model, x0, D0, kw = build(cfg)
-        sim = Simulator(
-            model,
-            x0,
-            D0,
-            dt=kw["dt"],
-            integrator=kw["integrator"],
-            seed=kw["seed"],
-            ledger=kw["ledger"],
-            dtype=kw["dtype"],
-            device=kw["device"],
-        )
-        n_steps = n_steps_for(0.0, kw["t1"], sim.dt)
-        attrs = {**run_attrs(sim, kw["t1"], kw["record_every"]), "name": cfg.name, "config": dump_config(cfg)}
+        spec = build(cfg)
+        sim = Simulator.from_spec(spec)
+        n_steps = spec.n_steps
+        attrs = {**run_attrs(sim, spec.t1, spec.record_every), "name": cfg.name, "config": dump_config(cfg)}
         writer = _Writer(out, sim, cfg, attrs, meta, flush_every_s)
         if resumed:
             import torch
@@ -433,12 +416,6 @@ def run_experiment(
     return open_run(out)
 
 
-def _flat(cfg: ExperimentConfig) -> dict:
-    from .config import _flatten
-
-    return _flatten(cfg.model_dump(mode="json"))
-
-
 def open_run(out_dir: str | Path) -> xr.Dataset:
     """The Dataset of a run directory (lazy, Zarr-backed); ``xr.open_zarr(out_dir/'data.zarr')`` is the same.
 
@@ -449,7 +426,7 @@ def open_run(out_dir: str | Path) -> xr.Dataset:
     if not store.is_dir():
         raise FileNotFoundError(
             f"{out} is not a run directory with data: {DATA_DIR} not found; create one with "
-            "`attnflow run CONFIG --out DIR`"
+            "run_experiment(config, out_dir)"
         )
     status = read_meta(out).get("status", "unknown")
     if status != "done":
@@ -481,7 +458,7 @@ def run_info(out_dir: str | Path) -> dict:
     meta = read_meta(out)
     status = meta.get("status", "missing")
     if status == "running" and meta.get("host") == socket.gethostname() and not _pid_alive(meta.get("pid")):
-        status = "interrupted (process gone; resume with `attnflow run CONFIG --out DIR`)"
+        status = "interrupted (process gone; resume with run_experiment(config, out_dir))"
     info = {
         "dir": str(out),
         "name": meta.get("name"),
