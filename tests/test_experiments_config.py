@@ -64,10 +64,14 @@ def test_load_from_file_roundtrip(tmp_path):
             {"weights__process": "ou"},
             r"weights\.process: got 'ou'; allowed values: 'constant', 'ornstein_uhlenbeck'",
         ),
-        ({"precision": "float16"}, r"precision: got 'float16'; allowed values: 'float64' or 'float32'"),
+        ({"precision": "float16"}, r"precision: got 'float16'; allowed values: 'float32' or 'float64'"),
         ({"model__beta": -1.0}, r"model\.beta must be greater than 0: got -1\.0"),
         ({"checkpoint_every": 0}, r"checkpoint_every must be greater than or equal to 1: got 0"),
-        ({"integrator__dt": 0.03}, r"whole number of steps: got 0\.2/0\.03"),
+        (
+            {"integrator__dt": 0.03},
+            r"integrator\.t1 / integrator\.dt: \(t1 - t0\)/dt must be a whole number of steps: "
+            r"got \(0\.2 - 0\)/0\.03 = 6\.66667; choose t1 = 0\.21 or another dt",
+        ),
         ({"device": "gpu"}, r"device must be 'cpu', 'cuda' or 'cuda:N': got 'gpu'"),
         ({"heads__init": "file"}, r"heads\.path is required for heads\.init 'file'"),
     ],
@@ -91,25 +95,20 @@ def test_config_file_errors(tmp_path):
 
 def test_build_matches_core_generators():
     import attnflow as af
+    from attnflow.simulation import SimulationSpec
 
-    model, x0, D0, kw = build(TINY)
+    spec = build(TINY)
+    assert isinstance(spec, SimulationSpec)
+    model = spec.model
     assert isinstance(model.weights, af.OrnsteinUhlenbeck) and model.weights.sigma2 == 0.5
-    assert x0.shape == (2, 8, 3) and D0.shape == (2, 2, 3, 3)
-    torch.testing.assert_close(x0, af.tokens.octahedral(2, 8, 3, seed=0), rtol=0, atol=0)
-    torch.testing.assert_close(D0, af.heads.symmetric_gaussian(2, 2, 3, seed=0), rtol=0, atol=0)
-    assert kw == {
-        "dt": 0.01,
-        "t1": 0.2,
-        "integrator": "euler",
-        "seed": 0,
-        "record_every": 5,
-        "positions": True,
-        "record_heads": False,
-        "ledger": True,
-        "dtype": "float64",
-        "device": "cpu",
-    }
-    _, x0f, D0f, _ = build(
+    assert spec.x0.shape == (2, 8, 3) and spec.heads.shape == (2, 2, 3, 3)
+    torch.testing.assert_close(spec.x0, af.tokens.octahedral(2, 8, 3, seed=0), rtol=0, atol=0)
+    torch.testing.assert_close(spec.heads, af.heads.symmetric_gaussian(2, 2, 3, seed=0), rtol=0, atol=0)
+    assert (spec.dt, spec.t0, spec.t1, spec.n_steps, spec.values) == (0.01, 0.0, 0.2, 20, None)
+    assert (spec.integrator, spec.seed, spec.record_every, spec.first_path) == ("euler", 0, 5, 0)
+    assert (spec.positions, spec.record_heads, spec.ledger) == (True, False, True)
+    assert (spec.dtype, spec.device) == ("float64", "cpu")
+    small = build(
         _with(
             tokens={"init": "uniform", "n": 5, "d": 2},
             heads={"init": "identity", "H": 3},
@@ -117,7 +116,7 @@ def test_build_matches_core_generators():
             precision="float32",
         )
     )
-    assert x0f.dtype == torch.float32 and D0f.shape == (2, 3, 2, 2)
+    assert small.x0.dtype == torch.float32 and small.heads.shape == (2, 3, 2, 2)
 
 
 def test_build_from_files(tmp_path):
@@ -133,7 +132,8 @@ def test_build_from_files(tmp_path):
         tokens={"init": "file", "path": str(tmp_path / "x.npy")},
         heads={"init": "file", "H": 2, "path": str(tmp_path / "D.npy")},
     )
-    _, x0, D0, _ = build(cfg)
+    spec = build(cfg)
+    x0, D0 = spec.x0, spec.heads
     assert x0.shape == (2, 6, 3) and D0.shape == (2, 2, 3, 3)
     with pytest.raises(ConfigError, match="heads.H = 3 but the file"):
         build(_with(tokens=cfg["tokens"], heads={"init": "file", "H": 3, "path": str(tmp_path / "D.npy")}))
@@ -298,7 +298,7 @@ def test_cross_field_check_in_overrides_and_valid_combinations():
     with pytest.raises(ConfigError, match=r"weights\.forcing does not fit heads\.H = 2 and tokens\.d = 3"):
         with_overrides(TINY, {"weights": {"process": "oscillating", "forcing": "s1"}})
     ok = with_overrides(TINY, {"weights.F": [[[2, 0, 0], [0, 1, 0], [0, 0, 1]]] * 2})
-    assert build(ok)[0].weights.F.shape == (2, 3, 3)
+    assert build(ok).model.weights.F.shape == (2, 3, 3)
     assert load_config({**TINY, "weights": {"process": "oscillating"}}).weights.forcing == "s2"
 
 
@@ -317,7 +317,7 @@ def test_build_errors_are_config_errors(tmp_path):
         r"the tokens of tokens\.path .* \(d = 2\).*forcing 's2' is defined for d = 3",
     ):
         build(cfg)
-    assert build(tiny_file_tokens(tmp_path, d=2))[1].shape == (2, 8, 2)
+    assert build(tiny_file_tokens(tmp_path, d=2)).x0.shape == (2, 8, 2)
     import numpy as np
 
     np.save(tmp_path / "bad_heads.npy", np.zeros((2, 3, 4)))

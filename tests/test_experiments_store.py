@@ -40,12 +40,32 @@ def _assert_same(a: xr.Dataset, b: xr.Dataset) -> None:
         np.testing.assert_array_equal(a[name].values, b[name].values, strict=True)
 
 
+def _simulate_spec(spec) -> xr.Dataset:
+    """``af.simulate`` of a SimulationSpec (the plain-function path, for comparison with the store)."""
+    return af.simulate(
+        spec.model,
+        spec.x0,
+        spec.heads,
+        t1=spec.t1,
+        dt=spec.dt,
+        t0=spec.t0,
+        values=spec.values,
+        integrator=spec.integrator,
+        seed=spec.seed,
+        record_every=spec.record_every,
+        positions=spec.positions,
+        record_heads=spec.record_heads,
+        ledger=spec.ledger,
+        dtype=spec.dtype,
+        device=spec.device,
+    )
+
+
 def test_run_equals_simulate_and_writes_the_store(tmp_path):
     out = tmp_path / "run"
     ds = run_experiment(TINY, out)
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "data.zarr", "meta.json"]
-    model, x0, D0, kw = build(TINY)
-    ref = af.simulate(model, x0, D0, **kw)
+    ref = _simulate_spec(build(TINY))
     _assert_same(ds.drop_attrs(), ref.drop_attrs())
     assert ds.sizes["time"] == 5 and ds.attrs["name"] == "tiny" and ds.attrs["H"] == 2
     meta = read_meta(out)
@@ -66,8 +86,7 @@ def test_final_state_recorded_when_not_a_multiple(tmp_path):
     cfg = {**TINY, "record": {"every": 3}, "checkpoint_every": 4}  # checkpoints every 6 steps
     ds = run_experiment(cfg, tmp_path / "r")
     assert ds["step"].values.tolist() == [0, 3, 6, 9, 12, 15, 18, 20]
-    model, x0, D0, kw = build(cfg)
-    _assert_same(ds.drop_attrs(), af.simulate(model, x0, D0, **kw).drop_attrs())
+    _assert_same(ds.drop_attrs(), _simulate_spec(build(cfg)).drop_attrs())
 
 
 def test_different_config_refuses_to_resume(tmp_path):
@@ -248,11 +267,11 @@ def test_truncate_store_refuses_damaged_stores(tmp_path):
     with pytest.raises(
         RuntimeError,
         match=r"holds 5 records in '.*' but the checkpoint covers 7: the store is damaged; "
-        r"rerun with --no-resume",
+        r"rerun with resume=False",
     ):
         _truncate_store(out / "data.zarr", 7, 30)
     with pytest.raises(
-        RuntimeError, match=r"record 3 has step 15 but the checkpoint says 10; rerun with --no-resume"
+        RuntimeError, match=r"record 3 has step 15 but the checkpoint says 10; rerun with resume=False"
     ):
         _truncate_store(out / "data.zarr", 4, 10)
 

@@ -31,8 +31,29 @@ app.add_typer(config_app, name="config")
 PLOT_FILE = "summary.png"
 
 
+#: Library messages speak Python (``resume=False``, ``out_dir``); on the command line they name the
+#: flags that set the same thing. Python phrase -> command-line phrase, applied in this order.
+CLI_PHRASES: tuple[tuple[str, str], ...] = (
+    ("run_experiment(config, out_dir)", "`attnflow run CONFIG --out DIR`"),
+    ("pass resume=False", "pass --no-resume"),
+    ("rerun with resume=False", "rerun with --no-resume"),
+    ("another out_dir", "another --out"),
+)
+
+
+def for_cli(message: str) -> str:
+    """A library message with its Python arguments replaced by the flags of the command line.
+
+    >>> for_cli("choose another out_dir or pass resume=False to overwrite it")
+    'choose another --out or pass --no-resume to overwrite it'
+    """
+    for python, flag in CLI_PHRASES:
+        message = message.replace(python, flag)
+    return message
+
+
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {for_cli(message)}", err=True)
     return typer.Exit(code)
 
 
@@ -147,7 +168,7 @@ def sweep(
             f"{len(summary['tasks'])} tasks"
         )
     for name, t in failed.items():
-        typer.echo(f"failed: {name} {t['params']}: {t.get('error')}", err=True)
+        typer.echo(for_cli(f"failed: {name} {t['params']}: {t.get('error')}"), err=True)
     if failed:
         raise typer.Exit(1)
 
@@ -177,7 +198,7 @@ def info(directory: Annotated[Path, typer.Argument(help="A run or a sweep direct
                 line += f" ({row['progress']})"
             if row.get("error"):
                 line += f": {row['error']}"
-            typer.echo(line)
+            typer.echo(for_cli(line))
         return
     if not ((directory / META_FILE).is_file() or (directory / CONFIG_FILE).is_file()):
         raise _fail(
@@ -185,13 +206,13 @@ def info(directory: Annotated[Path, typer.Argument(help="A run or a sweep direct
         )
     r = run_info(directory)
     typer.echo(f"run {r['dir']} ({r['name']!r})")
-    typer.echo(f"  status: {r['status']}")
+    typer.echo(for_cli(f"  status: {r['status']}"))
     if r.get("n_steps"):
         pct = 100 * (r["step"] or 0) / r["n_steps"]
         typer.echo(f"  progress: step {r['step']}/{r['n_steps']} ({pct:.0f}%), {r['records']} records")
     typer.echo(f"  started {r['started']}  ended {r['ended']}")
     if r.get("error"):
-        typer.echo(f"  error: {r['error']}")
+        typer.echo(for_cli(f"  error: {r['error']}"))
     for k, v in r.get("config", {}).items():
         typer.echo(f"  {k}: {v}")
     typer.echo("  sizes: " + ", ".join(f"{k} {_size(v)}" for k, v in r["sizes"].items()))
@@ -263,10 +284,10 @@ def plot(
     from .experiments.store import DATA_DIR, open_run, read_meta
 
     if _is_sweep(directory):
-        from .experiments.sweep import _read_index
+        from .experiments.sweep import read_index
 
         names = [
-            n for n in _read_index(directory)["tasks"] if read_meta(directory / n).get("status") == "done"
+            n for n in read_index(directory)["tasks"] if read_meta(directory / n).get("status") == "done"
         ]
         if not names:
             raise _fail(f"no finished task in the sweep {directory}")

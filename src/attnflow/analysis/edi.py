@@ -31,14 +31,22 @@ from pathlib import Path
 import torch
 
 from ..model import heads as heads_mod, tokens as tokens_mod
+from ..model.registry import forcing_for_dimension, make_weight_process
 from ..model.transformer import DIRECTIONS, TransformerModel
-from ..model.weights import NOISE_KINDS, Constant, OrnsteinUhlenbeck, Oscillating, WeightProcess
+from ..model.weights import NOISE_KINDS, WeightProcess
 from ..observables.ledger import residual_order
 from ..simulation import MemorySink, Simulator, integrate, n_steps_for
 
 __all__ = ["AUDIT_FULL", "AUDIT_QUICK", "check_edi", "check_edi_cli", "check_edi_table", "run_audit"]
 
-WEIGHTS = ("frozen", "ou", "oscillating", "oscillating_shared")
+#: The named audit cases: case -> (name in attnflow.model.registry.WEIGHT_PROCESSES, parameters);
+#: the oscillating forcing is the one defined in the tokens' dimension (``forcing_for_dimension``).
+WEIGHTS: dict[str, tuple[str, dict]] = {
+    "frozen": ("constant", {}),
+    "ou": ("ornstein_uhlenbeck", {"F": "identity", "sigma2": 1.0}),
+    "oscillating": ("oscillating", {"phases": "per_head"}),
+    "oscillating_shared": ("oscillating", {"phases": "shared"}),
+}
 DEFAULT_DTS = (1e-2, 5e-3, 2.5e-3, 1.25e-3)
 
 #: Sizes of the full audit (run_audit) and of its quick mode (tests): kept small enough for ~3 min /
@@ -48,24 +56,23 @@ AUDIT_QUICK = {"n": 12, "paths": 2, "T": 0.5, "dts": (2e-2, 1e-2, 5e-3), "seed":
 
 
 def weight_process(weights: str, noise: str = "symmetric", d: int = 3) -> WeightProcess:
-    """The weight process of a named audit case (Sec. 6 of the paper, NOTES.md §2).
+    """The weight process of a named audit case (Sec. 6 of the paper, NOTES.md §2), built by the registry.
 
-    ``frozen``: constant heads; ``ou``: OU with F = I, sigma^2 = 1; ``oscillating``: forcing with per-head
-    phases 2 pi h / H (the paper's model); ``oscillating_shared``: one forcing for every head (the
-    published figures).
+    ``frozen``: constant heads; ``ou``: OU with F = I, sigma^2 = 1 and the given noise kind;
+    ``oscillating``: forcing with per-head phases 2 pi h / H (the paper's model);
+    ``oscillating_shared``: one forcing for every head (the published figures).
     """
     if weights not in WEIGHTS:
         raise ValueError(f"unknown weights {weights!r}; valid: {', '.join(WEIGHTS)}")
     if noise not in NOISE_KINDS:
         raise ValueError(f"unknown noise {noise!r}; valid: {', '.join(NOISE_KINDS)}")
-    if weights == "frozen":
-        return Constant()
-    if weights == "ou":
-        return OrnsteinUhlenbeck(sigma2=1.0, noise=noise)
-    forcing = {3: "s2", 2: "s1"}.get(d)
-    if forcing is None:
-        raise ValueError(f"the oscillating forcing is defined for d = 2 or 3: got d = {d}")
-    return Oscillating(forcing=forcing, phases="per_head" if weights == "oscillating" else "shared")
+    name, params = WEIGHTS[weights]
+    params = dict(params)
+    if name == "ornstein_uhlenbeck":
+        params["noise"] = noise
+    elif name == "oscillating":
+        params["forcing"] = forcing_for_dimension(d)
+    return make_weight_process(name, **params)
 
 
 def _check_dts(dts: Sequence[float], T: float) -> tuple[tuple[float, ...], list[int]]:

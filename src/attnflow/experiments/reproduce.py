@@ -36,7 +36,7 @@ import numpy as np
 import xarray as xr
 
 from ..analysis.fits import fit_power_law
-from .config import load_config, load_yaml
+from .schema import load_config, load_yaml
 from .store import run_experiment
 
 PRESETS = Path(__file__).resolve().parent / "presets"

@@ -23,7 +23,6 @@ uninterrupted one.
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import json
 import os
@@ -42,9 +41,11 @@ import torch
 import xarray as xr
 
 from .._version import __version__
-from ..simulation import Simulator, integrate, n_steps_for, records_to_dataset, run_attrs
-from .config import ExperimentConfig, build, config_diff, dump_config, load_config
+from ..simulation import Simulator, integrate, records_to_dataset, run_attrs
+from .builder import build
+from .files import atomic_write_text, disk_usage, fsync_dir, utc_now
 from .progress import ProgressBar
+from .schema import ExperimentConfig, config_diff, dump_config, flatten_config, load_config
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -75,41 +76,8 @@ class RunConfigMismatchError(ValueError):
 
 
 # -- small helpers ---------------------------------------------------------------------------------
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Flush a directory entry (a rename) to disk; best effort (not every OS or filesystem allows it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that a crash leaves the old or the new content, never a torn one.
-
-    The tmp file is fsynced before ``os.replace`` (else a power loss may leave the renamed file
-    empty), then the directory, so that the rename itself is durable.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def _write_meta(out: Path, meta: dict) -> None:
-    _atomic_write_text(out / META_FILE, json.dumps(meta, indent=2, default=str) + "\n")
+    atomic_write_text(out / META_FILE, json.dumps(meta, indent=2, default=str) + "\n")
 
 
 def read_meta(out_dir: str | Path) -> dict:
@@ -174,7 +142,7 @@ def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
         if arr.shape[ax] < n_records:
             raise RuntimeError(
                 f"{store} holds {arr.shape[ax]} records in {_name!r} but the checkpoint covers {n_records}: "
-                "the store is damaged; rerun with --no-resume"
+                "the store is damaged; rerun with resume=False"
             )
         if arr.shape[ax] > n_records:
             shape = list(arr.shape)
@@ -185,7 +153,7 @@ def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
     if int(steps[n_records - 1]) != last_step:
         raise RuntimeError(
             f"{store}: record {n_records - 1} has step {int(steps[n_records - 1])} but the checkpoint says "
-            f"{last_step}; rerun with --no-resume"
+            f"{last_step}; rerun with resume=False"
         )
 
 
@@ -272,9 +240,9 @@ class _Writer:
             fh.flush()
             os.fsync(fh.fileno())  # the checkpoint is on disk before it replaces the previous one
         os.replace(tmp, self.out / CHECKPOINT_FILE)
-        _fsync_dir(self.out)
+        fsync_dir(self.out)
         self.checkpointed_step = self.sim.step_index
-        self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=_now())
+        self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=utc_now())
         _write_meta(self.out, self.meta)
 
 
@@ -326,11 +294,11 @@ def run_experiment(
         old = load_config(cfg_path)
         diff = config_diff(old, cfg)
         if diff:
-            od, nd = _flat(old), _flat(cfg)
+            od, nd = flatten_config(old), flatten_config(cfg)
             detail = "; ".join(f"{k}: {od.get(k)!r} -> {nd.get(k)!r}" for k in diff)
             raise RunConfigMismatchError(
                 f"{out} holds a run with a different config, so it cannot be resumed: differing keys "
-                f"{', '.join(diff)} ({detail}); choose another --out or pass --no-resume to overwrite it"
+                f"{', '.join(diff)} ({detail}); choose another out_dir or pass resume=False to overwrite it"
             )
         meta = read_meta(out)
         if meta.get("status") == "done" and (out / DATA_DIR).is_dir():
@@ -339,7 +307,7 @@ def run_experiment(
     elif cfg_path.is_file() or (out / DATA_DIR).exists():
         _clear_run(out)
     if not cfg_path.is_file():
-        _atomic_write_text(cfg_path, dump_config(cfg))
+        atomic_write_text(cfg_path, dump_config(cfg))
 
     if not resumed:
         meta = {}
@@ -350,8 +318,8 @@ def run_experiment(
             "seed": cfg.seed,
             "streams": "attnflow.random.path_seed(seed, path, purpose), purposes tokens, heads, noise",
         },
-        "started": meta.get("started", _now()),
-        "resumed": [*meta.get("resumed", []), _now()] if resumed else [],
+        "started": meta.get("started", utc_now()),
+        "resumed": [*meta.get("resumed", []), utc_now()] if resumed else [],
         "ended": None,
         "status": "running",
         "pid": os.getpid(),
@@ -363,20 +331,10 @@ def run_experiment(
     writer = None
     bar = None
     try:
-        model, x0, D0, kw = build(cfg)
-        sim = Simulator(
-            model,
-            x0,
-            D0,
-            dt=kw["dt"],
-            integrator=kw["integrator"],
-            seed=kw["seed"],
-            ledger=kw["ledger"],
-            dtype=kw["dtype"],
-            device=kw["device"],
-        )
-        n_steps = n_steps_for(0.0, kw["t1"], sim.dt)
-        attrs = {**run_attrs(sim, kw["t1"], kw["record_every"]), "name": cfg.name, "config": dump_config(cfg)}
+        spec = build(cfg)
+        sim = Simulator.from_spec(spec)
+        n_steps = spec.n_steps
+        attrs = {**run_attrs(sim, spec.t1, spec.record_every), "name": cfg.name, "config": dump_config(cfg)}
         writer = _Writer(out, sim, cfg, attrs, meta, flush_every_s)
         if resumed:
             state = torch.load(out / CHECKPOINT_FILE, weights_only=True)
@@ -419,23 +377,17 @@ def run_experiment(
                 pass
         meta.update(
             status="interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
-            ended=_now(),
+            ended=utc_now(),
             error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
         )
         _write_meta(out, meta)
         raise
-    meta.update(status="done", ended=_now())
+    meta.update(status="done", ended=utc_now())
     meta.pop("error", None)
     meta.pop("traceback", None)
     _write_meta(out, meta)
     return open_run(out)
-
-
-def _flat(cfg: ExperimentConfig) -> dict:
-    from .config import _flatten
-
-    return _flatten(cfg.model_dump(mode="json"))
 
 
 def open_run(out_dir: str | Path) -> xr.Dataset:
@@ -448,7 +400,7 @@ def open_run(out_dir: str | Path) -> xr.Dataset:
     if not store.is_dir():
         raise FileNotFoundError(
             f"{out} is not a run directory with data: {DATA_DIR} not found; create one with "
-            "`attnflow run CONFIG --out DIR`"
+            "run_experiment(config, out_dir)"
         )
     status = read_meta(out).get("status", "unknown")
     if status != "done":
@@ -468,19 +420,13 @@ def _pid_alive(pid: int | None) -> bool:
     return True
 
 
-def _du(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
 def run_info(out_dir: str | Path) -> dict:
     """Summary of a run directory: name, status, progress, sizes and a few config values."""
     out = Path(out_dir)
     meta = read_meta(out)
     status = meta.get("status", "missing")
     if status == "running" and meta.get("host") == socket.gethostname() and not _pid_alive(meta.get("pid")):
-        status = "interrupted (process gone; resume with `attnflow run CONFIG --out DIR`)"
+        status = "interrupted (process gone; resume with run_experiment(config, out_dir))"
     info = {
         "dir": str(out),
         "name": meta.get("name"),
@@ -491,7 +437,9 @@ def run_info(out_dir: str | Path) -> dict:
         "started": meta.get("started"),
         "ended": meta.get("ended"),
         "error": meta.get("error"),
-        "sizes": {name: _du(out / name) for name in (DATA_DIR, CHECKPOINT_FILE) if (out / name).exists()},
+        "sizes": {
+            name: disk_usage(out / name) for name in (DATA_DIR, CHECKPOINT_FILE) if (out / name).exists()
+        },
     }
     if (out / CONFIG_FILE).is_file():
         cfg = load_config(out / CONFIG_FILE)

@@ -45,8 +45,10 @@ import numpy as np
 import xarray as xr
 import yaml
 
-from .config import ConfigError, ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
-from .store import DATA_DIR, _atomic_write_text, _du, _now, read_meta, run_experiment
+from .errors import ConfigError
+from .files import atomic_write_text, disk_usage, utc_now
+from .schema import ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
+from .store import DATA_DIR, read_meta, run_experiment
 
 __all__ = [
     "SweepMismatchError",
@@ -54,6 +56,7 @@ __all__ = [
     "dim_name",
     "open_sweep",
     "parse_grid",
+    "read_index",
     "run_sweep",
     "sweep_info",
 ]
@@ -103,9 +106,9 @@ def parse_grid(items: list[str] | tuple[str, ...]) -> dict[str, list]:
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or not key or not values.strip():
-            raise ValueError(f"a grid must read key=v1,v2,...: got {item!r}; e.g. --grid heads.H=2,4")
+            raise ValueError(f"a grid must read key=v1,v2,...: got {item!r}; e.g. 'heads.H=2,4'")
         if key in grid:
-            raise ValueError(f"grid key {key!r} given twice; list all its values in one --grid {key}=v1,v2")
+            raise ValueError(f"grid key {key!r} given twice; list all its values in one item '{key}=v1,v2'")
         vals = []
         for v in _split_values(values):
             try:
@@ -113,7 +116,7 @@ def parse_grid(items: list[str] | tuple[str, ...]) -> dict[str, list]:
             except yaml.YAMLError as exc:
                 raise ValueError(
                     f"grid value {v.strip()!r} of key {key!r} is not valid YAML ({exc}); quote it or close "
-                    "its brackets, e.g. --grid weights.F=[[1,0],[0,1]]"
+                    "its brackets, e.g. 'weights.F=[[1,0],[0,1]]'"
                 ) from exc
         if len({json.dumps(v, sort_keys=True, default=str) for v in vals}) != len(vals):
             raise ValueError(f"grid key {key!r} has repeated values: {vals!r}")
@@ -189,7 +192,7 @@ def _run_task(cfg_json: dict, task_dir: str, resume: bool, threads: int | None) 
 def _write_summary(out: Path, summary: dict) -> None:
     summary["done"] = sum(t["status"] == "done" for t in summary["tasks"].values())
     summary["failed"] = sum(t["status"] == "failed" for t in summary["tasks"].values())
-    _atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str) + "\n")
+    atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str) + "\n")
 
 
 def _prepare_dir(out: Path, base: ExperimentConfig, grid: dict, tasks: list, resume: bool) -> None:
@@ -213,14 +216,14 @@ def _prepare_dir(out: Path, base: ExperimentConfig, grid: dict, tasks: list, res
                 what.append(f"grid {old.get('grid')} -> {grid}")
             raise SweepMismatchError(
                 f"{out} holds a different sweep ({'; '.join(what)}), so it cannot be resumed; choose another "
-                "--out or pass --no-resume to overwrite it"
+                "out_dir or pass resume=False to overwrite it"
             )
         if not resume:
             for name in old.get("tasks", {}):
                 if (out / name).is_dir():
                     shutil.rmtree(out / name)
             (out / SUMMARY_FILE).unlink(missing_ok=True)
-    _atomic_write_text(path, json.dumps(index, indent=2, default=str) + "\n")
+    atomic_write_text(path, json.dumps(index, indent=2, default=str) + "\n")
 
 
 def run_sweep(
@@ -264,12 +267,20 @@ def run_sweep(
 
     base = load_config(config)
     if not grid:
-        raise ValueError("the grid is empty: give at least one key=v1,v2 (e.g. --grid heads.H=2,4)")
+        raise ValueError(
+            "the grid is empty: give at least one key and its values, e.g. grid={'heads.H': [2, 4]}"
+        )
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     tasks = _plan(base, grid)
     _prepare_dir(out, base, grid, tasks, resume)
-    summary = {"grid": grid, "started": _now(), "ended": None, "scheduler": scheduler or "local", "tasks": {}}
+    summary = {
+        "grid": grid,
+        "started": utc_now(),
+        "ended": None,
+        "scheduler": scheduler or "local",
+        "tasks": {},
+    }
     todo = []
     for name, params, cfg in tasks:
         meta = read_meta(out / name) if resume else {}
@@ -313,7 +324,7 @@ def run_sweep(
                         finish(futs[fut], _result_or_failure(fut))
     finally:
         bar.close()
-        summary["ended"] = _now()
+        summary["ended"] = utc_now()
         _write_summary(out, summary)
     return summary
 
@@ -341,7 +352,15 @@ def _run_dask(address: str, todo: list, out: Path, resume: bool, finish) -> None
 
 
 # -- reading ---------------------------------------------------------------------------------------
-def _read_index(out: Path) -> dict:
+def read_index(out_dir: str | Path) -> dict:
+    """The ``tasks.json`` of a sweep directory: base config, grid, swept keys, task name -> params.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``out_dir`` is not a sweep directory.
+    """
+    out = Path(out_dir)
     p = out / TASKS_FILE
     if not p.is_file():
         raise FileNotFoundError(f"{out} is not a sweep directory: {TASKS_FILE} not found")
@@ -392,7 +411,7 @@ def open_sweep(out_dir: str | Path, *, variables: list[str] | None = None) -> xr
         If a swept key changes the shape or the coordinates of a non-swept dimension.
     """
     out = Path(out_dir)
-    index = _read_index(out)
+    index = read_index(out)
     keys, grid, tasks = index["keys"], index["grid"], index["tasks"]
     status = {name: read_meta(out / name).get("status", "pending") for name in tasks}
     opened = {}
@@ -472,7 +491,7 @@ def open_sweep(out_dir: str | Path, *, variables: list[str] | None = None) -> xr
 def sweep_info(out_dir: str | Path) -> dict:
     """Summary of a sweep directory: grid, task statuses (live, from each ``meta.json``), errors, sizes."""
     out = Path(out_dir)
-    index = _read_index(out)
+    index = read_index(out)
     summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
     rows = {}
     for name, params in index["tasks"].items():
@@ -494,7 +513,7 @@ def sweep_info(out_dir: str | Path) -> dict:
         "grid": index["grid"],
         "counts": counts,
         "tasks": rows,
-        "size_bytes": _du(out),
+        "size_bytes": disk_usage(out),
         "started": summary.get("started"),
         "ended": summary.get("ended"),
     }

@@ -1,0 +1,131 @@
+"""From a validated experiment config to a :class:`attnflow.simulation.SimulationSpec`.
+
+spec = build("ou.yaml")
+sim = Simulator.from_spec(spec)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from ..simulation import DTYPES, SimulationSpec
+from .errors import ConfigError
+from .schema import (
+    ExperimentConfig,
+    FileTokens,
+    OctahedralTokens,
+    UniformTokens,
+    VMFTokens,
+    check_weights_fit,
+    load_config,
+    weight_process,
+)
+
+__all__ = ["build"]
+
+
+@contextlib.contextmanager
+def _building(*keys: str):
+    """Re-raise a ValueError or OSError of the core or of a file read as a ConfigError naming the keys."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise ConfigError(
+            f"cannot build the experiment from {' / '.join(keys)}: {type(exc).__name__}: {exc}; "
+            f"fix {' or '.join(keys)} in the config"
+        ) from exc
+
+
+def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
+    """The simulation an experiment config describes.
+
+    Parameters
+    ----------
+    config : ExperimentConfig, dict or path of a YAML file
+
+    Returns
+    -------
+    SimulationSpec
+        Frozen: the model (with its weight process from :mod:`attnflow.model.registry`), the initial
+        tokens ``x0`` [paths, n, d] and heads [paths, H, d, d], t0 = 0, t1, dt, the integrator, the
+        seed, ``record_every`` and what to record, dtype and device. Run it with
+        :meth:`attnflow.simulation.Simulator.from_spec`.
+
+    Raises
+    ------
+    ConfigError
+        When the config is valid on its own but its objects cannot be built: a file of
+        ``tokens.path`` / ``heads.path`` missing or of the wrong shape, weights that do not fit the
+        dimension of file tokens; the message names the keys.
+    """
+    import numpy as np
+
+    from ..model import heads as heads_mod, tokens as tokens_mod
+    from ..model.transformer import TransformerModel
+
+    cfg = load_config(config)
+    dtype = DTYPES[cfg.precision]
+    with _building("model", "weights"):
+        m = cfg.model
+        model = TransformerModel(
+            direction=m.direction,
+            attention=m.attention,
+            beta=m.beta,
+            geometry=m.geometry,
+            weights=weight_process(cfg.weights),
+            causal=m.causal,
+            layer_scaling=m.layer_scaling,
+            sinkhorn_iters=m.sinkhorn_iters,
+            backend=m.backend,
+        )
+    t, P, seed = cfg.tokens, cfg.paths, cfg.seed
+    with _building("tokens.path" if isinstance(t, FileTokens) else "tokens"):
+        if isinstance(t, UniformTokens):
+            x0 = tokens_mod.uniform(P, t.n, t.d, seed=seed, dtype=dtype)
+        elif isinstance(t, OctahedralTokens):
+            x0 = tokens_mod.octahedral(P, t.n, t.d, seed=seed, noise=t.noise, dtype=dtype)
+        elif isinstance(t, VMFTokens):
+            x0 = tokens_mod.von_mises_fisher(
+                P, t.n, t.d, seed=seed, clusters=t.clusters, kappa=t.kappa, dtype=dtype
+            )
+        else:
+            x0 = tokens_mod.from_array(np.load(t.path), paths=P, dtype=dtype)
+    d = x0.shape[-1]
+    h = cfg.heads
+    with _building("heads.path" if h.init == "file" else "heads"):
+        if h.init == "symmetric_gaussian":
+            D0 = h.scale * heads_mod.symmetric_gaussian(P, h.H, d, seed=seed, dtype=dtype)
+        elif h.init == "gaussian":
+            D0 = heads_mod.gaussian(P, h.H, d, seed=seed, scale=h.scale, dtype=dtype)
+        elif h.init == "identity":
+            D0 = heads_mod.identity(P, h.H, d, scale=h.scale, dtype=dtype)
+        else:
+            arr = np.load(h.path)
+            D0 = h.scale * heads_mod.from_array(arr, paths=P, d=d, dtype=dtype)
+            if D0.shape[1] != h.H:
+                raise ConfigError(f"heads.H = {h.H} but the file {h.path!r} holds {D0.shape[1]} heads")
+    if isinstance(t, FileTokens):  # d is known only now (ExperimentConfig checked the other inits)
+        try:
+            check_weights_fit(cfg.weights, h.H, d, f"the tokens of tokens.path {t.path!r} (d = {d})")
+        except ValueError as exc:
+            raise ConfigError(f"cannot build the experiment {cfg.name!r}: {exc}") from exc
+    with _building("integrator", "record"):
+        return SimulationSpec(
+            model=model,
+            x0=x0,
+            heads=D0,
+            t1=cfg.integrator.t1,
+            dt=cfg.integrator.dt,
+            t0=0.0,
+            integrator=cfg.integrator.method,
+            seed=seed,
+            record_every=cfg.record.every,
+            positions=cfg.record.positions,
+            record_heads=cfg.record.heads,
+            ledger=cfg.record.ledger,
+            dtype=cfg.precision,
+            device=cfg.device,
+        )
