@@ -9,6 +9,10 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import numpy as np
+
+from ..model import heads as heads_mod, tokens as tokens_mod
+from ..model.transformer import TransformerModel
 from ..simulation import DTYPES, SimulationSpec
 from .errors import ConfigError
 from .schema import (
@@ -61,11 +65,6 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
         ``tokens.path`` / ``heads.path`` missing or of the wrong shape, weights that do not fit the
         dimension of file tokens; the message names the keys.
     """
-    import numpy as np
-
-    from ..model import heads as heads_mod, tokens as tokens_mod
-    from ..model.transformer import TransformerModel
-
     cfg = load_config(config)
     dtype = DTYPES[cfg.precision]
     with _building("model", "weights"):
