@@ -113,7 +113,12 @@ def evaluate(
         Force a backend; None lets :func:`use_numba` decide from ``model.backend``.
     """
     De, Ve = effective_heads(model, D, V, t)
-    sums = pair_sums(model, x, De, ledger=ledger, backend=backend)
+    numba = use_numba(model, x, ledger) if backend is None else backend == "numba"
+    if numba:
+        return numba_backend.evaluate_numba(
+            x, De, Ve, float(model.beta), model.geometry, causal=model.causal, ledger=ledger, raw=raw
+        )
+    sums = pair_sums(model, x, De, ledger=ledger, backend="torch")
     return assemble(sums, x, De, Ve, float(model.beta), model.geometry, ledger=ledger, raw=raw)
 
 

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 
-from ..geometry import get_geometry
-from .assembly import assemble
+from ..geometry import Geometry, get_geometry
+from .assembly import FieldEval, assemble
 from .pairsums import PairSums
 
-__all__ = ["available", "fused_field", "pair_sums_numba"]
+__all__ = ["available", "evaluate_numba", "fused_field", "pair_sums_numba", "single_torch_thread"]
 
 _AVAILABLE: bool | None = None
 
@@ -57,6 +60,48 @@ def pair_sums_numba(
         col_shift=_tensor(out["col_shift"]),
         col_x=_tensor(out["col_x"]),
     )
+
+
+@contextlib.contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """Run the enclosed torch ops on one thread, restoring the thread count afterwards.
+
+    The numba kernel and PyTorch each keep an OpenMP thread pool whose idle threads spin; assembling the
+    kernel's sums with torch's pool right after the kernel's parallel pass makes the two pools fight for
+    the cores (measured on 2 cores at the paper's size: 350 ms with two torch threads, 20 ms with one;
+    the assembly is O(P H n d), small next to the O(P H n^2) pass).
+    """
+    saved = torch.get_num_threads()
+    if saved == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def evaluate_numba(
+    x: torch.Tensor,
+    D: torch.Tensor,
+    V: torch.Tensor,
+    beta: float,
+    geometry: Geometry,
+    *,
+    causal: bool = False,
+    ledger: bool = True,
+    raw: bool = False,
+    **private,
+) -> FieldEval:
+    """The field from the fused kernel's pair sums and :func:`attnflow.dynamics.assembly.assemble`.
+
+    ``D`` and ``V`` are the effective score and value matrices (layer scaling applied); the assembly runs
+    on one torch thread (:func:`single_torch_thread`).
+    """
+    sums = pair_sums_numba(x, D, beta, causal=causal, ledger=ledger, **private)
+    with single_torch_thread():
+        return assemble(sums, x, D, V, float(beta), geometry, ledger=ledger, raw=raw)
 
 
 def fused_field(
@@ -107,10 +152,9 @@ def fused_field(
     geo = get_geometry(geometry)
     xt, Dt = torch.from_numpy(x), torch.from_numpy(D)
     Vt = Dt if V is None else torch.from_numpy(V)
-    sums = pair_sums_numba(
-        xt, Dt, beta, causal=causal, ledger=ledger, _general=_general, _exact_max=_exact_max
+    fe = evaluate_numba(
+        xt, Dt, Vt, float(beta), geo, causal=causal, ledger=ledger, _general=_general, _exact_max=_exact_max
     )
-    fe = assemble(sums, xt, Dt, Vt, float(beta), geo, ledger=ledger)
     out = {"velocity": fe.velocity.numpy(), "lse": fe.lse.numpy()}
     if ledger:
         out.update(
