@@ -231,7 +231,8 @@ def test_custom_process_contract_is_checked_at_construction() -> None:
 
     with pytest.raises(
         ValueError,
-        match=r"the diffusion g\(D, t\) must be a number or a tensor broadcastable to \(P, H, 1, 1\) = \(2, 3, 1, 1\): got shape \(5,\)",
+        match=r"the diffusion g\(D, t\) must be a number or a tensor broadcastable to "
+        r"\(P, H, 1, 1\) = \(2, 3, 1, 1\): got shape \(5,\)",
     ):
         Simulator(make(f=lambda D, t: -D, g=lambda D, t: torch.ones(5)), x0, D0, dt=0.1)
     with pytest.raises(

@@ -17,7 +17,6 @@ import xarray as xr
 import yaml
 from experiments_helpers import TINY, tiny_file_tokens
 
-import attnflow as af
 from attnflow.experiments import (
     ConfigError,
     RunConfigMismatchError,
@@ -27,7 +26,7 @@ from attnflow.experiments import (
     run_experiment,
     run_info,
 )
-from attnflow.simulation import Simulator
+from attnflow.simulation import Simulator, simulate_spec
 
 # 60 steps, records every 5, checkpoints every 20 steps (the kill test stops it at step 35)
 LONGER = {**TINY, "integrator": {"dt": 0.01, "t1": 0.6}, "checkpoint_every": 20}
@@ -40,32 +39,11 @@ def _assert_same(a: xr.Dataset, b: xr.Dataset) -> None:
         np.testing.assert_array_equal(a[name].values, b[name].values, strict=True)
 
 
-def _simulate_spec(spec) -> xr.Dataset:
-    """``af.simulate`` of a SimulationSpec (the plain-function path, for comparison with the store)."""
-    return af.simulate(
-        spec.model,
-        spec.x0,
-        spec.heads,
-        t1=spec.t1,
-        dt=spec.dt,
-        t0=spec.t0,
-        values=spec.values,
-        integrator=spec.integrator,
-        seed=spec.seed,
-        record_every=spec.record_every,
-        positions=spec.positions,
-        record_heads=spec.record_heads,
-        ledger=spec.ledger,
-        dtype=spec.dtype,
-        device=spec.device,
-    )
-
-
 def test_run_equals_simulate_and_writes_the_store(tmp_path):
     out = tmp_path / "run"
     ds = run_experiment(TINY, out)
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "data.zarr", "meta.json"]
-    ref = _simulate_spec(build(TINY))
+    ref = simulate_spec(build(TINY))
     _assert_same(ds.drop_attrs(), ref.drop_attrs())
     assert ds.sizes["time"] == 5 and ds.attrs["name"] == "tiny" and ds.attrs["H"] == 2
     meta = read_meta(out)
@@ -86,7 +64,7 @@ def test_final_state_recorded_when_not_a_multiple(tmp_path):
     cfg = {**TINY, "record": {"every": 3}, "checkpoint_every": 4}  # checkpoints every 6 steps
     ds = run_experiment(cfg, tmp_path / "r")
     assert ds["step"].values.tolist() == [0, 3, 6, 9, 12, 15, 18, 20]
-    _assert_same(ds.drop_attrs(), _simulate_spec(build(cfg)).drop_attrs())
+    _assert_same(ds.drop_attrs(), simulate_spec(build(cfg)).drop_attrs())
 
 
 def test_different_config_refuses_to_resume(tmp_path):

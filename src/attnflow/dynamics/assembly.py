@@ -29,7 +29,7 @@ a :class:`~attnflow.dynamics.pairsums.PairSums`; this module turns it into a :cl
   (:math:`(1 + \langle x,y\rangle^2)/2` on the sphere), for the full noise :math:`|x|^2|y|^2`.
   Under the layer scaling of Sec. 5 the heads act as
   :math:`c(t) D`, so f, g and dW become :math:`c f + \dot c D`, :math:`c g`, :math:`c\,dW`
-  (:func:`step_terms`).
+  (:func:`ledger_rates`, :func:`martingale_increment`).
 
 The velocity is assembled in the precision of the sums that carry it (working precision for the PyTorch
 backend, float64 for the numba kernel) and returned in the tokens' dtype; every ledger quantity is float64
@@ -54,7 +54,6 @@ __all__ = [
     "ledger_rates",
     "martingale_increment",
     "pair_norm",
-    "step_terms",
 ]
 
 
@@ -255,22 +254,3 @@ def martingale_increment(fe: FieldEval, noise: torch.Tensor | None, scale: float
     if noise is None:
         return torch.zeros(C.shape[0], dtype=torch.float64, device=C.device)
     return scale * (noise.to(torch.float64) * C).sum(dim=(-1, -2, -3))
-
-
-def step_terms(
-    fe: FieldEval,
-    D: torch.Tensor,
-    *,
-    beta: float,
-    noise_kind: str,
-    scale: float,
-    scale_rate: float,
-    drift: torch.Tensor,
-    g,
-    noise: torch.Tensor | None,
-) -> StepTerms:
-    """:func:`ledger_rates` and :func:`martingale_increment` of one step together (see those)."""
-    dtE_drift, dtE_ito = ledger_rates(
-        fe, D, beta=beta, noise_kind=noise_kind, scale=scale, scale_rate=scale_rate, drift=drift, g=g
-    )
-    return StepTerms(dtE_drift=dtE_drift, dtE_ito=dtE_ito, martingale=martingale_increment(fe, noise, scale))

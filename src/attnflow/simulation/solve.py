@@ -85,8 +85,6 @@ def simulate(
     >>> ds.positions.shape
     (2, 11, 16, 3)
     """
-    if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
-        raise ValueError(f"record_every must be an integer >= 1: got {record_every!r}")
     sim = Simulator(
         model,
         x0,
