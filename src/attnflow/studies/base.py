@@ -86,16 +86,17 @@ def validate_params(model: type[StudyConfig], params: Mapping[str, Any], study: 
             close = difflib.get_close_matches(str(key), allowed, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             errors.append(f"unknown parameter {key!r}; {hint}(parameters of {study}: {', '.join(allowed)})")
+    try:
+        validated = model.model_validate({k: v for k, v in params.items() if k in allowed})
+    except ValidationError as exc:
+        for e in exc.errors():
+            loc = [str(p) for p in e["loc"]]
+            key = ".".join(loc) or "the parameters"
+            rule = e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+            fix = _fix(model, loc[0]) if loc else ""
+            errors.append(f"{key}: {rule}; got {e.get('input')!r}" + (f"; {fix}" if fix else ""))
     if not errors:
-        try:
-            return model.model_validate(dict(params))
-        except ValidationError as exc:
-            for e in exc.errors():
-                loc = [str(p) for p in e["loc"]]
-                key = ".".join(loc) or "the parameters"
-                rule = e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
-                fix = _fix(model, loc[0]) if loc else ""
-                errors.append(f"{key}: {rule}; got {e.get('input')!r}" + (f"; {fix}" if fix else ""))
+        return validated
     raise StudyConfigError(f"invalid parameters of study {study!r}:\n  " + "\n  ".join(errors))
 
 

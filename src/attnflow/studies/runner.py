@@ -77,7 +77,7 @@ def _write_json(path: Path, data: dict) -> None:
 
 def _check_same_runs(root: Path, configs: dict) -> None:
     """Refuse (before anything runs) a directory whose runs hold other configs than the plan's."""
-    differ = []
+    by_keys: dict[str, list[str]] = {}
     for name, cfg in configs.items():
         path = root / name / CONFIG_FILE
         if not path.is_file():
@@ -87,11 +87,13 @@ def _check_same_runs(root: Path, configs: dict) -> None:
         except ConfigError:
             diff = ["(unreadable config.yaml)"]
         if diff:
-            differ.append(f"{name} ({', '.join(diff)})")
-    if differ:
+            by_keys.setdefault(", ".join(diff), []).append(name)
+    if by_keys:
+        what = "; ".join(f"{', '.join(names)} differ in {keys}" for keys, names in by_keys.items())
         raise StudyMismatchError(
-            f"{root.parent} holds runs of other configs than these parameters plan: {'; '.join(differ)}; "
-            "choose another output directory or rerun every run with resume=False (--no-resume)"
+            f"{root.parent} holds runs of other configs than these parameters plan ({what}), so the study "
+            "cannot resume there; choose another output directory or rerun every run with resume=False "
+            "(--no-resume)"
         )
 
 
