@@ -27,8 +27,9 @@ def register(study: Study, *, replace: bool = False) -> Study:
         If the name is taken (pass ``replace=True`` to replace it) or is not a plain identifier.
     """
     if not isinstance(study, Study):
+        got = f"the class {study.__name__}" if isinstance(study, type) else type(study).__name__
         raise TypeError(
-            f"register() takes a Study instance: got {type(study).__name__}; subclass "
+            f"register() takes a Study instance: got {got}; subclass "
             "attnflow.studies.Study and register an instance, e.g. register(MyStudy())"
         )
     name = study.name
