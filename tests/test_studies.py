@@ -292,3 +292,16 @@ def test_the_reproduction_has_figures_in_the_plot_layer():
     plan = get_study("massucco2026").plan(cfg)
     assert list(plan)[:3] == ["ou_H1", "ou_H10", "ou_H100"] and len(plan) == 9
     assert_allclose([c["integrator"]["t1"] for c in plan.values()], 1.0)
+
+
+def test_committed_results_show_and_their_table_is_the_summarys():
+    from attnflow.studies import markdown_tables
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "studies" / "massucco2026"
+    summary = json.loads((docs / "summary.json").read_text())
+    assert (docs / "table.md").read_text() == markdown_tables(summary)
+    info = study_info(docs)
+    assert info["status"] == "done" and info["study"] == "massucco2026" and not info["quick"]
+    assert set(info["runs"].values()) == {"done (run directory not stored)"}
+    res = runner.invoke(app, ["study", "show", str(docs)])
+    assert res.exit_code == 0 and "| oscillating, shared forcing | 0.378 | [0.361, 0.395] |" in res.output

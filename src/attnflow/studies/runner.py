@@ -258,20 +258,19 @@ def study_info(out_dir: str | Path) -> dict:
     header = json.loads(path.read_text())
     summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
     stored = summary.get("runs", {})
+    # committed results (docs/studies/NAME) keep summary.json, table.md and figures, not the run directories
+    committed = bool(summary) and not (out / RUNS_DIR).is_dir()
     runs = {}
     for name in header.get("runs", []):
-        meta = read_meta(out / RUNS_DIR / name)
-        if meta:
-            status = meta.get("status", "pending")
-        else:  # a committed study keeps its summary but not its (large) run directories
-            status = stored.get(name, {}).get("status", "pending")
-            status = f"{status} (run directory not stored)" if name in stored else "pending"
-        runs[name] = status
+        if committed:
+            runs[name] = f"{stored.get(name, {}).get('status', 'done')} (run directory not stored)"
+        else:
+            runs[name] = read_meta(out / RUNS_DIR / name).get("status", "pending")
     counts: dict[str, int] = {}
     for st in runs.values():
         counts[st] = counts.get(st, 0) + 1
     finished = all(st.startswith("done") for st in runs.values())
-    status = summary.get("status", "incomplete")
+    status = summary.get("status", "done" if committed else "incomplete")
     if status == "done" and not finished:
         status = "incomplete"
     table = (out / TABLE_FILE).read_text() if (out / TABLE_FILE).is_file() else None
