@@ -243,6 +243,8 @@ def test_other_parameters_are_refused_before_running_unless_no_resume(tmp_path, 
     with pytest.raises(StudyMismatchError, match=r"holds runs of other configs .*\(H1, H2 differ in paths\)"):
         run_study("tiny_study", out, params={"paths": 3}, quick=True)
     assert _stamps(out) == stamps
+    with pytest.raises(StudyMismatchError, match=r"holds the study 'tiny_study', not 'massucco2026'"):
+        run_study("massucco2026", out, quick=True)
     summary = run_study("tiny_study", out, params={"paths": 3}, quick=True, resume=False, workers=1)
     assert summary["config"]["paths"] == 3
     assert open_run(out / "runs" / "H1").sizes["path"] == 3

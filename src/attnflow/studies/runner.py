@@ -75,6 +75,18 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _check_same_study(out: Path, name: str) -> None:
+    """Refuse a directory that holds another study."""
+    path = out / STUDY_FILE
+    if path.is_file():
+        other = json.loads(path.read_text()).get("study")
+        if other != name:
+            raise StudyMismatchError(
+                f"{out} holds the study {other!r}, not {name!r}, so it cannot resume there; choose another "
+                "output directory or overwrite it with resume=False (--no-resume)"
+            )
+
+
 def _check_same_runs(root: Path, configs: dict) -> None:
     """Refuse (before anything runs) a directory whose runs hold other configs than the plan's."""
     by_keys: dict[str, list[str]] = {}
@@ -156,6 +168,7 @@ def run_study(
     out = Path(out_dir)
     root = out / RUNS_DIR
     if resume:
+        _check_same_study(out, study.name)
         _check_same_runs(root, configs)
     out.mkdir(parents=True, exist_ok=True)
     header = {
