@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .._version import __version__
 from ..experiments.config import ConfigError, config_diff, load_config
 from ..experiments.store import CONFIG_FILE, read_meta
 from ..experiments.sweep import run_tasks
@@ -179,7 +180,7 @@ def run_study(
         "params": dict(params or {}),
         "config": config.model_dump(mode="json"),
         "runs": list(configs),
-        "attnflow_version": versions()["attnflow"],
+        "attnflow_version": __version__,
         "started": _now(),
     }
     _write_json(out / STUDY_FILE, header)
