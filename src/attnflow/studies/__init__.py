@@ -1,9 +1,9 @@
 """Studies: a registry of experiments that check a claim, each a pydantic config, runs on the run store
 (resumable, local or on Dask) and an analysis writing ``summary.json``, ``table.md`` and figures.
 
-    from attnflow.studies import available_studies, run_study
-    available_studies()                                    # {"massucco2026": "reproduce ...", ...}
-    summary = run_study("massucco2026", "out/q", quick=True)
+    from attnflow.studies import available_studies, run_study, study_info
+    available_studies()                                    # {"massucco2026": "Sec. 6 of ...", ...}
+    summary = run_study("massucco2026", "out/q", quick=True)   # figures=attnflow.plot.figures_for(name)
     study_info("out/q")["status"]                          # "done"
 
 The command line: ``attnflow study list``, ``attnflow study run NAME --out DIR [--quick]``,
