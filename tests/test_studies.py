@@ -307,3 +307,18 @@ def test_committed_results_show_and_their_table_is_the_summarys():
     assert set(info["runs"].values()) == {"done (run directory not stored)"}
     res = runner.invoke(app, ["study", "show", str(docs)])
     assert res.exit_code == 0 and "| oscillating, shared forcing | 0.378 | [0.361, 0.395] |" in res.output
+
+
+def test_a_failing_analysis_leaves_the_directory_incomplete_not_done(tmp_path, tiny_study):
+    out = tmp_path / "a"
+    run_study("tiny_study", out, quick=True, workers=1)
+    assert study_info(out)["status"] == "done"
+
+    def boom(energy, out_dir):
+        raise RuntimeError("no display")
+
+    with pytest.raises(RuntimeError, match="no display"):
+        run_study("tiny_study", out, quick=True, workers=1, figures=boom)
+    info = study_info(out)
+    assert info["status"] == "incomplete" and info["table"] is None
+    assert set(info["runs"].values()) == {"done"}

@@ -35,7 +35,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import xarray as xr
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -158,9 +158,12 @@ class Study(abc.ABC):
     implement :meth:`plan` and :meth:`analyse`; :meth:`quick_params` defaults to no change.
     """
 
-    name: ClassVar[str] | str
-    description: ClassVar[str] | str
-    Config: ClassVar[type[StudyConfig]]
+    #: registry key (letters, digits, underscores)
+    name: str
+    #: one line: the claim the study checks
+    description: str
+    #: the parameters (pydantic, frozen; defaults = the full-size study)
+    Config: type[StudyConfig]
 
     def quick_params(self) -> dict[str, Any]:
         """Parameters of the quick variant (seconds, for tests and CI); explicit parameters win."""

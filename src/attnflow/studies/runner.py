@@ -184,6 +184,8 @@ def run_study(
         "started": _now(),
     }
     _write_json(out / STUDY_FILE, header)
+    for stale in (SUMMARY_FILE, TABLE_FILE):  # until this call succeeds, the directory is not "done"
+        (out / stale).unlink(missing_ok=True)
 
     count = {"k": 0}
 
