@@ -84,7 +84,7 @@ def _check_same_study(out: Path, name: str) -> None:
         if other != name:
             raise StudyMismatchError(
                 f"{out} holds the study {other!r}, not {name!r}, so it cannot resume there; choose another "
-                "output directory or overwrite it with resume=False (--no-resume)"
+                "out_dir or pass resume=False to overwrite it"
             )
 
 
@@ -105,8 +105,7 @@ def _check_same_runs(root: Path, configs: dict) -> None:
         what = "; ".join(f"{', '.join(names)} differ in {keys}" for keys, names in by_keys.items())
         raise StudyMismatchError(
             f"{root.parent} holds runs of other configs than these parameters plan ({what}), so the study "
-            "cannot resume there; choose another output directory or rerun every run with resume=False "
-            "(--no-resume)"
+            "cannot resume there; choose another out_dir or pass resume=False to overwrite it"
         )
 
 
