@@ -174,7 +174,8 @@ def test_cli_refuses_bad_names_and_parameters(tmp_path, tiny_study):
     assert not (tmp_path / "o").exists()  # nothing was written
     res = runner.invoke(app, ["study", "show", str(tmp_path)])
     assert res.exit_code == 2 and "is not a study directory: study.json not found" in res.output
-    with pytest.raises(NotAStudyDirectoryError, match="no such directory"):
+    assert "write one with `attnflow study run NAME --out DIR` (`attnflow study list` names" in res.output
+    with pytest.raises(NotAStudyDirectoryError, match=r"no such directory\); write one with run_study\(name"):
         study_info(tmp_path / "absent")
 
 

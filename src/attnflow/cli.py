@@ -400,7 +400,8 @@ def study_show(directory: Annotated[Path, typer.Argument(help="A study directory
     try:
         s = study_info(directory)
     except NotAStudyDirectoryError as exc:
-        raise _fail(str(exc), 2) from None
+        text = str(exc).replace("run_study(name, out_dir)", "`attnflow study run NAME --out DIR`")
+        raise _fail(text.replace("available_studies()", "`attnflow study list`"), 2) from None
     typer.echo(f"study {s['study']} ({s['dir']}){' quick' if s['quick'] else ''}: {s['description']}")
     counts = ", ".join(f"{v} {k}" for k, v in sorted(s["counts"].items()))
     wall = "" if s["wall_time_s"] is None else f", {s['wall_time_s']:.0f} s"

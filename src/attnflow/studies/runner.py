@@ -268,7 +268,7 @@ def study_info(out_dir: str | Path) -> dict:
             kind = " (no such directory)"
         raise NotAStudyDirectoryError(
             f"{out} is not a study directory: {STUDY_FILE} not found{kind}; write one with "
-            "`attnflow study run NAME --out DIR` (`attnflow study list` names the studies)"
+            "run_study(name, out_dir) (available_studies() names the studies)"
         )
     header = json.loads(path.read_text())
     summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
