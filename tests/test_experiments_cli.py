@@ -147,7 +147,7 @@ def test_sweep_errors_exit_cleanly(tmp_path, monkeypatch):
 
 
 def test_reproduce_errors_exit_cleanly(tmp_path, monkeypatch):
-    import attnflow.experiments.reproduce as reproduce_mod
+    import attnflow.studies.massucco2026 as reproduce_mod
 
     manifest = tmp_path / "m.yaml"
     manifest.write_text("kind: reproduction\n")

@@ -1,4 +1,5 @@
-"""The quick variant of ``reproduce("massucco2026")``: output structure and invariants of the numbers."""
+"""The quick variant of ``reproduce("massucco2026")`` (the study ``massucco2026``): output structure,
+invariants of the numbers, reuse of the stored runs, the CLI alias."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import json
 import pytest
 import xarray as xr
 from numpy.testing import assert_allclose
+from typer.testing import CliRunner
 
-from attnflow.experiments.reproduce import available_reproductions, load_manifest, regime_configs, reproduce
+from attnflow.cli import app
+from attnflow.experiments import read_meta
+from attnflow.experiments.reproduce import available_reproductions, load_manifest, regime_configs
 from attnflow.plot.reproduction import plot_all
+from attnflow.studies import markdown_tables, reproduce
 
 PNG = b"\x89PNG\r\n\x1a\n"
 REGIMES = ("ou", "osc_per_head", "osc_shared")
@@ -29,6 +34,7 @@ def test_outputs_exist_and_figures_are_small_pngs(quick):
         assert 10_000 < len(data) < 300_000, (name, len(data))
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["regimes"].keys() == summary["regimes"].keys()
+    assert (out / "table.md").read_text() == markdown_tables(summary)
     for key in REGIMES:
         for h in (1, 10, 100):
             assert (out / "runs" / f"{key}_H{h}" / "data.zarr").is_dir()
@@ -74,15 +80,42 @@ def test_one_head_variants_coincide(quick):
     assert_allclose(a["G2_per_path"], b["G2_per_path"], rtol=1e-12)
 
 
+def _stamps(out):
+    return {
+        p.name: (read_meta(p)["started"], (p / "checkpoint.pt").stat().st_mtime_ns)
+        for p in sorted((out / "runs").iterdir())
+    }
+
+
 def test_resume_reuses_finished_runs(quick):
     out, s = quick
+    stamps = _stamps(out)
+    assert len(stamps) == 9
     again = reproduce("massucco2026", out, quick=True, progress=False)
+    # reuse observed on the run directories: none restarted, none rewritten
+    assert _stamps(out) == stamps
+    assert all(r["skipped"] for r in again["runs"].values())
     for key in REGIMES:
         for h in ("1", "10", "100"):
             assert (
                 again["regimes"][key]["per_H"][h]["G2_per_path"]
                 == s["regimes"][key]["per_H"][h]["G2_per_path"]
             )
+
+
+def test_cli_alias_and_study_show_on_the_same_directory(quick):
+    out, s = quick
+    stamps = _stamps(out)
+    res = CliRunner().invoke(app, ["reproduce", "massucco2026", "--out", str(out), "--quick", "-q"])
+    assert res.exit_code == 0, res.output
+    assert _stamps(out) == stamps
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["study"] == "massucco2026" and on_disk["status"] == "done"
+    assert on_disk["regimes"]["ou"]["fit_G2"] == s["regimes"]["ou"]["fit_G2"]
+    assert on_disk["figures"] == {"fig1": "fig1_tokens.png", "fig2": "fig2_G2.png", "fig3": "fig3_ledger.png"}
+    res = CliRunner().invoke(app, ["study", "show", str(out)])
+    assert res.exit_code == 0 and "status: done (9 done" in res.output
+    assert markdown_tables(on_disk) in res.output
 
 
 def test_window_is_a_parameter(quick):
@@ -117,8 +150,6 @@ def test_presets_validate_in_the_config_schema(name):
 
 
 def test_markdown_tables_list_every_regime_and_head_count(quick):
-    from attnflow.experiments.reproduce import markdown_tables
-
     _, summary = quick
     text = markdown_tables(summary)
     fit_rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "95% CI" not in ln][: len(REGIMES)]

@@ -1,10 +1,11 @@
-"""The ``attnflow`` command line (typer): run, sweep, info, plot, config.
+"""The ``attnflow`` command line (typer): run, sweep, info, plot, config, study, reproduce.
 
     attnflow config example > ou.yaml
     attnflow run ou.yaml --out runs/ou                    # resumes runs/ou if it was interrupted
     attnflow sweep ou.yaml --grid heads.H=2,4 --grid weights.sigma2=0.5,1 --out runs/sweep
     attnflow info runs/sweep
     attnflow plot runs/ou                                 # writes runs/ou/summary.png
+    attnflow study run massucco2026 --out out/q --quick   # a registered study; `study show out/q`
 
 Exit codes: 0 success, 1 a run or a task failed (or a directory cannot be resumed or written), 2 bad
 input (an invalid config or grid, a config whose objects cannot be built, a missing file).
@@ -27,6 +28,11 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Experiment config files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+study_app = typer.Typer(
+    help="Registered studies: a claim, its runs (resumable, local or Dask), summary.json, table.md, figures.",
+    no_args_is_help=True,
+)
+app.add_typer(study_app, name="study")
 
 PLOT_FILE = "summary.png"
 
@@ -306,7 +312,131 @@ def plot(
     typer.echo(str(p))
 
 
-# -- reproduce / check-edi -------------------------------------------------------------------------
+# -- studies / reproduce ---------------------------------------------------------------------------
+def _parse_params(items: list[str] | None) -> dict:
+    """``["H=[1, 10]", "window=[0.5, 1]"]`` -> ``{"H": [1, 10], "window": [0.5, 1]}`` (YAML values)."""
+    import yaml
+
+    from .experiments.config import load_yaml
+
+    params: dict = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"a study parameter must read key=value: got {item!r}; e.g. --set paths=6")
+        try:
+            params[key.strip()] = load_yaml(value)
+        except yaml.YAMLError as exc:
+            raise ValueError(
+                f"the value of study parameter {key.strip()!r} is not valid YAML ({exc}): got {value!r}; "
+                "quote it or close its brackets, e.g. --set H=[1,10,100]"
+            ) from None
+    return params
+
+
+def _run_study_cli(name: str, out: Path, what: str, **kwargs) -> dict:
+    """Run a study for the CLI, translating its errors into messages and exit codes."""
+    from .studies import StudyConfigError, StudyMismatchError, StudyRunError, UnknownStudyError, run_study
+
+    try:
+        return run_study(name, out, **kwargs)
+    except (StudyConfigError, UnknownStudyError) as exc:
+        raise _fail(str(exc), 2) from None
+    except (StudyMismatchError, StudyRunError) as exc:
+        raise _fail(str(exc)) from None
+    except (ValueError, FileNotFoundError) as exc:  # a bad manifest or preset, a missing file
+        raise _fail(str(exc), 2) from None
+    except Exception as exc:  # noqa: BLE001 - an analysis or a figure failed; the runs are kept
+        raise _fail(
+            f"the {what} {name!r} failed: {type(exc).__name__}: {exc} (the meta.json of each run "
+            f"under {out / 'runs'} holds its status and traceback; rerun the same command to resume)"
+        ) from None
+
+
+@study_app.command("list")
+def study_list() -> None:
+    """The registered studies and the claim each checks."""
+    from .studies import available_studies
+
+    studies = available_studies()
+    width = max(map(len, studies), default=0)
+    for name, description in studies.items():
+        typer.echo(f"{name:<{width}}  {description}")
+
+
+@study_app.command("run")
+def study_run(
+    name: Annotated[str, typer.Argument(help="A registered study (`attnflow study list`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Study directory (runs, summary.json, table.md).")],
+    quick: Annotated[
+        bool, typer.Option("--quick", help="The study's quick variant (seconds to minutes).")
+    ] = False,
+    params: Annotated[
+        list[str] | None,
+        typer.Option("--set", "-s", help="A study parameter key=value (YAML value); repeatable."),
+    ] = None,
+    scheduler: Annotated[
+        str | None, typer.Option("--scheduler", help="Address of a Dask distributed scheduler.")
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", "-j", min=1, help="Local worker processes (1: in this process)."),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume/--no-resume", help="Reuse finished runs, continue interrupted ones (default)."
+        ),
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")] = False,
+) -> None:
+    """Run a study into a directory: its runs (resumable, local or Dask), summary.json, table.md, figures."""
+    from .plot.studies import figures_for
+
+    try:
+        parsed = _parse_params(params)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+    summary = _run_study_cli(
+        name,
+        out,
+        "study",
+        params=parsed,
+        quick=quick,
+        scheduler=scheduler,
+        workers=workers,
+        resume=resume,
+        progress=not quiet,
+        figures=figures_for(name),
+    )
+    if not quiet:
+        typer.echo(f"done: {out} (summary.json, table.md) in {summary['wall_time_s']:.0f} s")
+
+
+@study_app.command("show")
+def study_show(directory: Annotated[Path, typer.Argument(help="A study directory.")]) -> None:
+    """The study, its status, the status of each run and its table."""
+    from .studies import NotAStudyDirectoryError, study_info
+
+    try:
+        s = study_info(directory)
+    except NotAStudyDirectoryError as exc:
+        text = str(exc).replace("run_study(name, out_dir)", "`attnflow study run NAME --out DIR`")
+        raise _fail(text.replace("available_studies()", "`attnflow study list`"), 2) from None
+    typer.echo(f"study {s['study']} ({s['dir']}){' quick' if s['quick'] else ''}: {s['description']}")
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(s["counts"].items()))
+    wall = "" if s["wall_time_s"] is None else f", {s['wall_time_s']:.0f} s"
+    typer.echo(f"  status: {s['status']} ({counts}{wall})  started {s['started']}  ended {s['ended']}")
+    typer.echo(f"  config: {json.dumps(s['config'])}")
+    for name, status in s["runs"].items():
+        typer.echo(f"  {name}: {status}")
+    if s["table"]:
+        typer.echo("")
+        typer.echo(s["table"], nl=False)
+    elif s["status"] != "done":
+        typer.echo(f"  no table yet: rerun `attnflow study run {s['study']} --out {directory}` to resume")
+
+
 @app.command()
 def reproduce(
     name: Annotated[
@@ -333,17 +463,18 @@ def reproduce(
 ) -> None:
     """Reproduce and audit a published experiment: figures 1-3, summary.json and the stored runs.
 
-    Overrides (--paths, --n, --t1, --H) give a reduced run of the same model; summary.json records them.
+    The alias of `attnflow study run NAME` (runs one after the other in this process). Overrides
+    (--paths, --n, --t1, --H) give a reduced run of the same model; summary.json records them.
     """
-    from .experiments.reproduce import available_reproductions, reproduce as _reproduce
+    from .experiments.reproduce import available_reproductions
+    from .plot.reproduction import plot_all
+    from .studies import StudyConfigError, StudyMismatchError, StudyRunError, massucco2026
 
     known = available_reproductions()
     if name not in known and not Path(name).exists():
         raise _fail(f"unknown reproduction {name!r}; available: {', '.join(known)}", 2)
-    from .plot.reproduction import plot_all
-
     try:
-        summary = _reproduce(
+        summary = massucco2026.reproduce(
             name,
             out,
             quick=quick,
@@ -355,6 +486,10 @@ def reproduce(
             t1=t1,
             H=H,
         )
+    except StudyConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    except (StudyMismatchError, StudyRunError) as exc:
+        raise _fail(str(exc)) from None
     except (ValueError, FileNotFoundError) as exc:  # a bad manifest or preset, a missing file
         raise _fail(str(exc), 2) from None
     except Exception as exc:  # noqa: BLE001 - a run or a figure failed; its run directory keeps the traceback
@@ -364,7 +499,9 @@ def reproduce(
         ) from None
     if not quiet:
         wall = summary.get("wall_time_s")
-        typer.echo(f"done: {out} (summary.json, fig1-3){'' if wall is None else f' in {wall:.0f} s'}")
+        typer.echo(
+            f"done: {out} (summary.json, table.md, fig1-3){'' if wall is None else f' in {wall:.0f} s'}"
+        )
 
 
 @app.command("check-edi")

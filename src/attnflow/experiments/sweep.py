@@ -36,6 +36,7 @@ import re
 import shutil
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -48,7 +49,7 @@ import yaml
 from .errors import ConfigError
 from .files import atomic_write_text, disk_usage, utc_now
 from .schema import ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
-from .store import DATA_DIR, read_meta, run_experiment
+from .store import CONFIG_FILE, DATA_DIR, read_meta, run_experiment
 
 __all__ = [
     "SweepMismatchError",
@@ -57,7 +58,9 @@ __all__ = [
     "open_sweep",
     "parse_grid",
     "read_index",
+    "run_finished",
     "run_sweep",
+    "run_tasks",
     "sweep_info",
 ]
 
@@ -161,7 +164,9 @@ def _set_numba_threads(threads: int | None) -> None:
     )
 
 
-def _run_task(cfg_json: dict, task_dir: str, resume: bool, threads: int | None) -> dict:
+def _run_task(
+    cfg_json: dict, task_dir: str, resume: bool, threads: int | None, progress: bool = False
+) -> dict:
     """Run one task (in a worker process or this one); never raises, reports the failure instead."""
     t0 = time.monotonic()
     old_threads = None
@@ -172,7 +177,7 @@ def _run_task(cfg_json: dict, task_dir: str, resume: bool, threads: int | None) 
             old_threads = torch.get_num_threads()
             torch.set_num_threads(threads)
             _set_numba_threads(threads)
-        run_experiment(cfg_json, task_dir, resume=resume, progress=False)
+        run_experiment(cfg_json, task_dir, resume=resume, progress=progress)
         return {"status": "done", "elapsed_s": round(time.monotonic() - t0, 3)}
     except Exception as exc:  # noqa: BLE001 - one failing task must not lose the others
         return {
@@ -263,8 +268,6 @@ def run_sweep(
         The summary written to ``sweep.json``: ``tasks`` (name -> params, status, error, traceback,
         elapsed_s), ``done`` and ``failed`` counts.
     """
-    from .progress import ProgressBar
-
     base = load_config(config)
     if not grid:
         raise ValueError(
@@ -281,27 +284,116 @@ def run_sweep(
         "scheduler": scheduler or "local",
         "tasks": {},
     }
-    todo = []
     for name, params, cfg in tasks:
-        meta = read_meta(out / name) if resume else {}
-        if meta.get("status") == "done" and (out / name / DATA_DIR).is_dir():
+        if resume and run_finished(out / name, cfg):
             summary["tasks"][name] = {"params": params, "status": "done", "skipped": True}
         else:
             summary["tasks"][name] = {"params": params, "status": "pending"}
-            todo.append((name, cfg))
     _write_summary(out, summary)
-    bar = ProgressBar(
-        len(tasks),
-        f"sweep {out.name}",
-        unit="tasks",
-        initial=len(tasks) - len(todo),
-        enabled=None if progress else False,
-    )
 
     def finish(name: str, res: dict) -> None:
-        summary["tasks"][name].update(res)
+        if not res.get("skipped"):
+            summary["tasks"][name].update(res)
+            _write_summary(out, summary)
+
+    try:
+        run_tasks(
+            {name: cfg for name, _, cfg in tasks},
+            out,
+            scheduler=scheduler,
+            workers=workers,
+            resume=resume,
+            progress=progress,
+            label=f"sweep {out.name}",
+            on_result=finish,
+        )
+    finally:
+        summary["ended"] = utc_now()
         _write_summary(out, summary)
-        bar.update(1, extra=f"{summary['failed']} failed" if summary["failed"] else "")
+    return summary
+
+
+def run_finished(run_dir: str | Path, config: ExperimentConfig | dict | None = None) -> bool:
+    """Whether ``run_dir`` holds a finished run (status ``done`` and its data), of ``config`` if given."""
+    run_dir = Path(run_dir)
+    if read_meta(run_dir).get("status") != "done" or not (run_dir / DATA_DIR).is_dir():
+        return False
+    if config is None:
+        return True
+    try:
+        return not config_diff(load_config(run_dir / CONFIG_FILE), load_config(config))
+    except ConfigError:
+        return False
+
+
+def run_tasks(
+    tasks: Mapping[str, ExperimentConfig | dict],
+    out_dir: str | Path,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    resume: bool = True,
+    progress: bool = False,
+    label: str = "tasks",
+    run_progress: bool = False,
+    on_result: Callable[[str, dict], None] | None = None,
+) -> dict[str, dict]:
+    """Run named experiment configs, one run directory ``out_dir/<name>`` each (the engine of sweeps
+    and studies).
+
+    Parameters
+    ----------
+    tasks : mapping
+        Run directory name -> config (validated here, before anything runs).
+    out_dir : path
+        Parent directory of the run directories.
+    scheduler, workers, resume, progress
+        As in :func:`run_sweep`. With ``resume`` a task whose directory holds a finished run of the
+        same config is skipped (``{"status": "done", "skipped": True}``); one that holds another config
+        fails with :class:`~attnflow.experiments.store.RunConfigMismatchError`.
+    label : str
+        Label of the progress bar of the tasks.
+    run_progress : bool
+        Also draw the step bar of each run (only when the tasks run one by one in this process).
+    on_result : callable or None
+        ``on_result(name, result)`` for every task, as soon as its result is known (skipped ones first).
+
+    Returns
+    -------
+    dict
+        Name -> result: ``status`` (``done`` or ``failed``), ``elapsed_s``, ``skipped``, ``error`` and
+        ``traceback`` of a failure.
+    """
+    from .progress import ProgressBar
+
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    configs = {name: load_config(cfg) for name, cfg in tasks.items()}
+    results: dict[str, dict] = {}
+    todo = []
+    for name, cfg in configs.items():
+        if resume and run_finished(out / name, cfg):
+            results[name] = {"status": "done", "skipped": True}
+            if on_result is not None:
+                on_result(name, results[name])
+        else:
+            todo.append((name, cfg))
+    bar = ProgressBar(
+        len(configs),
+        label,
+        unit="tasks",
+        initial=len(configs) - len(todo),
+        enabled=None if progress else False,
+    )
+    failed = 0
+
+    def finish(name: str, res: dict) -> None:
+        nonlocal failed
+        results[name] = res
+        failed += res["status"] == "failed"
+        if on_result is not None:
+            on_result(name, res)
+        bar.update(1, extra=f"{failed} failed" if failed else "")
 
     try:
         if scheduler is not None:
@@ -310,7 +402,8 @@ def run_sweep(
             n_workers = min(len(todo), workers or os.cpu_count() or 1)
             if n_workers <= 1:
                 for name, cfg in todo:
-                    finish(name, _run_task(cfg.model_dump(mode="json"), str(out / name), resume, None))
+                    cfg_json = cfg.model_dump(mode="json")
+                    finish(name, _run_task(cfg_json, str(out / name), resume, None, run_progress))
             else:
                 threads = max(1, (os.cpu_count() or 1) // n_workers)
                 with ProcessPoolExecutor(max_workers=n_workers, mp_context=get_context("spawn")) as pool:
@@ -324,9 +417,7 @@ def run_sweep(
                         finish(futs[fut], _result_or_failure(fut))
     finally:
         bar.close()
-        summary["ended"] = utc_now()
-        _write_summary(out, summary)
-    return summary
+    return results
 
 
 def _result_or_failure(fut) -> dict:

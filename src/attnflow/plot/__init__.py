@@ -6,5 +6,6 @@ from .reproduction import (
     plot_ledger as plot_ledger,
     plot_tokens as plot_tokens,
 )
+from .studies import figures_for as figures_for, register_figures as register_figures
 
-__all__ = ["plot_all", "plot_g2", "plot_ledger", "plot_tokens"]
+__all__ = ["figures_for", "plot_all", "plot_g2", "plot_ledger", "plot_tokens", "register_figures"]

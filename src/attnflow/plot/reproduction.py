@@ -6,22 +6,21 @@
   against H with the fit k(H) = a H^b and its 95% band;
 * :func:`plot_ledger` (Fig. 3): the terms of the discrete energy identity (147) and both residuals.
 
-Matplotlib with the Agg backend; the figures are written as PNG (dpi ~150 or less, kept small).
+The figures are :class:`matplotlib.figure.Figure` objects saved as PNG (dpi ~150 or less, kept small);
+pyplot and its global backend are never used, so importing this module changes no one's backend and
+the figures are drawn without a display.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from ..analysis.fits import power_law_band  # noqa: E402
-from ..observables.ledger import ledger_terms  # noqa: E402
+from ..analysis.fits import power_law_band
+from ..observables.ledger import ledger_terms
 
 H_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 
@@ -52,7 +51,7 @@ def plot_tokens(datasets: dict, summary: dict, path: Path, *, snapshot_times) ->
     rows = [(k, mode) for k in keys for mode in ("mean", "path")]
     nt = len(snapshot_times)
     proj = "3d" if d >= 3 else None
-    fig = plt.figure(figsize=(2.1 * nt, 2.0 * len(rows)))
+    fig = Figure(figsize=(2.1 * nt, 2.0 * len(rows)))
     for r, (key, mode) in enumerate(rows):
         runs = datasets[key]
         H = _largest(runs)
@@ -92,7 +91,6 @@ def plot_tokens(datasets: dict, summary: dict, path: Path, *, snapshot_times) ->
     )
     fig.subplots_adjust(left=0.05, right=0.99, bottom=0.01, top=0.95, wspace=0.02, hspace=0.12)
     fig.savefig(path, dpi=80)
-    plt.close(fig)
     return path
 
 
@@ -106,7 +104,8 @@ def _band(ax, t, v, color, label, log=True):
 def plot_g2(datasets: dict, summary: dict, path: Path) -> Path:
     """Fig. 2: G^2(t) per H (left) and the time-averaged G^2 vs H with the fitted a H^b (right)."""
     keys = list(datasets)
-    fig, axes = plt.subplots(len(keys), 2, figsize=(9, 2.8 * len(keys)), squeeze=False)
+    fig = Figure(figsize=(9, 2.8 * len(keys)))
+    axes = fig.subplots(len(keys), 2, squeeze=False)
     wa, wb = summary["window"]
     for r, key in enumerate(keys):
         reg = summary["regimes"][key]
@@ -162,14 +161,14 @@ def plot_g2(datasets: dict, summary: dict, path: Path) -> Path:
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
 def plot_ledger(datasets: dict, summary: dict, path: Path) -> Path:
     """Fig. 3: terms of the discrete energy identity (147), largest H, +-1 sd bands over paths."""
     keys = list(datasets)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(keys), 3.4))
+    axes = fig.subplots(1, len(keys), squeeze=False)
     for c, key in enumerate(keys):
         H = _largest(datasets[key])
         ds = datasets[key][H]
@@ -196,7 +195,6 @@ def plot_ledger(datasets: dict, summary: dict, path: Path) -> Path:
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=130)
-    plt.close(fig)
     return path
 
 

@@ -1,0 +1,30 @@
+"""The figure function of each study, looked up by the CLI and handed to the study layer.
+
+The study layer never imports this leaf: ``attnflow study run NAME`` passes ``figures_for(NAME)`` to
+:func:`attnflow.studies.run_study`, which hands it to the study's analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..experiments.reproduce import available_reproductions
+from .reproduction import plot_all
+
+__all__ = ["figures_for", "register_figures"]
+
+# every shipped reproduction manifest is a study drawn by the Sec. 6 figures
+_FIGURES: dict[str, Callable[..., dict]] = {name: plot_all for name in available_reproductions()}
+
+
+def register_figures(study: str, figures: Callable[..., dict]) -> None:
+    """Make ``figures`` the figure function of the study named ``study`` (its signature is the one that
+    study's analysis documents)."""
+    if not callable(figures):
+        raise TypeError(f"figures must be callable: got {type(figures).__name__}; pass a function")
+    _FIGURES[study] = figures
+
+
+def figures_for(study: str) -> Callable[..., dict] | None:
+    """The figure function registered for ``study``, or None (the study then writes no figure)."""
+    return _FIGURES.get(study)

@@ -1,0 +1,62 @@
+"""Studies: a registry of experiments that check a claim, each a pydantic config, runs on the run store
+(resumable, local or on Dask) and an analysis writing ``summary.json``, ``table.md`` and figures.
+
+    from attnflow.studies import available_studies, run_study, study_info
+    available_studies()                                    # {"massucco2026": "Sec. 6 of ...", ...}
+    summary = run_study("massucco2026", "out/q", quick=True)   # figures=attnflow.plot.figures_for(name)
+    study_info("out/q")["status"]                          # "done"
+
+The command line: ``attnflow study list``, ``attnflow study run NAME --out DIR [--quick]``,
+``attnflow study show DIR``. A new study subclasses :class:`Study` and is added with :func:`register`.
+"""
+
+from .base import (
+    Study as Study,
+    StudyAnalysis as StudyAnalysis,
+    StudyConfig as StudyConfig,
+    StudyRuns as StudyRuns,
+    validate_params as validate_params,
+)
+from .errors import (
+    NotAStudyDirectoryError as NotAStudyDirectoryError,
+    StudyConfigError as StudyConfigError,
+    StudyMismatchError as StudyMismatchError,
+    StudyRunError as StudyRunError,
+    UnknownStudyError as UnknownStudyError,
+)
+from .massucco2026 import (  # importing it registers the shipped reproductions
+    ReproductionConfig as ReproductionConfig,
+    ReproductionStudy as ReproductionStudy,
+    markdown_tables as markdown_tables,
+    reproduce as reproduce,
+)
+from .registry import (
+    available_studies as available_studies,
+    get_study as get_study,
+    register as register,
+    unregister as unregister,
+)
+from .runner import run_study as run_study, study_info as study_info
+
+__all__ = [
+    "NotAStudyDirectoryError",
+    "ReproductionConfig",
+    "ReproductionStudy",
+    "Study",
+    "StudyAnalysis",
+    "StudyConfig",
+    "StudyConfigError",
+    "StudyMismatchError",
+    "StudyRunError",
+    "StudyRuns",
+    "UnknownStudyError",
+    "available_studies",
+    "get_study",
+    "markdown_tables",
+    "register",
+    "reproduce",
+    "run_study",
+    "study_info",
+    "unregister",
+    "validate_params",
+]

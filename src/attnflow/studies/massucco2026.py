@@ -1,0 +1,420 @@
+r"""The Sec. 6 reproduction of arXiv 2605.18870 (Massucco et al.) as a study: ``massucco2026``.
+
+The OU and oscillating weight regimes on S^2 (the oscillating one with per-head phases, the paper's
+model, and with one shared forcing, what produced the published figures), for H in {1, 10, 100}. The
+study
+
+1. plans one run per (regime, H) from the shipped manifest (:mod:`attnflow.experiments.reproduce`),
+   run directories ``runs/<regime>_H<H>/`` on the run store (an interrupted study resumes);
+2. measures, per run, the time averages of G^2 (paper, harmonic-mean mobility, eq. (36)) and
+   Ghat^2 (exact dissipation power) over a window (default: the second half [T/2, T]; the paper does not
+   say which window it uses), computed exactly from the recorded ledger integrals
+   (:math:`(\int_0^{t_b} G^2 - \int_0^{t_a} G^2)/(t_b - t_a)`, left Riemann sums over every step),
+   their standard errors over paths, and the residuals of the two energy identities at T;
+3. fits k(H) = a H^b per regime (:func:`attnflow.analysis.fits.fit_power_law`);
+4. writes ``summary.json``, ``table.md`` and, through the injected callback, the figures
+   ``fig1_tokens.png``, ``fig2_G2.png``, ``fig3_ledger.png``.
+
+Every shipped reproduction manifest is registered as a study of its name (``massucco2026``,
+``massucco2026_s1`` on S^1, ``massucco2026_d5`` on S^4). :func:`reproduce` is the former entry point,
+kept as an alias: ``reproduce(name, out_dir, ...)`` = :func:`~attnflow.studies.run_study` of that study.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import xarray as xr
+from pydantic import Field, PositiveInt, field_validator
+
+from ..analysis.fits import fit_power_law
+from ..experiments.reproduce import (
+    PRESETS,
+    available_reproductions,
+    load_manifest,
+    load_preset,
+    regime_configs,
+)
+from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .errors import StudyConfigError
+from .registry import register
+from .runner import run_study
+
+__all__ = [
+    "ReproductionConfig",
+    "ReproductionStudy",
+    "markdown_tables",
+    "reproduce",
+    "reproduction_study",
+    "summarise_run",
+    "time_average",
+]
+
+
+# -- parameters --------------------------------------------------------------------------------------
+class ReproductionConfig(StudyConfig):
+    """Parameters of a reproduction study; None keeps the manifest's value."""
+
+    variant: Literal["full", "quick"] = Field(
+        "full",
+        description="the sizes: the paper's ('full') or the manifest's quick sizes ('quick')",
+        examples=["quick"],
+    )
+    paths: PositiveInt | None = Field(None, description="the number of paths per run", examples=[6])
+    n: int | None = Field(None, ge=2, description="the number of tokens (at least 2)", examples=[100])
+    t1: float | None = Field(None, gt=0, description="the final time T (> 0)", examples=[20.0])
+    H: list[PositiveInt] | None = Field(
+        None, min_length=1, description="the head counts to run (distinct, >= 1)", examples=[[1, 10, 100]]
+    )
+    seed: int | None = Field(None, ge=0, description="the seed of every run (>= 0)", examples=[0])
+    window: tuple[float, float] | None = Field(
+        None,
+        description="the averaging window (t_a, t_b) in time units, 0 <= t_a < t_b <= T",
+        examples=[[10.0, 20.0]],
+    )
+
+    @field_validator("H")
+    @classmethod
+    def _distinct(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError("the head counts must be distinct")
+        return v
+
+
+def _check_window(window: tuple[float, float], T: float) -> tuple[float, float]:
+    window = (float(window[0]), float(window[1]))
+    if not (0 <= window[0] < window[1] <= T + 1e-9):
+        raise StudyConfigError(
+            f"window must satisfy 0 <= t_a < t_b <= T = {T:g}: got {window}; give two increasing times "
+            f"within the horizon, e.g. window=({T / 2:g}, {T:g}) (the default, the second half)"
+        )
+    return window
+
+
+# -- analysis ----------------------------------------------------------------------------------------
+def _at(ds: xr.Dataset, var: str, t: float) -> np.ndarray:
+    return np.asarray(ds[var].sel(time=t, method="nearest").values, dtype=float)
+
+
+def time_average(ds: xr.Dataset, var: str, window: tuple[float, float]) -> np.ndarray:
+    r"""Per-path time average of ``var`` in {G2, Ghat2} over ``window`` from its ledger integral.
+
+    :math:`\frac{1}{t_b - t_a}\left(\int_0^{t_b} - \int_0^{t_a}\right)`, the integrals being the left
+    Riemann sums over every step (recorded as ``int_G2``, ``int_Ghat2``). Shape [P].
+    """
+    ta, tb = window
+    times = ds.time.values
+    ka, kb = int(np.argmin(abs(times - ta))), int(np.argmin(abs(times - tb)))
+    ta, tb = float(times[ka]), float(times[kb])
+    if tb <= ta:
+        raise ValueError(
+            f"window {window} holds no recorded interval (recorded times {times[0]:g}..{times[-1]:g}); "
+            "widen it to span at least two records"
+        )
+    iv = ds[f"int_{var}"]
+    return (np.asarray(iv.isel(time=kb).values) - np.asarray(iv.isel(time=ka).values)) / (tb - ta)
+
+
+def _mean_se(v: np.ndarray) -> tuple[float, float]:
+    v = np.asarray(v, float)
+    se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
+    return float(v.mean()), se
+
+
+def summarise_run(ds: xr.Dataset, window: tuple[float, float]) -> dict:
+    """Numbers of one run: windowed G^2, Ghat^2 (mean, se over paths), residuals at T."""
+    out: dict = {"paths": int(ds.sizes["path"]), "T": float(ds.time.values[-1])}
+    for var in ("G2", "Ghat2"):
+        per = time_average(ds, var, window)
+        out[f"{var}_mean"], out[f"{var}_se"] = _mean_se(per)
+        out[f"{var}_per_path"] = per.tolist()
+    for var in ("residual_paper", "residual_exact"):
+        r = np.asarray(ds[var].isel(time=-1).values, float)
+        out[f"{var}_T"] = {"mean": float(r.mean()), "std": float(r.std(ddof=1)) if r.size > 1 else 0.0}
+        out[f"{var}_max_abs"] = float(np.abs(np.asarray(ds[var].values)).max())
+    dE = _at(ds, "energy", out["T"]) - _at(ds, "energy", 0.0)
+    out["dE_T"] = {"mean": float(dE.mean()), "std": float(dE.std(ddof=1)) if dE.size > 1 else 0.0}
+    return out
+
+
+def _run_wall(meta: dict) -> float | None:
+    """Wall time of a finished run from its ``meta.json`` (ended - started)."""
+    if "wall_time_s" in meta:
+        return float(meta["wall_time_s"])
+    s, e = meta.get("started"), meta.get("ended")
+    if isinstance(s, str) and isinstance(e, str):
+        from datetime import datetime
+
+        try:
+            return (datetime.fromisoformat(e) - datetime.fromisoformat(s)).total_seconds()
+        except ValueError:
+            return None
+    return None
+
+
+def markdown_tables(summary: dict) -> str:
+    """The fit table and the per-H table of a reproduction summary, as markdown.
+
+    Parameters
+    ----------
+    summary : dict
+        What :func:`reproduce` returns (or ``json.load`` of its ``summary.json``).
+
+    Returns
+    -------
+    str
+        Two tables: k(H) = a H^b fitted to the time-averaged G^2 per regime, next to the published
+        values where the paper prints them; and per (regime, H) the time averages of G^2 and Ghat^2
+        (mean +- standard error over paths) and the residuals of identity (147) at T (mean +- sd).
+    """
+
+    def ci(v):
+        return f"[{v[0]:.3g}, {v[1]:.3g}]"
+
+    lines = [
+        "| regime | a | 95% CI of a | b | 95% CI of b | r | published |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for reg in summary["regimes"].values():
+        f = reg["fit_G2"]
+        pub = reg.get("published") or {}
+        if "a" in pub:
+            ptxt = f"a = {pub['a']} {ci(pub['a_ci'])}, b = {pub['b']} {ci(pub['b_ci'])}"
+        elif "b" in pub:
+            ptxt = f"b ~ {pub['b']} (stated, no fit printed)"
+        else:
+            ptxt = "-"
+        if "a" in f:
+            lines.append(
+                f"| {reg['label']} | {f['a']:.3g} | {ci(f['a_ci'])} | {f['b']:.3g} | {ci(f['b_ci'])} "
+                f"| {f['r']:.2f} | {ptxt} |"
+            )
+        else:  # too few head counts for a fit: say why instead of a number
+            lines.append(f"| {reg['label']} | - | {f.get('error', 'no fit')} | - | - | - | {ptxt} |")
+    lines += [
+        "",
+        "| regime | H | paths | G^2 | Ghat^2 | R_paper(T) | R_exact(T) | E_T - E_0 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for reg in summary["regimes"].values():
+        for H, row in reg["per_H"].items():
+            rp, rx, de = row["residual_paper_T"], row["residual_exact_T"], row["dE_T"]
+            lines.append(
+                f"| {reg['label']} | {H} | {row['paths']} | {row['G2_mean']:.3g} +- {row['G2_se']:.2g} "
+                f"| {row['Ghat2_mean']:.3g} +- {row['Ghat2_se']:.2g} | {rp['mean']:.3g} +- {rp['std']:.2g} "
+                f"| {rx['mean']:.3g} +- {rx['std']:.2g} | {de['mean']:.3g} +- {de['std']:.2g} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+# -- the study ---------------------------------------------------------------------------------------
+class ReproductionStudy(Study):
+    """One reproduction manifest (``presets/<name>.yaml``, ``kind: reproduction``) as a study.
+
+    Parameters
+    ----------
+    manifest : str or Path
+        A shipped manifest name (``attnflow.experiments.reproduce.available_reproductions()``) or the
+        path of a manifest file.
+    """
+
+    Config = ReproductionConfig
+
+    def __init__(self, manifest: str | Path = "massucco2026") -> None:
+        self.manifest = load_manifest(str(manifest))
+        self.name = str(self.manifest["name"])
+        base = load_preset(self.manifest["regimes"][0]["preset"], self.manifest.get("_dir", PRESETS))
+        where = f"S^{int(base['tokens']['d']) - 1}"
+        self.description = self.manifest.get(
+            "description",
+            f"Sec. 6 of arXiv 2605.18870 on {where}: time-averaged G^2 against H (fit k(H) = a H^b) and the "
+            "energy ledger, OU and oscillating weights",
+        )
+
+    def quick_params(self) -> dict:
+        return {"variant": "quick"}
+
+    def _cfgs(self, config: ReproductionConfig) -> list[tuple[str, int, dict]]:
+        return regime_configs(
+            self.manifest,
+            quick=config.variant == "quick",
+            paths=config.paths,
+            n=config.n,
+            t1=config.t1,
+            H=config.H,
+            seed=config.seed,
+        )
+
+    def _window(self, config: ReproductionConfig, T: float) -> tuple[float, float]:
+        if config.window is None:
+            fa, fb = self.manifest.get("window_fraction", [0.5, 1.0])
+            return _check_window((fa * T, fb * T), T)
+        return _check_window(config.window, T)
+
+    def plan(self, config: ReproductionConfig) -> dict[str, dict]:
+        cfgs = self._cfgs(config)
+        self._window(config, float(cfgs[0][2]["integrator"]["t1"]))  # a bad window fails before any run
+        return {f"{key}_H{h}": cfg for key, h, cfg in cfgs}
+
+    def analyse(
+        self,
+        config: ReproductionConfig,
+        runs: StudyRuns,
+        out_dir: Path,
+        *,
+        figures: Callable[..., dict] | None = None,
+    ) -> StudyAnalysis:
+        man = self.manifest
+        cfgs = self._cfgs(config)
+        T = float(cfgs[0][2]["integrator"]["t1"])
+        window = self._window(config, T)
+        labels = {r["key"]: r for r in man["regimes"]}
+        datasets: dict[str, dict[int, xr.Dataset]] = {}
+        regimes: dict[str, dict] = {}
+        for key, h, cfg in cfgs:
+            name = f"{key}_H{h}"
+            ds = runs.open(name)
+            datasets.setdefault(key, {})[h] = ds
+            reg = regimes.setdefault(
+                key,
+                {
+                    "label": labels[key].get("label", key),
+                    "preset": labels[key]["preset"],
+                    "config": cfg,
+                    "per_H": {},
+                },
+            )
+            s = summarise_run(ds, window)
+            this_call = float(runs.results.get(name, {}).get("elapsed_s", 0.0))
+            s.update(
+                run_dir=str(runs.path(name).relative_to(out_dir)),
+                seed=int(cfg["seed"]),
+                wall_time_s=_run_wall(runs.meta(name)) or this_call,
+                wall_time_this_call_s=this_call,
+            )
+            reg["per_H"][str(h)] = s
+        published = man.get("published", {})
+        for key, reg in regimes.items():
+            Hs = sorted(int(h) for h in reg["per_H"])
+            reg["H"] = Hs
+            reg["config"] = {k: v for k, v in reg["config"].items() if k != "name"}
+            reg["config"]["heads"] = {**reg["config"]["heads"], "H": Hs}
+            for var in ("G2", "Ghat2"):
+                y = [reg["per_H"][str(h)][f"{var}_mean"] for h in Hs]
+                e = [reg["per_H"][str(h)][f"{var}_se"] for h in Hs]
+                try:
+                    reg[f"fit_{var}"] = fit_power_law(Hs, y)
+                    if all(np.isfinite(e)) and all(v > 0 for v in e):
+                        reg[f"fit_{var}_weighted"] = fit_power_law(Hs, y, e)
+                except ValueError as err:
+                    reg[f"fit_{var}"] = {"error": str(err)}
+            if key in published:
+                reg["published"] = published[key]
+        overrides = {"paths": config.paths, "n": config.n, "t1": config.t1, "H": config.H}
+        summary = {
+            "name": man["name"],
+            "paper": man.get("paper"),
+            "quick": config.variant == "quick",
+            "overrides": {k: v for k, v in overrides.items() if v is not None},
+            "window": list(window),
+            "window_note": "time averages over [t_a, t_b] from the ledger integrals (left Riemann sums over "
+            "every step); the paper does not state its window, the default is the second half [T/2, T]",
+            "fit_note": "k(H) = a H^b by least squares on (log H, log y); 95% t intervals with m - 2 dof "
+            "(3 head counts: 1 dof, t = 12.71); fit_*_weighted weights by (y/se)^2",
+            "T": T,
+            "store": "attnflow.experiments.store.run_experiment",
+            "regimes": regimes,
+            "published": published,
+        }
+        summary["run_wall_time_s"] = float(
+            sum(s["wall_time_s"] for r in regimes.values() for s in r["per_H"].values())
+        )
+        files: dict[str, str] = {}
+        if figures is not None:
+            snaps = [f * T for f in man.get("snapshot_fraction", [0.0, 0.8, 0.9, 1.0])]
+            files = figures(datasets, summary, out_dir, snapshot_times=snaps)
+            summary["figures"] = files
+        return StudyAnalysis(summary=summary, table=markdown_tables(summary), figures=files)
+
+
+def reproduction_study(name: str | Path) -> Study:
+    """The registered study of a shipped manifest, or a study of a manifest file.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is neither a shipped manifest nor a manifest file.
+    """
+    from .registry import get_study
+
+    if str(name) in available_reproductions():
+        return get_study(str(name))
+    return ReproductionStudy(name)
+
+
+def reproduce(
+    name: str = "massucco2026",
+    out_dir: str | Path = "out/massucco2026",
+    quick: bool = False,
+    resume: bool = True,
+    progress: bool = True,
+    *,
+    window: tuple[float, float] | None = None,
+    paths: int | None = None,
+    n: int | None = None,
+    t1: float | None = None,
+    H: Sequence[int] | None = None,
+    figures: Callable[..., dict] | None = None,
+) -> dict:
+    """Rerun every (regime, variant, H) of a reproduction manifest, fit, plot and summarise.
+
+    The alias of ``run_study(name, out_dir, params=..., quick=quick, workers=1)``: the runs go one
+    after the other in this process, as before the study layer.
+
+    Parameters
+    ----------
+    name : str
+        Manifest name (``attnflow.experiments.reproduce.available_reproductions()``) or path.
+    out_dir : str or Path
+        Output directory: ``runs/<regime>_H<H>/`` (run directories), ``summary.json``, ``table.md``,
+        figures.
+    quick : bool
+        Same model with the manifest's ``quick`` sizes (few paths, T = 1, small n): a test in seconds.
+    resume : bool
+        Reuse finished runs and continue interrupted ones.
+    progress : bool
+        Print one line per run (and the store's progress).
+    window : (t_a, t_b) or None
+        Time window of the G^2 averages; default ``window_fraction`` x T (the second half).
+    paths, n, t1, H : optional overrides
+        Reduced or enlarged runs (recorded in the summary).
+    figures : callable or None
+        ``figures(datasets, summary, out_dir, snapshot_times=...) -> dict`` draws the figures
+        (the CLI passes :func:`attnflow.plot.reproduction.plot_all`; the study layer does not import the
+        plotting layer above it). None: no figures.
+
+    Returns
+    -------
+    dict
+        The summary also written to ``out_dir/summary.json``.
+    """
+    given = {"window": window, "paths": paths, "n": n, "t1": t1, "H": None if H is None else list(H)}
+    params = {k: v for k, v in given.items() if v is not None}
+    return run_study(
+        reproduction_study(name),
+        out_dir,
+        params=params,
+        quick=quick,
+        resume=resume,
+        progress=progress,
+        workers=1,
+        figures=figures,
+    )
+
+
+for _name in available_reproductions():
+    register(ReproductionStudy(PRESETS / f"{_name}.yaml"))

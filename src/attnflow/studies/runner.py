@@ -1,0 +1,301 @@
+"""Run a study into its directory and read one back: :func:`run_study`, :func:`study_info`.
+
+Layout of a study directory::
+
+    study.json      the study name, its validated config, the planned runs (written before any run)
+    runs/<name>/    one run directory per planned run (:mod:`attnflow.experiments.store`)
+    summary.json    the analysis' numbers + study, config, attnflow version, wall time, per-run status
+    table.md        the analysis' Markdown table
+    *.png           the figures (when a figure callback is given)
+
+Resuming. ``run_study`` on a directory that holds the same study skips the finished runs and continues
+the interrupted ones from their checkpoints (a killed study resumes); parameters that only change the
+analysis (e.g. an averaging window) re-analyse the stored runs. Parameters that change a run are refused
+before anything runs (:class:`StudyMismatchError`) unless ``resume=False``, which reruns every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._version import __version__
+from ..experiments.config import ConfigError, config_diff, load_config
+from ..experiments.files import utc_now
+from ..experiments.store import CONFIG_FILE, read_meta
+from ..experiments.sweep import run_tasks
+from .base import Study, StudyRuns
+from .errors import NotAStudyDirectoryError, StudyMismatchError, StudyRunError
+from .registry import get_study
+
+__all__ = ["RUNS_DIR", "STUDY_FILE", "SUMMARY_FILE", "TABLE_FILE", "run_study", "study_info", "versions"]
+
+STUDY_FILE = "study.json"
+SUMMARY_FILE = "summary.json"
+TABLE_FILE = "table.md"
+RUNS_DIR = "runs"
+
+
+def versions() -> dict:
+    """Python, platform and the versions of attnflow and the libraries its numbers depend on."""
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("attnflow", "torch", "numpy", "scipy", "xarray", "zarr", "numba", "matplotlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=_json_default))
+    os.replace(tmp, path)
+
+
+def _check_same_study(out: Path, name: str) -> None:
+    """Refuse a directory that holds another study."""
+    path = out / STUDY_FILE
+    if path.is_file():
+        other = json.loads(path.read_text()).get("study")
+        if other != name:
+            raise StudyMismatchError(
+                f"{out} holds the study {other!r}, not {name!r}, so it cannot resume there; choose another "
+                "out_dir or pass resume=False to overwrite it"
+            )
+
+
+def _check_same_runs(root: Path, configs: dict) -> None:
+    """Refuse (before anything runs) a directory whose runs hold other configs than the plan's."""
+    by_keys: dict[str, list[str]] = {}
+    for name, cfg in configs.items():
+        path = root / name / CONFIG_FILE
+        if not path.is_file():
+            continue
+        try:
+            diff = config_diff(load_config(path), cfg)
+        except ConfigError:
+            diff = ["(unreadable config.yaml)"]
+        if diff:
+            by_keys.setdefault(", ".join(diff), []).append(name)
+    if by_keys:
+        what = "; ".join(f"{', '.join(names)} differ in {keys}" for keys, names in by_keys.items())
+        raise StudyMismatchError(
+            f"{root.parent} holds runs of other configs than these parameters plan ({what}), so the study "
+            "cannot resume there; choose another out_dir or pass resume=False to overwrite it"
+        )
+
+
+def run_study(
+    study: Study | str,
+    out_dir: str | Path,
+    *,
+    params: Mapping[str, Any] | None = None,
+    quick: bool = False,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    resume: bool = True,
+    progress: bool = False,
+    figures: Callable[..., dict] | None = None,
+) -> dict:
+    """Plan, run (resumably, locally or on Dask) and analyse a study into ``out_dir``.
+
+    Parameters
+    ----------
+    study : Study or str
+        A study or the name of a registered one (:func:`~attnflow.studies.available_studies`).
+    out_dir : path
+        The study directory (see the module docstring for its layout).
+    params : mapping or None
+        Study parameters (validated by the study's ``Config``); they override the quick variant's.
+    quick : bool
+        Start from the study's quick parameters (a run of seconds, for CI).
+    scheduler : str or None
+        Address of a Dask distributed scheduler; None runs locally.
+    workers : int or None
+        Local worker processes (default ``min(runs, os.cpu_count())``); 1 runs them one after the
+        other in this process.
+    resume : bool
+        Reuse finished runs and continue interrupted ones; ``False`` reruns every run.
+    progress : bool
+        One line per run on stdout and progress bars on stderr (bars only on a terminal).
+    figures : callable or None
+        The plot layer's figure function for this study (``attnflow.plot.figures_for(name)``), passed
+        to the analysis; None draws no figure (the study layer never imports the plot layer).
+
+    Returns
+    -------
+    dict
+        The summary also written to ``out_dir/summary.json``.
+
+    Raises
+    ------
+    StudyConfigError
+        Bad parameters (rule, value, fix), before anything runs.
+    StudyMismatchError
+        ``resume=True`` and ``out_dir`` holds runs of other configs.
+    StudyRunError
+        Some runs failed (each run's ``meta.json`` keeps its traceback); ``summary.json`` records the
+        per-run status and no analysis is made.
+    """
+    t_start = time.time()
+    study = get_study(study) if isinstance(study, str) else study
+    config = study.config(params, quick=quick)
+    configs = {name: load_config(cfg) for name, cfg in study.plan(config).items()}
+    out = Path(out_dir)
+    root = out / RUNS_DIR
+    if resume:
+        _check_same_study(out, study.name)
+        _check_same_runs(root, configs)
+    out.mkdir(parents=True, exist_ok=True)
+    header = {
+        "format": 1,
+        "study": study.name,
+        "description": study.description,
+        "quick": bool(quick),
+        "params": dict(params or {}),
+        "config": config.model_dump(mode="json"),
+        "runs": list(configs),
+        "attnflow_version": __version__,
+        "started": utc_now(),
+    }
+    _write_json(out / STUDY_FILE, header)
+    for stale in (SUMMARY_FILE, TABLE_FILE):  # until this call succeeds, the directory is not "done"
+        (out / stale).unlink(missing_ok=True)
+
+    count = {"k": 0}
+
+    def report(name: str, res: dict) -> None:
+        count["k"] += 1
+        if progress:
+            what = "already complete, skipped" if res.get("skipped") else res["status"]
+            took = f" in {res['elapsed_s']:.1f} s" if "elapsed_s" in res else ""
+            print(f"[study {study.name}] run {count['k']}/{len(configs)} {name}: {what}{took}", flush=True)
+
+    results = run_tasks(
+        configs,
+        root,
+        scheduler=scheduler,
+        workers=workers,
+        resume=resume,
+        progress=progress,
+        label=f"study {study.name}",
+        run_progress=progress,
+        on_result=report,
+    )
+    run_status = {
+        name: {"dir": f"{RUNS_DIR}/{name}", **{k: v for k, v in res.items() if k != "traceback"}}
+        for name, res in results.items()
+    }
+    failed = {name: res for name, res in results.items() if res["status"] != "done"}
+    generic = {
+        "study": study.name,
+        "description": study.description,
+        "config": config.model_dump(mode="json"),
+        "quick": bool(quick),
+        "attnflow_version": header["attnflow_version"],
+        "versions": versions(),
+        "command": " ".join(sys.argv),
+        "started": header["started"],
+        "runs": run_status,
+    }
+    if failed:
+        summary = {**generic, "status": "failed", "ended": utc_now(), "wall_time_s": time.time() - t_start}
+        _write_json(out / SUMMARY_FILE, summary)
+        lines = "\n  ".join(f"{name}: {res.get('error')}" for name, res in failed.items())
+        raise StudyRunError(
+            f"{len(failed)} of {len(configs)} runs of study {study.name!r} failed:\n  {lines}\n(each run's "
+            f"meta.json under {root} keeps its traceback; rerun the same command to resume)"
+        )
+    analysis = study.analyse(config, StudyRuns(root, configs, results), out, figures=figures)
+    summary = {**analysis.summary, **generic, "status": "done"}
+    if analysis.figures:
+        summary["figures"] = analysis.figures
+    (out / TABLE_FILE).write_text(analysis.table)
+    summary["ended"] = utc_now()
+    summary["wall_time_s"] = time.time() - t_start
+    _write_json(out / SUMMARY_FILE, summary)
+    return summary
+
+
+def study_info(out_dir: str | Path) -> dict:
+    """What a study directory holds: study, config, status, per-run status (live) and the table.
+
+    Returns
+    -------
+    dict
+        ``study``, ``description``, ``config``, ``quick``, ``status`` (``done``, ``failed``, or
+        ``incomplete`` while runs are missing or unfinished), ``runs`` (name -> status, from each run's
+        ``meta.json``), ``counts``, ``table`` (the Markdown of ``table.md``, or None), ``wall_time_s``.
+
+    Raises
+    ------
+    NotAStudyDirectoryError
+        If ``out_dir`` holds no ``study.json``.
+    """
+    out = Path(out_dir)
+    path = out / STUDY_FILE
+    if not path.is_file():
+        kind = ""
+        if (out / "tasks.json").is_file():
+            kind = " (it is a sweep directory: `attnflow info` describes it)"
+        elif (out / "meta.json").is_file():
+            kind = " (it is a run directory: `attnflow info` describes it)"
+        elif not out.is_dir():
+            kind = " (no such directory)"
+        raise NotAStudyDirectoryError(
+            f"{out} is not a study directory: {STUDY_FILE} not found{kind}; write one with "
+            "run_study(name, out_dir) (available_studies() names the studies)"
+        )
+    header = json.loads(path.read_text())
+    summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
+    stored = summary.get("runs", {})
+    # committed results (docs/studies/NAME) keep summary.json, table.md and figures, not the run directories
+    committed = bool(summary) and not (out / RUNS_DIR).is_dir()
+    runs = {}
+    for name in header.get("runs", []):
+        if committed:
+            runs[name] = f"{stored.get(name, {}).get('status', 'done')} (run directory not stored)"
+        else:
+            runs[name] = read_meta(out / RUNS_DIR / name).get("status", "pending")
+    counts: dict[str, int] = {}
+    for st in runs.values():
+        counts[st] = counts.get(st, 0) + 1
+    finished = all(st.startswith("done") for st in runs.values())
+    status = summary.get("status", "done" if committed else "incomplete")
+    if status == "done" and not finished:
+        status = "incomplete"
+    table = (out / TABLE_FILE).read_text() if (out / TABLE_FILE).is_file() else None
+    return {
+        "dir": str(out),
+        "study": header["study"],
+        "description": header.get("description", ""),
+        "quick": header.get("quick", False),
+        "config": header.get("config", {}),
+        "status": status,
+        "runs": runs,
+        "counts": counts,
+        "table": table,
+        "started": summary.get("started", header.get("started")),
+        "ended": summary.get("ended"),
+        "wall_time_s": summary.get("wall_time_s"),
+    }
