@@ -7,7 +7,8 @@ Subpackages, bottom layer first (``docs/architecture.md``): :mod:`~attnflow.geom
 :mod:`~attnflow.model`, :mod:`~attnflow.dynamics`, :mod:`~attnflow.integrators`,
 :mod:`~attnflow.simulation`, :mod:`~attnflow.observables`, :mod:`~attnflow.analysis`,
 :mod:`~attnflow.experiments`, :mod:`~attnflow.studies`, :mod:`~attnflow.plot`. The upper ones
-(analysis and above, which pull in plotting, storage and cluster libraries) are imported on first access.
+(observables and above, which pull in POT, scipy, plotting, storage and cluster libraries) are imported on
+first access, e.g. ``attnflow.observables.interaction_energy``.
 """
 
 import importlib as _importlib
@@ -18,7 +19,6 @@ from . import (
     geometry as geometry,
     integrators as integrators,
     model as model,
-    observables as observables,
     random as random,
     simulation as simulation,
 )
@@ -44,7 +44,7 @@ from .simulation import (
 )
 
 #: subpackages loaded on first attribute access (PEP 562): they import heavier libraries
-_LAZY = ("analysis", "experiments", "studies", "plot", "cli")
+_LAZY = ("observables", "analysis", "experiments", "studies", "plot", "cli")
 
 
 def __getattr__(name: str):

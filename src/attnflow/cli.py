@@ -9,6 +9,11 @@
 
 Exit codes: 0 success, 1 a run or a task failed (or a directory cannot be resumed or written), 2 bad
 input (an invalid config or grid, a config whose objects cannot be built, a missing file).
+
+Each command imports the layer it drives (experiments, studies, plot, analysis) when it runs: these pull in
+Zarr, Dask, pydantic, POT and matplotlib, and ``attnflow --help`` or ``attnflow config example`` should not
+pay for all of them. These are the only function-level imports of the package besides the optional numba
+kernel.
 """
 
 from __future__ import annotations
