@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 import xarray as xr
+import zarr
 
 from .._version import __version__
 from ..simulation import Simulator, integrate, records_to_dataset, run_attrs
@@ -131,8 +132,6 @@ def _time_dims(arr) -> tuple[str, ...] | None:
 
 def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
     """Cut every array with a ``time`` dimension to ``n_records`` entries (idempotent)."""
-    import zarr
-
     group = zarr.open_group(store, mode="r+", use_consolidated=False)
     for _name, arr in group.arrays():
         dims = _time_dims(arr)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -41,7 +42,7 @@ from ..experiments.reproduce import (
 )
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .errors import StudyConfigError
-from .registry import register
+from .registry import get_study, register
 from .runner import run_study
 
 __all__ = [
@@ -147,8 +148,6 @@ def _run_wall(meta: dict) -> float | None:
         return float(meta["wall_time_s"])
     s, e = meta.get("started"), meta.get("ended")
     if isinstance(s, str) and isinstance(e, str):
-        from datetime import datetime
-
         try:
             return (datetime.fromisoformat(e) - datetime.fromisoformat(s)).total_seconds()
         except ValueError:
@@ -349,8 +348,6 @@ def reproduction_study(name: str | Path) -> Study:
     ValueError
         If ``name`` is neither a shipped manifest nor a manifest file.
     """
-    from .registry import get_study
-
     if str(name) in available_reproductions():
         return get_study(str(name))
     return ReproductionStudy(name)
