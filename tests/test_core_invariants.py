@@ -225,12 +225,6 @@ def test_large_beta_stays_finite(dtype: str, backend: str) -> None:
     assert float(fe.velocity.norm(dim=-1).max()) <= float(bound) * (1 + 1e-5)
 
 
-def _numba_active(model) -> bool:
-    from attnflow.dynamics.field import _use_numba
-
-    return _use_numba(model, torch.zeros(1, 1, 3), False)
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_large_beta_ledger_is_finite_float64(dtype: str, backend: str, request) -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import attnflow as af
-from attnflow.dynamics.field import evaluate_torch, step_terms
+from attnflow.dynamics.field import evaluate_torch, model_ledger_rates
 
 
 def _energy(x, D, beta):
@@ -31,7 +31,7 @@ def test_ito_rate_equals_hessian_contraction(noise, geometry):
     )
     fe = evaluate_torch(model, x[None], D[None], None, 0.0, ledger=True)
     g = proc.diffusion(D, 0.0)
-    got = step_terms(model, fe, D[None], 0.0, proc.drift(D[None], 0.0), g, None).dtE_ito.item()
+    got = model_ledger_rates(model, fe, D[None], 0.0, proc.drift(D[None], 0.0), g)[1].item()
 
     hess = torch.autograd.functional.hessian(lambda DD: _energy(x, DD, beta), D)  # (H,d,d,H,d,d)
     eye = torch.eye(d, dtype=torch.float64)

@@ -305,3 +305,107 @@ def test_public_api_layout() -> None:
         assert getattr(af, name).__name__ == f"attnflow.{name}"
     assert af.plot.__name__ == "attnflow.plot"
     assert af.__version__ == importlib.import_module("attnflow._version").__version__
+
+
+# ------------------------------------------------------------------------------------------------
+# review fixes: orders and warnings, forced backends, the ledger with layer jumps, contracts
+# ------------------------------------------------------------------------------------------------
+def test_euler_with_multiplicative_noise_does_not_warn_and_records_half() -> None:
+    x0, D0 = af.tokens.uniform(1, 5, 3, seed=0), af.heads.identity(1, 1, 3)
+    proc = af.CustomProcess(f=lambda D, t: -D, g=lambda D, t: 0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = af.simulate(af.TransformerModel(direction="ascent", weights=proc), x0, D0, t1=0.1, dt=0.05)
+    assert ds.attrs["integrator_order"] == 0.5
+    additive = af.CustomProcess(f=lambda D, t: -D, g=lambda D, t: 0.1, additive=True)
+    ds = af.simulate(af.TransformerModel(direction="ascent", weights=additive), x0, D0, t1=0.1, dt=0.05)
+    assert ds.attrs["integrator_order"] == 1
+    with pytest.raises(ValueError, match="additive must be True or False: got 'yes'"):
+        af.CustomProcess(f=lambda D, t: -D, additive="yes")
+
+
+def test_ou_without_noise_is_deterministic() -> None:
+    assert not af.OrnsteinUhlenbeck(sigma2=0.0).stochastic and af.OrnsteinUhlenbeck(sigma2=0.5).stochastic
+    x0, D0 = af.tokens.uniform(1, 5, 3, seed=0), af.heads.identity(1, 1, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = af.simulate(
+            af.TransformerModel(direction="ascent", weights=af.OrnsteinUhlenbeck(sigma2=0.0)),
+            x0,
+            D0,
+            t1=0.1,
+            dt=0.05,
+            integrator="rk4",
+        )
+    assert ds.attrs["integrator_order"] == 4
+    np.testing.assert_array_equal(ds.martingale.values, 0.0)
+
+
+def test_forced_numba_backend_checks_eligibility() -> None:
+    from attnflow.dynamics.field import evaluate
+
+    x, D = af.tokens.uniform(1, 6, 3, seed=0), af.heads.identity(1, 1, 3)
+    relu = af.TransformerModel(direction="ascent", attention="relu")
+    with pytest.raises(
+        ValueError, match=r"backend='numba' needs CPU tensors, attention='softmax'.*attention='relu'"
+    ):
+        evaluate(relu, x, D, None, 0.0, backend="numba")
+    with pytest.raises(ValueError, match="unknown backend 'cuda'; valid: auto, torch, numba"):
+        evaluate(relu, x, D, None, 0.0, backend="cuda")
+
+
+def test_ledger_terms_add_up_with_layer_jumps() -> None:
+    from attnflow.observables.ledger import ledger_terms
+
+    layers = torch.stack([k * torch.eye(3, dtype=torch.float64)[None] for k in (1.0, 2.0, 0.5)])
+    model = af.TransformerModel(
+        direction="ascent", weights=af.PiecewiseConstant(layers=layers, layer_time=0.1)
+    )
+    ds = af.simulate(model, af.tokens.uniform(2, 8, 3, seed=0), layers[0], t1=0.3, dt=0.01, record_every=5)
+    assert float(abs(ds.jumps).max()) > 1e-3  # the layers change the energy at t = 0.1, 0.2
+    terms = ledger_terms(ds)
+    for kind in ("paper", "exact"):
+        rhs = (
+            terms.int_dtE
+            + terms[f"dissipation_{kind}"]
+            + terms.martingale
+            + terms.jumps
+            + terms[f"residual_{kind}"]
+        )
+        np.testing.assert_allclose(rhs.values, terms.delta_energy.values, rtol=0, atol=1e-12)
+
+
+class _BadDrift(af.WeightProcess):
+    def drift(self, D, t):
+        return D[..., :2, :2]
+
+
+class _BadJump(af.WeightProcess):
+    def drift(self, D, t):
+        return torch.zeros_like(D)
+
+    def jump(self, D, t_new):
+        return D[0]
+
+
+def test_weight_process_contract_for_subclasses() -> None:
+    x0, D0 = af.tokens.uniform(2, 4, 3, seed=0), af.heads.identity(2, 1, 3)
+    with pytest.raises(
+        ValueError, match=r"_BadDrift: the drift f\(D, t\) must return a tensor of the heads' shape"
+    ):
+        Simulator(af.TransformerModel(direction="ascent", weights=_BadDrift()), x0, D0, dt=0.1)
+    with pytest.raises(
+        ValueError, match=r"_BadJump: jump\(D, t\) must return None or the heads' shape \(2, 1, 3, 3\)"
+    ):
+        Simulator(af.TransformerModel(direction="ascent", weights=_BadJump()), x0, D0, dt=0.1)
+
+
+def test_non_finite_step_leaves_the_ledger_at_the_last_good_step() -> None:
+    model = af.TransformerModel(direction="ascent", attention="usa", beta=400.0)
+    sim = Simulator(model, af.tokens.uniform(1, 6, 3, seed=0), 5.0 * af.heads.identity(1, 1, 3), dt=1.0)
+    before = sim.ledger.state_dict()
+    with pytest.raises(af.NonFiniteStateError):
+        sim.step()
+    after = sim.ledger.state_dict()
+    for k in before["acc"]:
+        torch.testing.assert_close(after["acc"][k], before["acc"][k], rtol=0, atol=0)

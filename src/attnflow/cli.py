@@ -49,6 +49,9 @@ CLI_PHRASES: tuple[tuple[str, str], ...] = (
     ("pass resume=False", "pass --no-resume"),
     ("rerun with resume=False", "rerun with --no-resume"),
     ("another out_dir", "another --out"),
+    ("attnflow.experiments.sweep_info describes it", "`attnflow info` describes it"),
+    ("attnflow.experiments.run_info describes it", "`attnflow info` describes it"),
+    ("attnflow.studies.available_studies() lists them", "`attnflow study list` describes them"),
 )
 
 

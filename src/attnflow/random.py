@@ -9,7 +9,8 @@ Every random API of attnflow takes an integer ``seed``. Streams are derived from
   paths run beside it, nor on how paths are split across processes or machines.
 
 The weight noise of path ``p`` at step ``k`` is the ``k``-th call of ``torch.randn(H, d, d)`` on
-``path_generator(seed, p, "noise")``; tests replay it to feed an independent implementation.
+``path_generator(seed, p, "noise")`` (with :class:`BrownianSource` ``refine = m``: the normalised sum of
+calls ``mk, ..., mk + m - 1``); tests replay it to feed an independent implementation.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import torch
 
 from ..model.transformer import TransformerModel
 from . import numba_backend
-from .assembly import FieldEval, StepTerms, assemble, ledger_rates, martingale_increment
+from .assembly import FieldEval, assemble, ledger_rates
 from .pairsums import PairSums
 from .torch_backend import pair_sums_torch
 
@@ -22,7 +22,6 @@ __all__ = [
     "evaluate_torch",
     "model_ledger_rates",
     "pair_sums",
-    "step_terms",
     "use_numba",
 ]
 
@@ -38,21 +37,26 @@ def effective_heads(
     return De, (V * c if c != 1.0 else V)
 
 
-def use_numba(model: TransformerModel, x: torch.Tensor, ledger: bool = True) -> bool:
+def use_numba(
+    model: TransformerModel, x: torch.Tensor, ledger: bool = True, backend: str | None = None
+) -> bool:
     """Whether :func:`evaluate` takes the fused numba kernel for this model and these tokens.
 
-    ``backend="numba"`` requires it (and raises when it cannot apply); ``"auto"`` takes it for softmax
-    attention on CPU tensors (the kernel's Ito sums assume unit tokens, so a ledger off the sphere goes
-    through PyTorch); ``"torch"`` never does.
+    ``backend`` (default: ``model.backend``) ``"numba"`` requires it (and raises when it cannot apply);
+    ``"auto"`` takes it for softmax attention on CPU tensors (the kernel's Ito sums assume unit tokens,
+    so a ledger off the sphere goes through PyTorch); ``"torch"`` never does.
     """
-    if model.backend == "torch":
+    backend = model.backend if backend is None else backend
+    if backend not in ("auto", "torch", "numba"):
+        raise ValueError(f"unknown backend {backend!r}; valid: auto, torch, numba")
+    if backend == "torch":
         return False
     eligible = (
         x.device.type == "cpu"
         and model.attention == "softmax"
         and not (ledger and not model.geometry.unit_norm)
     )
-    if model.backend == "numba":
+    if backend == "numba":
         if not eligible:
             raise ValueError(
                 "backend='numba' needs CPU tensors, attention='softmax', and the sphere geometry when the "
@@ -66,9 +70,8 @@ def use_numba(model: TransformerModel, x: torch.Tensor, ledger: bool = True) -> 
 def pair_sums(
     model: TransformerModel, x: torch.Tensor, De: torch.Tensor, *, ledger: bool, backend: str | None = None
 ) -> PairSums:
-    """Pair sums of the field at (x, De) from the backend :func:`use_numba` picks (or ``backend``)."""
-    numba = use_numba(model, x, ledger) if backend is None else backend == "numba"
-    if numba:
+    """Pair sums of the field at (x, De) from the backend :func:`use_numba` picks (``backend`` forces one)."""
+    if use_numba(model, x, ledger, backend):
         return numba_backend.pair_sums_numba(x, De, float(model.beta), causal=model.causal, ledger=ledger)
     return pair_sums_torch(
         x,
@@ -109,12 +112,11 @@ def evaluate(
         Also compute the energy-ledger quantities.
     raw : bool
         Also return the unprojected mean head output (the printed scheme).
-    backend : {"torch", "numba"} or None
-        Force a backend; None lets :func:`use_numba` decide from ``model.backend``.
+    backend : {"auto", "torch", "numba"} or None
+        Override ``model.backend`` (None: use it); see :func:`use_numba`.
     """
     De, Ve = effective_heads(model, D, V, t)
-    numba = use_numba(model, x, ledger) if backend is None else backend == "numba"
-    if numba:
+    if use_numba(model, x, ledger, backend):
         return numba_backend.evaluate_numba(
             x, De, Ve, float(model.beta), model.geometry, causal=model.causal, ledger=ledger, raw=raw
         )
@@ -134,26 +136,6 @@ def evaluate_torch(
 ) -> FieldEval:
     """:func:`evaluate` on the PyTorch backend (the reference path, CPU and CUDA, every attention kind)."""
     return evaluate(model, x, D, V, t, ledger=ledger, raw=raw, backend="torch")
-
-
-def step_terms(
-    model: TransformerModel,
-    fe: FieldEval,
-    D: torch.Tensor,
-    t: float,
-    drift: torch.Tensor,
-    g,
-    noise: torch.Tensor | None,
-) -> StepTerms:
-    """Drift and Ito rates of E and the martingale increment of one step for ``model`` at time t.
-
-    Reads beta, the noise shape and the layer scaling from the model and calls
-    :func:`attnflow.dynamics.assembly.ledger_rates` and
-    :func:`~attnflow.dynamics.assembly.martingale_increment` (where the formulas live).
-    """
-    dtE_drift, dtE_ito = model_ledger_rates(model, fe, D, t, drift, g)
-    scale = model.head_scale(t, D.shape[1])
-    return StepTerms(dtE_drift=dtE_drift, dtE_ito=dtE_ito, martingale=martingale_increment(fe, noise, scale))
 
 
 def model_ledger_rates(

@@ -181,8 +181,11 @@ class _Writer:
     """The run store's sink for :func:`attnflow.simulation.integrate`: buffers records, appends them to the
     Zarr store and writes the checkpoints."""
 
-    def __init__(self, out: Path, sim, cfg: ExperimentConfig, attrs: dict, meta: dict, flush_every_s: float):
-        self.out, self.sim, self.cfg, self.attrs, self.meta = out, sim, cfg, attrs, meta
+    def __init__(
+        self, out: Path, sim, spec, checkpoint_steps: int, attrs: dict, meta: dict, flush_every_s: float
+    ):
+        self.out, self.sim, self.spec, self.attrs, self.meta = out, sim, spec, attrs, meta
+        self.checkpoint_steps = checkpoint_steps
         self.store = out / DATA_DIR
         self.flush_every_s = flush_every_s
         self.buffer: list = []
@@ -200,7 +203,7 @@ class _Writer:
 
     def on_record(self, rec) -> None:
         self.buffer.append(rec)
-        if rec.step % self.cfg.checkpoint_steps == 0:
+        if rec.step % self.checkpoint_steps == 0:
             self.checkpoint()
         elif time.monotonic() - self._last_flush >= self.flush_every_s:
             self.flush()
@@ -209,9 +212,9 @@ class _Writer:
         self._last_flush = time.monotonic()
         if not self.buffer:
             return
-        ds = records_to_dataset(self.buffer, self.sim, self.attrs, positions=self.cfg.record.positions)
+        ds = records_to_dataset(self.buffer, self.sim, self.attrs, positions=self.spec.positions)
         if self.written == 0:
-            per_ckpt = self.cfg.checkpoint_steps // self.cfg.record.every
+            per_ckpt = self.checkpoint_steps // self.spec.record_every
             ds.to_zarr(
                 self.store,
                 mode="w",
@@ -334,7 +337,7 @@ def run_experiment(
         sim = Simulator.from_spec(spec)
         n_steps = spec.n_steps
         attrs = {**run_attrs(sim, spec.t1, spec.record_every), "name": cfg.name, "config": dump_config(cfg)}
-        writer = _Writer(out, sim, cfg, attrs, meta, flush_every_s)
+        writer = _Writer(out, sim, spec, cfg.checkpoint_steps, attrs, meta, flush_every_s)
         if resumed:
             state = torch.load(out / CHECKPOINT_FILE, weights_only=True)
             sim.load_state_dict(state["sim"])
@@ -357,9 +360,9 @@ def run_experiment(
         integrate(
             sim,
             n_steps - sim.step_index,
-            record_every=cfg.record.every,
+            record_every=spec.record_every,
             sink=writer,
-            with_heads=cfg.record.heads,
+            with_heads=spec.record_heads,
             progress=bar,
         )
         if writer.checkpointed_step != sim.step_index or writer.buffer:

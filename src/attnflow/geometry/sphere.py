@@ -235,4 +235,4 @@ class Sphere(Geometry):
         return exp_map(x, v)
 
     def uniform(self, shape, d, generator, dtype):
-        return project(torch.randn((*shape, d), generator=generator, dtype=dtype))
+        return project(torch.randn((*shape, d), generator=generator, dtype=dtype, device=generator.device))

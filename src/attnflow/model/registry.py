@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .weights import FORCINGS, Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant, WeightProcess
+from .weights import FORCING_DIMS, Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant, WeightProcess
 
 __all__ = [
     "WEIGHT_PROCESSES",
@@ -120,20 +120,10 @@ def process_name(process: WeightProcess) -> str | None:
     return None
 
 
-def _fits(forcing: str, d: int) -> bool:
-    try:
-        Oscillating(forcing=forcing).validate(1, d)
-    except ValueError:
-        return False
-    return True
-
-
 def forcing_dimensions() -> dict[str, int]:
-    """Dimension d of each named oscillating forcing (``{"s2": 3, "s1": 2}``).
-
-    Read from the forcings themselves (:meth:`Oscillating.validate` for d = 1 ... 64), not copied.
-    """
-    return {f: next((d for d in range(1, 65) if _fits(f, d)), 0) for f in FORCINGS}
+    """Dimension d of each named oscillating forcing (``{"s2": 3, "s1": 2}``), from
+    :data:`attnflow.model.weights.FORCING_DIMS`."""
+    return dict(FORCING_DIMS)
 
 
 def forcing_for_dimension(d: int) -> str:
@@ -144,8 +134,8 @@ def forcing_for_dimension(d: int) -> str:
     ValueError
         No named forcing is defined in dimension ``d``.
     """
-    for forcing in FORCINGS:
-        if _fits(forcing, d):
+    for forcing, dim in FORCING_DIMS.items():
+        if dim == d:
             return forcing
     dims = forcing_dimensions()
     listed = " or ".join(str(k) for k in sorted(set(dims.values())))

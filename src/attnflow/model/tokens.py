@@ -11,8 +11,8 @@ import math
 import numpy as np
 import torch
 
-from ..geometry.sphere import check_on_sphere, project
-from ..random import path_generators, path_seed, randn_per_path
+from ..geometry.sphere import Sphere, check_on_sphere, project
+from ..random import path_generators, path_seed
 
 _DEFAULT_DTYPE = torch.float64
 
@@ -34,7 +34,7 @@ def uniform(
     """
     _check_sizes(paths, n, d)
     gens = path_generators(seed, paths, "tokens")
-    return project(randn_per_path(gens, (n, d), dtype, "cpu")).to(device)
+    return torch.stack([Sphere().uniform((n,), d, g, dtype) for g in gens]).to(device)
 
 
 def octahedral(

@@ -21,6 +21,7 @@ import torch
 
 __all__ = [
     "FORCINGS",
+    "FORCING_DIMS",
     "NOISE_KINDS",
     "PHASE_KINDS",
     "Constant",
@@ -191,6 +192,7 @@ class OrnsteinUhlenbeck(WeightProcess):
             raise ValueError(f"sigma2 must be a finite number >= 0: got {self.sigma2!r}")
         if not (self.rate > 0 and math.isfinite(self.rate)):
             raise ValueError(f"rate must be a finite number > 0: got {self.rate!r}")
+        object.__setattr__(self, "stochastic", self.sigma2 > 0)  # sigma^2 = 0: deterministic relaxation
         if self.F is not None:
             object.__setattr__(self, "F", _as_matrix(self.F, "F"))
 
@@ -241,7 +243,9 @@ def forcing_s1(tau: torch.Tensor) -> torch.Tensor:
     return torch.stack([row0, row1], -2)
 
 
-_FORCING_FN = {"s2": (forcing_s2, 3), "s1": (forcing_s1, 2)}
+_FORCING_FN = {"s2": forcing_s2, "s1": forcing_s1}
+#: dimension d of each named forcing (Sec. 6: S^2 -> d = 3, S^1 -> d = 2)
+FORCING_DIMS = {"s2": 3, "s1": 2}
 
 
 @dataclass(frozen=True)
@@ -277,16 +281,16 @@ class Oscillating(WeightProcess):
         """F^(h)(t) for h = 0..H-1: shape (H, d, d)."""
         h = torch.arange(H, dtype=torch.float64)
         phi = 2 * math.pi * h / H if self.phases == "per_head" else torch.zeros(H, dtype=torch.float64)
-        fn = self.forcing if callable(self.forcing) else _FORCING_FN[self.forcing][0]
+        fn = self.forcing if callable(self.forcing) else _FORCING_FN[self.forcing]
         return fn(t + phi).to(dtype=dtype, device=device)
 
     def drift(self, D, t):
         return self.rate * (self.forcing_at(t, D.shape[1], D.dtype, D.device) - D)
 
     def validate(self, H, d):
-        if not callable(self.forcing) and _FORCING_FN[self.forcing][1] != d:
+        if not callable(self.forcing) and FORCING_DIMS[self.forcing] != d:
             raise ValueError(
-                f"forcing {self.forcing!r} is defined for d = {_FORCING_FN[self.forcing][1]}, "
+                f"forcing {self.forcing!r} is defined for d = {FORCING_DIMS[self.forcing]}, "
                 f"but the tokens have d = {d}; use forcing='s1' for d=2, 's2' for d=3, or a callable"
             )
 
@@ -360,11 +364,15 @@ class CustomProcess(WeightProcess):
     f : callable (D (P, H, d, d), t float) -> (P, H, d, d)
     g : callable (D, t) -> float or tensor broadcastable to (P, H, 1, 1), or None (deterministic)
     noise : {"symmetric", "full"}
+    additive : bool
+        Declare that g does not depend on D (additive noise: the integrators then have strong order 1);
+        by default g(D, t) is treated as multiplicative (strong order 1/2).
     """
 
     f: Callable | None = None
     g: Callable | None = None
     noise: str = "symmetric"
+    additive: bool = False
 
     def __post_init__(self):
         if not callable(self.f):
@@ -373,8 +381,10 @@ class CustomProcess(WeightProcess):
             raise ValueError(f"g must be a callable g(D, t) or None: got {self.g!r}")
         _check_noise(self.noise)
         object.__setattr__(self, "stochastic", self.g is not None)
-        # g(D, t) may depend on D: treat the noise as multiplicative (strong order 1/2)
-        object.__setattr__(self, "additive", self.g is None)
+        if not isinstance(self.additive, bool):
+            raise ValueError(f"additive must be True or False: got {self.additive!r}")
+        # unless declared additive, g(D, t) may depend on D: multiplicative noise (strong order 1/2)
+        object.__setattr__(self, "additive", self.g is None or self.additive)
 
     def drift(self, D, t):
         out = self.f(D, t)

@@ -19,14 +19,14 @@ Notation of arXiv 2605.18870 (NOTES.md §3, ``docs/design.md``), tokens x (P, n,
 audit :mod:`attnflow.analysis.edi` measures the difference along trajectories).
 
 All values come from :func:`attnflow.dynamics.field.evaluate_torch` and
-:func:`attnflow.dynamics.field.step_terms` (the quantities the simulation loop records).
+:func:`attnflow.dynamics.assembly.martingale_increment` (the quantities the simulation loop records).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..dynamics.field import step_terms
+from ..dynamics import assembly
 from .inputs import check_heads, check_tokens, field_eval
 
 __all__ = [
@@ -197,4 +197,4 @@ def martingale_increment(
     if dS.shape != Dv.shape:
         raise ValueError(f"noise must have the heads' shape {tuple(Dv.shape)}: got {tuple(noise.shape)}")
     model, Dv, fe = field_eval(x, Dv, beta)
-    return step_terms(model, fe, Dv, 0.0, torch.zeros_like(Dv), 0.0, dS).martingale
+    return assembly.martingale_increment(fe, dS, model.head_scale(0.0, Dv.shape[1]))

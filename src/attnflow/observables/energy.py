@@ -28,9 +28,9 @@ Multiplying by the prefactor :math:`1/(2\beta Hn^2)` gives the formula above.
 
 All quantities are computed by the one shared evaluation of the field,
 :func:`attnflow.dynamics.field.evaluate_torch`, and the per-step ledger terms,
-:func:`attnflow.dynamics.field.step_terms` (formulas in :mod:`attnflow.dynamics.assembly`); this module only
-validates inputs and selects
-outputs, so the observables agree with what the simulation loop records.
+:func:`attnflow.dynamics.field.model_ledger_rates` (formulas in :mod:`attnflow.dynamics.assembly`);
+this module only validates inputs and selects outputs, so the observables agree with what the simulation
+loop records.
 
 Shapes: tokens ``x`` ``(P, n, d)``; heads ``D`` ``(P, H, d, d)`` (or ``(H, d, d)``, the same heads for
 every path). Results are float64.
@@ -42,7 +42,7 @@ import math
 
 import torch
 
-from ..dynamics.field import step_terms
+from ..dynamics.field import model_ledger_rates
 from ..model.weights import WeightProcess
 from .inputs import field_eval
 
@@ -142,7 +142,6 @@ def energy_time_derivative(
         raise ValueError(f"t must be a finite number: got {t!r}")
     model, Dv, fe = field_eval(x, D, beta, weights=process, t=float(t))
     process.validate(Dv.shape[1], Dv.shape[-1])
-    terms = step_terms(
-        model, fe, Dv, float(t), process.drift(Dv, float(t)), process.diffusion(Dv, float(t)), None
+    return model_ledger_rates(
+        model, fe, Dv, float(t), process.drift(Dv, float(t)), process.diffusion(Dv, float(t))
     )
-    return terms.dtE_drift, terms.dtE_ito

@@ -13,12 +13,11 @@ import torch
 
 from ..dynamics.assembly import FieldEval
 from ..dynamics.field import evaluate_torch
-from ..geometry import check_on_sphere, get_geometry
+from ..geometry import Sphere, get_geometry
 from ..model.transformer import TransformerModel
 from ..model.weights import WeightProcess
 
 __all__ = [
-    "SPHERE_TOL",
     "as_batched_tokens",
     "check_heads",
     "check_positive_scalar",
@@ -31,7 +30,8 @@ def as_batched_tokens(x: torch.Tensor, name: str = "x", *, min_tokens: int = 1) 
     """Validate a token cloud once and return it with a leading path axis, shape ``(P, n, d)``.
 
     Rules: a floating torch tensor of shape ``(P, n, d)`` or ``(n, d)``, ``d >= 2``,
-    ``n >= min_tokens``, finite, rows on the unit sphere within ``attnflow.geometry.sphere.SPHERE_TOL``.
+    ``n >= min_tokens``, finite, rows on the unit sphere within the tolerance of
+    :meth:`attnflow.geometry.Sphere.check` (1e-6; 1e-5 for float32).
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(
@@ -59,7 +59,7 @@ def as_batched_tokens(x: torch.Tensor, name: str = "x", *, min_tokens: int = 1) 
             f"{name} must hold at least {min_tokens} token(s) per path and at least one path: got shape "
             f"{tuple(x.shape)}; this measure compares tokens with each other"
         )
-    check_on_sphere(xb, name=name)
+    Sphere().check(xb, name)
     return xb
 
 
@@ -73,11 +73,9 @@ def check_positive_scalar(value: float, name: str) -> float:
     return value
 
 
-#: Tolerance on | |x_i| - 1 | for tokens passed to the observables (float64 and float32 inputs).
-SPHERE_TOL = {torch.float64: 1e-6, torch.float32: 1e-5}
-
-
 def check_tokens(x: torch.Tensor, geometry: str = "sphere", name: str = "x") -> torch.Tensor:
+    """Validate tokens of shape (P, n, d), float32 or float64, finite, points of ``geometry`` within its
+    default tolerance (:meth:`attnflow.geometry.Geometry.tolerance`); return them unchanged."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(
             f"{name} must be a torch.Tensor of shape (P, n, d): got {type(x).__name__}; "
@@ -88,15 +86,17 @@ def check_tokens(x: torch.Tensor, geometry: str = "sphere", name: str = "x") -> 
             f"{name} must have shape (P, n, d) with n >= 1 and d >= 2: got {tuple(x.shape)}; "
             "add a leading path axis with x.unsqueeze(0)"
         )
-    if x.dtype not in SPHERE_TOL:
+    if x.dtype not in (torch.float32, torch.float64):
         raise ValueError(f"{name} must be float32 or float64: got {x.dtype}; use x.double()")
     if not torch.isfinite(x).all():
         raise ValueError(f"{name} must be finite: found {int((~torch.isfinite(x)).sum())} non-finite entries")
-    get_geometry(geometry).check(x, name, tol=SPHERE_TOL[x.dtype])
+    get_geometry(geometry).check(x, name)
     return x
 
 
 def check_heads(D: torch.Tensor, x: torch.Tensor, name: str = "D") -> torch.Tensor:
+    """Validate heads of shape (P, H, d, d) (or (H, d, d), shared by the paths) against tokens x (P, n, d);
+    return them as (P, H, d, d) in the tokens' dtype."""
     P, _, d = x.shape
     if not isinstance(D, torch.Tensor):
         raise TypeError(

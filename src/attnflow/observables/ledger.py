@@ -1,15 +1,17 @@
 r"""Trajectory-level view of the discrete energy-dissipation identity (147) of arXiv 2605.18870.
 
-The simulation loop (:mod:`attnflow.simulate`) accumulates, with left Riemann sums, the terms of
+The simulation loop (:class:`attnflow.simulation.EnergyLedger`) accumulates, with left Riemann sums, the
+terms of
 
 .. math:: \underbrace{\mathcal{E}_t - \mathcal{E}_0}_{\texttt{delta\_energy}}
           = \underbrace{\int_0^t \partial_s\mathcal{E}\,ds}_{\texttt{int\_dtE}}
           + \underbrace{s\int_0^t G_s^2\,ds}_{\texttt{dissipation\_paper}}
-          + \underbrace{M_t}_{\texttt{martingale}} + R^{\mathrm{paper}}_t
+          + \underbrace{M_t}_{\texttt{martingale}} + \underbrace{J_t}_{\texttt{jumps}} + R^{\mathrm{paper}}_t
 
 (eq. (147) with the paper's harmonic-mean :math:`G^2`, Lemma 4.12) and the same with the exact dissipation
 power :math:`\hat G^2` (``dissipation_exact``, residual :math:`R^{\mathrm{exact}}_t`); s = +1 (ascent) or
--1 (descent). The time integral of (116) is the continuous-time limit. These helpers read a Dataset
+-1 (descent); :math:`J_t` sums the energy jumps of layered (piecewise-constant) weights, zero otherwise.
+The time integral of (116) is the continuous-time limit. These helpers read a Dataset
 returned by :func:`attnflow.simulate` (or a stored run) and tabulate the terms, and fit the order in dt of
 residuals measured at several step sizes. The per-time terms themselves (energy, Ito factor with its
 derivation, dissipation, martingale) are in :mod:`attnflow.observables.energy` and
@@ -24,6 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
+from ..simulation import SCALARS
+
 __all__ = ["ledger_table", "ledger_terms", "residual_order"]
 
 #: Terms of identity (147), in the order of the equation.
@@ -33,10 +37,12 @@ TERMS = (
     "dissipation_paper",
     "dissipation_exact",
     "martingale",
+    "jumps",
     "residual_paper",
     "residual_exact",
 )
-_NEEDED = ("energy", "int_dtE", "int_G2", "int_Ghat2", "martingale", "residual_paper", "residual_exact")
+#: the ledger variables of a run these helpers read (:data:`attnflow.simulation.SCALARS`)
+_NEEDED = tuple(k for k in SCALARS if k not in ("G2", "Ghat2", "dtE_drift", "dtE_ito"))
 
 
 def ledger_terms(ds: xr.Dataset) -> xr.Dataset:
@@ -55,7 +61,7 @@ def ledger_terms(ds: xr.Dataset) -> xr.Dataset:
         Variables ``delta_energy``, ``int_dtE``, ``dissipation_paper`` (= s int G^2),
         ``dissipation_exact`` (= s int Ghat^2), ``martingale``, ``residual_paper``, ``residual_exact``,
         each of dims (path, time), with
-        ``delta_energy = int_dtE + dissipation_* + martingale + residual_*``.
+        ``delta_energy = int_dtE + dissipation_* + martingale + jumps + residual_*``.
     """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset from attnflow.simulate: got {type(ds).__name__}")
@@ -78,6 +84,7 @@ def ledger_terms(ds: xr.Dataset) -> xr.Dataset:
             "dissipation_paper": s * ds.int_G2,
             "dissipation_exact": s * ds.int_Ghat2,
             "martingale": ds.martingale,
+            "jumps": ds.jumps,
             "residual_paper": ds.residual_paper,
             "residual_exact": ds.residual_exact,
         }

@@ -23,7 +23,7 @@ import numpy as np
 import ot
 import torch
 
-from ..geometry.sphere import exp_map, log_map, pairwise_geodesic_distance
+from ..geometry.sphere import exp_map, geodesic_distance, log_map, pairwise_geodesic_distance
 from .inputs import as_batched_tokens, check_positive_scalar
 
 __all__ = [
@@ -251,11 +251,9 @@ def distance_to_uniform(x: torch.Tensor, n_projections: int = 200, seed: int = 0
 def _dirac_cost(x: torch.Tensor, z: torch.Tensor, cost: str) -> torch.Tensor:
     r"""Mean cost :math:`\frac1n\sum_i c(x_i, z)`, shape ``(P,)``, with small-angle-safe distances:
     :math:`\theta = 2\,\mathrm{atan2}(\|x - z\|, \|x + z\|)` and :math:`\|x - z\|^2` from differences."""
-    difference = torch.linalg.vector_norm(x - z.unsqueeze(1), dim=-1)
     if cost == "chordal":
-        return difference.pow(2).mean(dim=-1)
-    total = torch.linalg.vector_norm(x + z.unsqueeze(1), dim=-1)
-    return (2.0 * torch.atan2(difference, total)).pow(2).mean(dim=-1)
+        return torch.linalg.vector_norm(x - z.unsqueeze(1), dim=-1).pow(2).mean(dim=-1)
+    return geodesic_distance(x, z.unsqueeze(1)).pow(2).mean(dim=-1)
 
 
 def nearest_dirac_location(

@@ -18,7 +18,7 @@ import warnings
 
 import torch
 
-from ..dynamics.assembly import FieldEval, StepTerms
+from ..dynamics.assembly import FieldEval
 
 __all__ = ["ACCUMULATORS", "SCALARS", "EnergyLedger"]
 
@@ -67,10 +67,13 @@ class EnergyLedger:
         if self.E0 is None:
             self.E0 = fe.energy.clone()
 
-    def add_step(self, fe: FieldEval, rates: StepTerms, martingale: torch.Tensor, dt: float) -> None:
-        """Add one step's left Riemann terms: d_sE dt, G^2 dt, Ghat^2 dt and the martingale increment."""
+    def add_step(
+        self, fe: FieldEval, rates: tuple[torch.Tensor, torch.Tensor], martingale: torch.Tensor, dt: float
+    ) -> None:
+        """Add one step's left Riemann terms: d_sE dt (``rates`` = drift and Ito parts), G^2 dt, Ghat^2 dt
+        and the martingale increment."""
         acc = self.acc
-        acc["int_dtE"] = acc["int_dtE"] + (rates.dtE_drift + rates.dtE_ito) * dt
+        acc["int_dtE"] = acc["int_dtE"] + (rates[0] + rates[1]) * dt
         acc["int_G2"] = acc["int_G2"] + fe.G2 * dt
         acc["int_Ghat2"] = acc["int_Ghat2"] + fe.Ghat2 * dt
         acc["martingale"] = acc["martingale"] + martingale
@@ -79,7 +82,9 @@ class EnergyLedger:
         """Add the energy jump of a layer boundary."""
         self.acc["jumps"] = self.acc["jumps"] + energy_jump
 
-    def scalars(self, fe: FieldEval, rates: StepTerms, t: float) -> dict[str, torch.Tensor]:
+    def scalars(
+        self, fe: FieldEval, rates: tuple[torch.Tensor, torch.Tensor], t: float
+    ) -> dict[str, torch.Tensor]:
         """The recorded scalars at the current state (each of shape [P], on the CPU)."""
         self._check_finite(fe, t)
         acc, s = self.acc, self.sign
@@ -88,8 +93,8 @@ class EnergyLedger:
             "energy": fe.energy,
             "G2": fe.G2,
             "Ghat2": fe.Ghat2,
-            "dtE_drift": rates.dtE_drift,
-            "dtE_ito": rates.dtE_ito,
+            "dtE_drift": rates[0],
+            "dtE_ito": rates[1],
             **acc,
             "residual_paper": base - s * acc["int_G2"],
             "residual_exact": base - s * acc["int_Ghat2"],

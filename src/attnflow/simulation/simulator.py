@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import xarray as xr
 
-from ..dynamics.assembly import FieldEval, StepTerms, energy_from_lse, martingale_increment
+from ..dynamics.assembly import FieldEval, energy_from_lse, martingale_increment
 from ..dynamics.field import model_ledger_rates
 from ..dynamics.system import VectorField
 from ..integrators import get_integrator
@@ -173,7 +173,7 @@ class Simulator:
         self.integrator = get_integrator(integrator)
         w = model.weights
         self.order = self.integrator.effective_order(w.stochastic, w.additive)
-        if self.order < self.integrator.order:
+        if w.stochastic and self.integrator.order > 1:  # projected Euler reaches the same strong order
             warnings.warn(
                 f"integrator {self.integrator.name!r} has deterministic order {self.integrator.order}, but "
                 f"with the stochastic weights of {type(w).__name__} the run has strong order {self.order:g} "
@@ -194,7 +194,7 @@ class Simulator:
         self.t0 = float(t0)
         self.ledger = EnergyLedger(P, model.sign, float(model.beta), self.device)
         self._fe: FieldEval | None = None
-        self._rates: StepTerms | None = None
+        self._rates: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
     def from_spec(cls, spec: SimulationSpec) -> Simulator:
@@ -220,7 +220,7 @@ class Simulator:
         return self.ledger.E0
 
     # -- state -----------------------------------------------------------------------------------
-    def _current(self) -> tuple[FieldEval, StepTerms | None]:
+    def _current(self) -> tuple[FieldEval, tuple[torch.Tensor, torch.Tensor] | None]:
         """The field at the current state and its ledger rates, each computed once per state."""
         if self._fe is None:
             fe = self.field(self.x, self.D, self.t, ledger=self.ledger_on, raw=self.integrator.needs_raw)
@@ -228,10 +228,9 @@ class Simulator:
             if self.ledger_on:
                 self.ledger.start(fe)
                 w = self.model.weights
-                drift, ito = model_ledger_rates(
+                self._rates = model_ledger_rates(
                     self.model, fe, self.D, self.t, w.drift(self.D, self.t), w.diffusion(self.D, self.t)
                 )
-                self._rates = StepTerms(dtE_drift=drift, dtE_ito=ito, martingale=torch.zeros_like(drift))
         return self._fe, self._rates
 
     def state_dict(self) -> dict:
@@ -306,18 +305,21 @@ class Simulator:
             )
         x_new, D_new = self.integrator.step(self.field, self.x, self.D, t, dt, fe, noise)
         jump = w.jump(D_new, t + dt)
+        energy_jump = None
         if jump is not None:
             if self.ledger_on and not torch.equal(jump, D_new):
                 before = self.field(x_new, D_new, t + dt, ledger=False).lse
                 after = self.field(x_new, jump, t + dt, ledger=False).lse
                 beta = self.model.beta
-                self.ledger.add_jump(energy_from_lse(after, beta) - energy_from_lse(before, beta))
+                energy_jump = energy_from_lse(after, beta) - energy_from_lse(before, beta)
             D_new = jump.clone()
+        if not (torch.isfinite(x_new).all() and torch.isfinite(D_new).all()):
+            self._raise_non_finite(x_new, D_new, t + dt)  # before the ledger moves: it stays at step k
         if self.ledger_on:
             mart = martingale_increment(fe, noise, self.model.head_scale(t, self.H))
             self.ledger.add_step(fe, rates, mart, dt)
-        if not (torch.isfinite(x_new).all() and torch.isfinite(D_new).all()):
-            self._raise_non_finite(x_new, D_new, t + dt)
+            if energy_jump is not None:
+                self.ledger.add_jump(energy_jump)
         self.x, self.D = x_new, D_new
         self.t = self.t0 + (self.step_index + 1) * dt
         self.step_index += 1

@@ -71,5 +71,5 @@ def get_study(name: str) -> Study:
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise UnknownStudyError(
         f"unknown study {name!r}; {hint}registered studies: {', '.join(names) or 'none'} "
-        "(`attnflow study list` describes them)"
+        "(attnflow.studies.available_studies() lists them)"
     )

@@ -17,7 +17,6 @@ before anything runs (:class:`StudyMismatchError`) unless ``resume=False``, whic
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
 import time
@@ -30,9 +29,9 @@ import numpy as np
 
 from .._version import __version__
 from ..experiments.config import ConfigError, config_diff, load_config
-from ..experiments.files import utc_now
-from ..experiments.store import CONFIG_FILE, read_meta
-from ..experiments.sweep import run_tasks
+from ..experiments.files import atomic_write_text, utc_now
+from ..experiments.store import CONFIG_FILE, META_FILE, read_meta
+from ..experiments.sweep import TASKS_FILE, run_tasks
 from .base import Study, StudyRuns
 from .errors import NotAStudyDirectoryError, StudyMismatchError, StudyRunError
 from .registry import get_study
@@ -67,9 +66,7 @@ def _json_default(o: Any) -> Any:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=_json_default))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=1, default=_json_default))
 
 
 def _check_same_study(out: Path, name: str) -> None:
@@ -230,7 +227,7 @@ def run_study(
     summary = {**analysis.summary, **generic, "status": "done"}
     if analysis.figures:
         summary["figures"] = analysis.figures
-    (out / TABLE_FILE).write_text(analysis.table)
+    atomic_write_text(out / TABLE_FILE, analysis.table)
     summary["ended"] = utc_now()
     summary["wall_time_s"] = time.time() - t_start
     _write_json(out / SUMMARY_FILE, summary)
@@ -256,10 +253,10 @@ def study_info(out_dir: str | Path) -> dict:
     path = out / STUDY_FILE
     if not path.is_file():
         kind = ""
-        if (out / "tasks.json").is_file():
-            kind = " (it is a sweep directory: `attnflow info` describes it)"
-        elif (out / "meta.json").is_file():
-            kind = " (it is a run directory: `attnflow info` describes it)"
+        if (out / TASKS_FILE).is_file():
+            kind = " (it is a sweep directory: attnflow.experiments.sweep_info describes it)"
+        elif (out / META_FILE).is_file():
+            kind = " (it is a run directory: attnflow.experiments.run_info describes it)"
         elif not out.is_dir():
             kind = " (no such directory)"
         raise NotAStudyDirectoryError(
