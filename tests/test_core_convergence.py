@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from reference.forcing import forcing_s2
+from reference.formulas import attention_field
 from scipy.integrate import solve_ivp
-from scipy.special import logsumexp
 
 import attnflow as af
 from attnflow.integrators import INTEGRATORS
@@ -38,14 +38,7 @@ DTS = {
 
 def _velocity(X: np.ndarray, D: np.ndarray, V: np.ndarray | None) -> np.ndarray:
     """(1/H) sum_h P_perp(x_i) sum_j softmax_j(beta <x_i, D_h x_j>) V_h x_j, at X normalised."""
-    X = X / np.linalg.norm(X, axis=1, keepdims=True)
-    out = np.zeros_like(X)
-    for h in range(D.shape[0]):
-        S = BETA * X @ D[h] @ X.T
-        A = np.exp(S - logsumexp(S, axis=1, keepdims=True))
-        W = A @ X @ (D[h] if V is None else V[h]).T
-        out += (W - (W * X).sum(1, keepdims=True) * X) / D.shape[0]
-    return out
+    return attention_field(X / np.linalg.norm(X, axis=1, keepdims=True), D, V, BETA)
 
 
 def _reference(x0, D0, V, sign: float, oscillating: bool):

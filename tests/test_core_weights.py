@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from numpy.testing import assert_allclose
+from reference.forcing import forcing_s2 as ref_forcing_s2
 
 import attnflow as af
 from attnflow.model.weights import forcing_s1, forcing_s2, noise_matrix
@@ -148,15 +149,7 @@ def test_oscillating_forcing_values(phases: str) -> None:
     F = af.Oscillating(phases=phases).forcing_at(t, H)
     for h in range(H):
         tau = t + (2 * math.pi * h / H if phases == "per_head" else 0.0)
-        c, s = math.cos(tau), math.sin(tau)
-        expected = np.array(
-            [
-                [2 + 1.5 * c, math.sin(2 * tau), s],
-                [math.sin(2 * tau), 2 + 1.5 * s, math.cos(2 * tau)],
-                [s, math.cos(2 * tau), 2 + 1.5 * math.cos(tau + math.pi / 4)],
-            ]
-        )
-        assert_allclose(F[h].numpy(), expected, rtol=1e-14, atol=1e-15)
+        assert_allclose(F[h].numpy(), ref_forcing_s2(tau), rtol=1e-14, atol=1e-15)
     tau = torch.tensor([0.0, 1.0], dtype=torch.float64)
     assert_allclose(
         forcing_s1(tau)[1].numpy(),
