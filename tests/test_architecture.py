@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import attnflow
 
 SRC = Path(attnflow.__file__).resolve().parent  # the attnflow being tested (src layout)
@@ -112,10 +110,6 @@ def test_the_private_import_finder_finds_what_it_should(tmp_path) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 9: the lead removes these imports (then delete this marker)",
-)
 def test_no_private_name_is_imported_across_modules() -> None:
     offenders = private_imports()
     assert not offenders, "private names imported across modules:\n" + "\n".join(offenders)
@@ -147,10 +141,6 @@ def _fresh_import(code: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 9: the lead curates attnflow/__init__ (then delete this marker)",
-)
 def test_import_attnflow_exposes_the_subpackages_and_plot_lazily() -> None:
     # In a fresh interpreter (this one has imported half the package already): every subpackage is an
     # attribute right after `import attnflow`; plot (a leaf, it imports matplotlib) is not imported
