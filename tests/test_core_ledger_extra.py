@@ -4,16 +4,10 @@ layer jumps of piecewise-constant weights."""
 import numpy as np
 import pytest
 import torch
+from reference.formulas import energy
 
 import attnflow as af
 from attnflow.dynamics.field import evaluate_torch, model_ledger_rates
-
-
-def _energy(x, D, beta):
-    # E = 1/(2 beta H n^2) sum exp(beta <x_i, D_h x_j>), written independently of the package
-    H, n = D.shape[0], x.shape[0]
-    s = beta * torch.einsum("ia,hab,jb->hij", x, D, x)
-    return torch.exp(s).sum() / (2 * beta * H * n * n)
 
 
 @pytest.mark.parametrize("noise", ["symmetric", "full"])
@@ -33,7 +27,7 @@ def test_ito_rate_equals_hessian_contraction(noise, geometry):
     g = proc.diffusion(D, 0.0)
     got = model_ledger_rates(model, fe, D[None], 0.0, proc.drift(D[None], 0.0), g)[1].item()
 
-    hess = torch.autograd.functional.hessian(lambda DD: _energy(x, DD, beta), D)  # (H,d,d,H,d,d)
+    hess = torch.autograd.functional.hessian(lambda DD: energy(x, DD, beta), D)  # (H,d,d,H,d,d)
     eye = torch.eye(d, dtype=torch.float64)
     if noise == "symmetric":  # Cov((Z+Z^T)/2) = (d_ac d_bd + d_ad d_bc)/2
         cov = 0.5 * (torch.einsum("ac,bd->abcd", eye, eye) + torch.einsum("ad,bc->abcd", eye, eye))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from reference.formulas import harmonic_mean
 
 from attnflow.dynamics.numba_backend import fused_field
 
@@ -49,7 +50,7 @@ def dense_reference(x, D, V, beta, geometry="sphere", causal=False):
     grad = tangent((np.einsum("phab,phib->pia", D, y) + np.einsum("phba,phib->pia", D, z)) / (2 * nheads * n))
     norm = 2 * nheads * n * n
     mobility = np.exp(lse) / n
-    harmonic = 1.0 / np.mean(1.0 / mobility, axis=1)
+    harmonic = harmonic_mean(mobility, axis=1)
     gram = np.einsum("pia,pja->pij", x, x)
     return {
         "velocity": velocity,
