@@ -9,12 +9,21 @@ last record it holds, ``None`` before the first).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # the simulator imports this module; the names are only annotations here
-    from .simulator import Record, Simulator
+__all__ = ["CallbackSink", "MemorySink", "Sink", "Steppable", "integrate"]
 
-__all__ = ["CallbackSink", "MemorySink", "Sink", "integrate"]
+
+class Steppable(Protocol):
+    """What the driver needs of a simulator (:class:`attnflow.simulation.Simulator` is one)."""
+
+    step_index: int
+
+    def step(self) -> None:
+        """Advance one step."""
+
+    def record(self, *, with_heads: bool = False) -> Any:
+        """A record of the current state with a ``step`` attribute."""
 
 
 class Sink(Protocol):
@@ -22,39 +31,39 @@ class Sink(Protocol):
 
     last_recorded_step: int | None
 
-    def on_record(self, record: Record) -> None:
-        """Take one record."""
+    def on_record(self, record: Any) -> None:
+        """Take one record (a :class:`attnflow.simulation.Record`)."""
 
 
 class MemorySink:
     """Keeps every record in a list (``records``)."""
 
     def __init__(self) -> None:
-        self.records: list[Record] = []
+        self.records: list[Any] = []
 
     @property
     def last_recorded_step(self) -> int | None:
         return self.records[-1].step if self.records else None
 
-    def on_record(self, record: Record) -> None:
+    def on_record(self, record: Any) -> None:
         self.records.append(record)
 
 
 class CallbackSink:
     """Passes each record to a callable (or drops it when the callable is None)."""
 
-    def __init__(self, callback: Callable[[Record], None] | None):
+    def __init__(self, callback: Callable[[Any], None] | None):
         self.callback = callback
         self.last_recorded_step: int | None = None
 
-    def on_record(self, record: Record) -> None:
+    def on_record(self, record: Any) -> None:
         self.last_recorded_step = record.step
         if self.callback is not None:
             self.callback(record)
 
 
 def integrate(
-    sim: Simulator,
+    sim: Steppable,
     n_steps: int,
     *,
     record_every: int = 1,
@@ -67,7 +76,8 @@ def integrate(
 
     Parameters
     ----------
-    sim : Simulator
+    sim : Steppable
+        A :class:`attnflow.simulation.Simulator` (anything with ``step``, ``record``, ``step_index``).
     n_steps : int
         Steps to take from the simulator's current state (>= 0).
     record_every : int
