@@ -7,5 +7,26 @@ from .edi import (
     run_audit as run_audit,
 )
 from .fits import fit_power_law as fit_power_law, power_law_band as power_law_band
+from .reduced import (
+    EquiangularModel as EquiangularModel,
+    ReducedModelError as ReducedModelError,
+    critical_beta as critical_beta,
+    crossing_time as crossing_time,
+    equiangular_particles as equiangular_particles,
+    equiangular_tokens as equiangular_tokens,
+)
 
-__all__ = ["check_edi", "check_edi_cli", "check_edi_table", "fit_power_law", "power_law_band", "run_audit"]
+__all__ = [
+    "EquiangularModel",
+    "ReducedModelError",
+    "check_edi",
+    "check_edi_cli",
+    "check_edi_table",
+    "critical_beta",
+    "crossing_time",
+    "equiangular_particles",
+    "equiangular_tokens",
+    "fit_power_law",
+    "power_law_band",
+    "run_audit",
+]

@@ -36,6 +36,17 @@ from .ledger import (
     ledger_terms,
     residual_order,
 )
+from .multihead import (
+    HeadEnergyRates,
+    MonotonicityReport,
+    attention_entropy_production,
+    check_monotonicity,
+    head_energy_gradients,
+    head_energy_rates,
+    head_outputs,
+    multihead_velocity,
+    radial_shadows,
+)
 from .transport import (
     distance_to_nearest_dirac,
     distance_to_uniform,
@@ -45,6 +56,15 @@ from .transport import (
 )
 
 __all__ = [
+    "radial_shadows",
+    "multihead_velocity",
+    "head_outputs",
+    "head_energy_rates",
+    "head_energy_gradients",
+    "check_monotonicity",
+    "attention_entropy_production",
+    "MonotonicityReport",
+    "HeadEnergyRates",
     "attention_entropy",
     "attention_entropy_rate",
     "cluster_count",
