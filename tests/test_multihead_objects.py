@@ -155,6 +155,7 @@ def test_monotonicity_checker_finds_and_explains_the_violation():
     assert rep.head_monotone.tolist() == [[True, False]]
     assert rep.multi_monotone.tolist() == [False]  # at t = 1.0: head 0 gives 1, head 1 gives 1 - 3
     assert_allclose(rep.multi_worst, [-1.0])
+    assert_allclose(rep.multi_worst_relative, [-1.0 / 5.0])
     assert rep.head_worst[0, 1] == -2.0 and rep.head_worst_time[0, 1] == 1.0
     assert rep.head_responsible[0, 1] == "radial_term" and rep.head_responsible[0, 0] == ""
     assert_allclose(rep.head_negative_fraction, [[0.0, 0.25]])
@@ -225,6 +226,16 @@ def test_clustering_time_particles_vs_reduced():
     assert_allclose(quad(lambda r: 1 / model.rate(r), 0.1, 0.95, epsabs=0, epsrel=1e-12)[0], T, rtol=1e-8)
     relu = EquiangularModel(n=8, beta=1.0, attention="relu")
     assert relu.clustering_time(0.0, 0.05, t_max=100.0) == math.inf  # rho = 0 is stationary for ReLU
+
+
+@pytest.mark.parametrize("model", REDUCED, ids=lambda m: m.attention)
+def test_rate_slope_against_finite_differences(model):
+    rho, h = np.array([0.1, 0.4, 0.8]), 1e-5
+    fd = (model.rate(rho + h) - model.rate(rho - h)) / (2 * h)
+    assert_allclose(model.rate_slope(rho), fd, rtol=1e-8)
+    assert_allclose(
+        model.linear_rate(0.3, rho_lin=0.1), model.rate(0.1) + 0.2 * model.rate_slope(0.1), rtol=1e-14
+    )
 
 
 def test_critical_beta_is_the_inflection_and_the_balance():

@@ -168,19 +168,29 @@ class EquiangularModel:
         w = np.asarray(self.w).reshape((-1,) + (1,) * rho.ndim)
         return 2.0 * (1.0 - rho) * (1.0 + (self.n - 1) * rho) * (w * self.off_weight(rho)).sum(0)
 
+    def rate_slope(self, rho) -> np.ndarray:
+        r""":math:`d\dot\rho/d\rho = 2[(n-2-2(n-1)\rho)G + (1-\rho)(1+(n-1)\rho)G']`,
+        :math:`G = \sum_h w_h\alpha_h` (ReLU at :math:`\rho = 0`: the right derivative)."""
+        rho = np.asarray(rho, dtype=float)
+        a = np.asarray(self.a).reshape((-1,) + (1,) * rho.ndim)
+        w = np.asarray(self.w).reshape((-1,) + (1,) * rho.ndim)
+        ba = self.beta * a
+        if self.attention == "softmax":
+            e = np.exp(ba * (1.0 - rho))
+            dalpha = ba * e / (e + self.n - 1) ** 2
+        elif self.attention == "usa":
+            dalpha = ba * np.exp(ba * rho) / self.n
+        else:
+            dalpha = np.where(rho >= 0, ba, 0.0) / self.n
+        G = (w * self.off_weight(rho)).sum(0)
+        dG = (w * dalpha).sum(0)
+        n = self.n
+        return 2.0 * ((n - 2 - 2 * (n - 1) * rho) * G + (1 - rho) * (1 + (n - 1) * rho) * dG)
+
     def linear_rate(self, rho, rho_lin: float = 0.0) -> np.ndarray:
         r"""The rate linearised at ``rho_lin``: :math:`\dot\rho(\rho_l) + \dot\rho'(\rho_l)(\rho - \rho_l)`
-        (derivative by a 5-point central difference, step 1e-4; ReLU at 0: the second-order right
-        difference)."""
-        h = 1e-4
-        f = self.rate
-        if self.attention == "relu" and rho_lin <= 0:  # kink at 0: second-order right derivative
-            slope = (-3 * f(rho_lin) + 4 * f(rho_lin + h) - f(rho_lin + 2 * h)) / (2 * h)
-        else:
-            slope = (f(rho_lin - 2 * h) - 8 * f(rho_lin - h) + 8 * f(rho_lin + h) - f(rho_lin + 2 * h)) / (
-                12 * h
-            )
-        return self.rate(rho_lin) + slope * (np.asarray(rho, dtype=float) - rho_lin)
+        (:meth:`rate_slope`; ReLU at 0: :math:`2\beta\rho\sum_h w_ha_h/n`)."""
+        return self.rate(rho_lin) + self.rate_slope(rho_lin) * (np.asarray(rho, dtype=float) - rho_lin)
 
     def entropy_rate(self, rho) -> np.ndarray:
         r"""Softmax row entropy rate per head,

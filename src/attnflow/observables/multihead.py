@@ -296,6 +296,8 @@ class MonotonicityReport:
         Fraction of recorded times with a violation.
     multi_worst, head_worst : ndarray, shape=[P], [P, H]
         Most negative :math:`\sigma\,dE/dt` (0 if none is negative).
+    multi_worst_relative : ndarray, shape=[P]
+        ``multi_worst`` divided by the scale (summed over heads) at that time.
     head_worst_relative : ndarray, shape=[P, H]
         ``head_worst`` divided by the scale at that time.
     head_worst_time : ndarray, shape=[P, H]
@@ -308,6 +310,7 @@ class MonotonicityReport:
     multi_negative_fraction: np.ndarray
     head_negative_fraction: np.ndarray
     multi_worst: np.ndarray
+    multi_worst_relative: np.ndarray
     head_worst: np.ndarray
     head_worst_relative: np.ndarray
     head_worst_time: np.ndarray
@@ -356,12 +359,16 @@ def check_monotonicity(
     worst = np.minimum(per[k, pi, hi], 0.0)
     rel = np.where(scale[k, pi, hi] > 0, worst / np.maximum(scale[k, pi, hi], 1e-300), 0.0)
     resp = np.where(bad.any(0), np.asarray(TERMS)[np.argmin(terms[k, pi, hi], axis=-1)], "")
+    km = np.argmin(multi, axis=0)
+    mscale = scale.sum(-1)[km, np.arange(P)]
+    mworst = np.minimum(multi[km, np.arange(P)], 0.0)
     return MonotonicityReport(
         multi_monotone=~mbad.any(0),
+        multi_worst_relative=np.where(mscale > 0, mworst / np.maximum(mscale, 1e-300), 0.0),
         head_monotone=~bad.any(0),
         multi_negative_fraction=mbad.mean(0),
         head_negative_fraction=bad.mean(0),
-        multi_worst=np.minimum(multi.min(0), 0.0),
+        multi_worst=mworst,
         head_worst=worst,
         head_worst_relative=rel,
         head_worst_time=t[k],

@@ -9,12 +9,31 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..experiments.reproduce import available_reproductions
+from .multihead import (
+    plot_critical_beta,
+    plot_entropy,
+    plot_monotonicity,
+    plot_relu_vs_softmax,
+    plot_sufficient_condition,
+    plot_superadditivity,
+)
 from .reproduction import plot_all
 
 __all__ = ["figures_for", "register_figures"]
 
 # every shipped reproduction manifest is a study drawn by the Sec. 6 figures
 _FIGURES: dict[str, Callable[..., dict]] = {name: plot_all for name in available_reproductions()}
+# the multi-head studies (arXiv 2605.04279): figures(data, out_dir) -> {key: file}
+_FIGURES.update(
+    {
+        "monotonicity": plot_monotonicity,
+        "sufficient_condition": plot_sufficient_condition,
+        "critical_beta": plot_critical_beta,
+        "superadditivity": plot_superadditivity,
+        "relu_vs_softmax": plot_relu_vs_softmax,
+        "entropy": plot_entropy,
+    }
+)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

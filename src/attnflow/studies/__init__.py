@@ -30,6 +30,16 @@ from .massucco2026 import (  # importing it registers the shipped reproductions
     markdown_tables as markdown_tables,
     reproduce as reproduce,
 )
+from .multihead_entropy import EntropyStudy as EntropyStudy  # importing registers the multi-head studies
+from .multihead_flows import (
+    MonotonicityStudy as MonotonicityStudy,
+    SufficientConditionStudy as SufficientConditionStudy,
+)
+from .multihead_reduced import (
+    CriticalBetaStudy as CriticalBetaStudy,
+    ReluVsSoftmaxStudy as ReluVsSoftmaxStudy,
+    SuperadditivityStudy as SuperadditivityStudy,
+)
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -39,6 +49,12 @@ from .registry import (
 from .runner import run_study as run_study, study_info as study_info
 
 __all__ = [
+    "CriticalBetaStudy",
+    "EntropyStudy",
+    "MonotonicityStudy",
+    "ReluVsSoftmaxStudy",
+    "SufficientConditionStudy",
+    "SuperadditivityStudy",
     "NotAStudyDirectoryError",
     "ReproductionConfig",
     "ReproductionStudy",

@@ -1,0 +1,103 @@
+"""Shared pieces of the multi-head studies (arXiv 2605.04279; NOTES.md §7): head families, one-thread
+computation, a log-log order fit, JSON-safe numbers.
+
+The multi-head studies compute in their ``analyse`` (``plan`` returns no runs): each is small, runs in
+one process and is not resumable per run (rerunning the study recomputes it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+__all__ = ["HEAD_FAMILIES", "fit_order", "head_family", "jsonable", "one_thread"]
+
+#: random head sets of the monotonicity studies
+HEAD_FAMILIES = ("symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical")
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one thread inside the block (small arrays on a shared machine: thread pools only add
+    contention, measured 20x slower with 2 threads on 2 busy cores), then restore the setting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _sym_unit(g: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    z = torch.randn(*shape, generator=g, dtype=torch.float64)
+    s = (z + z.transpose(-1, -2)) / 2
+    return s / torch.linalg.matrix_norm(s, ord=2, keepdim=True)
+
+
+def head_family(family: str, paths: int, H: int, d: int, *, seed: int, scale: float = 1.0, eps: float = 0.0):
+    r"""Random symmetric heads, shape=[paths, H, d, d], operator norm ``scale`` per head (before the defect).
+
+    * ``symmetric``: independent :math:`S = (Z + Z^\top)/2`, normalised;
+    * ``orthogonal``: :math:`M_h = Q_h\Lambda_h Q_h^\top` on disjoint blocks of ``d // H`` columns of a
+      random orthogonal :math:`Q`, eigenvalues uniform in [-1, 1] (largest modulus 1): :math:`M_hM_{h'} = 0`;
+    * ``identical``: one symmetric head repeated;
+    * ``approx_orthogonal``: ``orthogonal`` plus ``eps`` times an independent normalised symmetric head, so
+      that :math:`\|M_hM_{h'}\| = O(\varepsilon)`;
+    * ``approx_identical``: ``identical`` plus ``eps`` times an independent normalised symmetric head.
+    """
+    if family not in HEAD_FAMILIES:
+        raise ValueError(f"unknown head family {family!r}; valid: {', '.join(HEAD_FAMILIES)}")
+    if family in ("orthogonal", "approx_orthogonal") and d < H:
+        raise ValueError(f"orthogonal heads need d >= H: got d={d}, H={H}; raise d or lower H")
+    g = torch.Generator().manual_seed(int(seed))
+    if family == "symmetric":
+        return scale * _sym_unit(g, (paths, H, d, d))
+    if family in ("identical", "approx_identical"):
+        M = _sym_unit(g, (paths, 1, d, d)).expand(paths, H, d, d).clone()
+        return scale * (M + eps * _sym_unit(g, (paths, H, d, d)) if family == "approx_identical" else M)
+    q, _ = torch.linalg.qr(torch.randn(paths, d, d, generator=g, dtype=torch.float64))
+    b = d // H
+    heads = []
+    for h in range(H):
+        qh = q[:, :, h * b : (h + 1) * b]
+        lam = 2 * torch.rand(paths, b, generator=g, dtype=torch.float64) - 1
+        lam = lam / lam.abs().amax(-1, keepdim=True)
+        heads.append((qh * lam[:, None, :]) @ qh.transpose(-1, -2))
+    M = torch.stack(heads, dim=1)
+    if family == "approx_orthogonal":
+        M = M + eps * _sym_unit(g, (paths, H, d, d))
+    return scale * M
+
+
+def fit_order(x, y) -> dict:
+    """Least-squares slope of log y on log x (the order p of y ~ C x^p) over the positive pairs."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = (x > 0) & (y > 0) & np.isfinite(y)
+    if ok.sum() < 2:
+        return {"order": None, "C": None, "points": int(ok.sum())}
+    p, c = np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)
+    return {"order": float(p), "C": float(math.exp(c)), "points": int(ok.sum())}
+
+
+def jsonable(v):
+    """Numbers, arrays and nested containers as plain JSON values (inf/nan as strings)."""
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return jsonable(v.tolist())
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer, int)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return f if math.isfinite(f) else str(f)
+    if isinstance(v, torch.Tensor):
+        return jsonable(v.detach().cpu().numpy())
+    return v

@@ -1,0 +1,127 @@
+"""The six multi-head studies (arXiv 2605.04279): quick variants through the study runner with the figures
+the CLI injects, the numbers each must reproduce, and the refusal of out-of-range parameters.
+
+Tolerances: particles (attnflow rk4, dt <= 0.05) against solve_ivp (rtol 1e-10) agree to ~1e-9 relative in
+T_eps (measured 3e-11 to 2e-9); asserted at 1e-6 (the T_eps interpolation is a cubic spline, O(dt^4)).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from attnflow.cli import app
+from attnflow.plot import figures_for
+from attnflow.studies import StudyConfigError, available_studies, get_study, run_study
+
+NAMES = (
+    "monotonicity",
+    "sufficient_condition",
+    "critical_beta",
+    "superadditivity",
+    "relu_vs_softmax",
+    "entropy",
+)
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(name, tmp_path, **params):
+    out = tmp_path / name
+    s = run_study(name, out, params=params, quick=True, progress=False, figures=figures_for(name))
+    assert s["status"] == "done" and (out / "table.md").read_text().startswith(("|", s and ""))
+    for f in s["figures"].values():
+        assert (out / f).read_bytes()[:8] == PNG
+    return s
+
+
+def test_registered_with_figures():
+    for name in NAMES:
+        assert name in available_studies()
+        assert figures_for(name) is not None
+        assert get_study(name).plan(get_study(name).config(quick=True)) == {}  # computed in analyse
+
+
+def test_monotonicity_quick(tmp_path):
+    s = _run("monotonicity", tmp_path)
+    rows = {(r["family"], r["attention"], r["geometry"]): r for r in s["rows"]}
+    assert len(rows) == 16
+    for (fam, kind, geo), r in rows.items():
+        if kind == "usa" or fam == "identical":  # [derived] E_multi monotone
+            assert r["multi_configs_violating"] == 0, (fam, kind, geo)
+        if fam == "orthogonal" and geo == "flat":  # [derived] per head monotone
+            assert r["head_configs_violating"] == 0
+            assert r["verdict_head"] == "holds"
+
+
+def test_sufficient_condition_quick(tmp_path):
+    s = _run("sufficient_condition", tmp_path)
+    first = s["rows"][0]
+    assert first["eps"] == 0.0 and first["defect"] < 1e-12
+    for key in ("usa_flat", "softmax_flat"):
+        assert first[key]["cross_over_self_max"] < 1e-10  # orthogonal heads: no cross term
+        assert first[key]["violating_fraction"] == 0.0
+    assert s["S2_implication_holds"] is True
+    assert s["rows"][-1]["usa_flat"]["cross_over_self_max"] > 1e-3  # the defect shows
+
+
+def test_critical_beta_quick(tmp_path):
+    s = _run("critical_beta", tmp_path)
+    (row,) = s["rows"]
+    assert row["particle_vs_reduced_max_rel"] < 1e-6
+    assert math.isclose(row["beta_c"], math.log(7), rel_tol=1e-12)
+    # the transition located from the particles agrees with the dense reduced curve
+    assert abs(row["beta_star_particles"] / row["beta_star_reduced"] - 1) < 0.05
+
+
+def test_superadditivity_quick(tmp_path):
+    s = _run("superadditivity", tmp_path)
+    st = s["stats"]
+    assert st["particles_max_rel"] < 1e-6
+    assert st["convex_segment_implies_faster_rate_rho0"] is True  # Jensen on a convex segment: a theorem
+
+
+def test_relu_vs_softmax_quick(tmp_path):
+    s = _run("relu_vs_softmax", tmp_path)
+    assert s["particles_max_rel"] < 1e-6
+    for r in s["rows"]:
+        assert r["T_relu"] > r["T_softmax"]
+        # linearised ReLU: rho' = 2 beta rho / n exactly, so T = n ln((1 - eps) / rho0) / (2 beta)
+        assert math.isclose(r["T_relu_lin"], r["n"] * math.log(0.95 / 0.05) / (2 * r["beta"]), rel_tol=1e-7)
+
+
+def test_entropy_quick(tmp_path):
+    s = _run("entropy", tmp_path)
+    (eq,) = s["equiangular"]
+    assert eq["max_abs_S_particles_vs_reduced"] < 1e-9
+    assert eq["identity_vs_fd_max_abs"] < 1e-5 and eq["monotone"]
+    for r in s["random"]:
+        assert r["identity_vs_fd_rel"] < 1e-3
+
+
+def test_cli_runs_a_multihead_study(tmp_path):
+    res = CliRunner().invoke(
+        app, ["study", "run", "superadditivity", "--out", str(tmp_path / "s"), "--quick"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["figures"] == {
+        "superadditivity": "superadditivity.png"
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "match"),
+    [
+        ("critical_beta", {"n": [1]}, r"n\.0: must be greater than or equal to 2|n\.0"),
+        ("superadditivity", {"betas": [0.0]}, r"betas\.0: must be greater than 0; got 0\.0"),
+        ("relu_vs_softmax", {"betas": [-1.0]}, r"betas\.0: must be greater than 0"),
+        ("superadditivity", {"n": 2}, r"n: must be greater than or equal to 3; got 2; n is tokens"),
+        ("monotonicity", {"H": 1}, r"H: must be greater than or equal to 2; got 1"),
+        ("entropy", {"bta": [1.0]}, r"unknown parameter 'bta'"),
+    ],
+)
+def test_study_parameters_refused(name, params, match):
+    with pytest.raises(StudyConfigError, match=match):
+        get_study(name).config(params, quick=True)
