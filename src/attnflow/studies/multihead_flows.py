@@ -61,7 +61,9 @@ class MonotonicityConfig(StudyConfig):
         0.5, description="horizon of the flat dynamics (norms grow)", examples=[0.5]
     )
     flat_scale: PositiveFloat = Field(
-        1.5, description="operator norm of the heads in the flat dynamics (USA blows up at 6)", examples=[1.5]
+        1.5,
+        description="operator norm of the heads in the flat USA dynamics (it blows up at 6)",
+        examples=[1.5],
     )
     dt: PositiveFloat = Field(0.01, description="RK4 step", examples=[0.02])
     record_every: PositiveInt = Field(10, description="record every k steps", examples=[5])
@@ -135,9 +137,11 @@ class MonotonicityStudy(Study):
                             direction="ascent", attention=kind, beta=c.beta, geometry=geo, backend="torch"
                         )
                         t1 = c.t1 if geo == "sphere" else c.flat_t1
-                        hs = heads if geo == "sphere" else heads * (c.flat_scale / c.scale)
+                        # flat USA grows like exp(beta |M| |x|^2): smaller heads there; SA keeps |M|
+                        hs = heads * (c.flat_scale / c.scale) if (geo, kind) == ("flat", "usa") else heads
+                        every = c.record_every if geo == "sphere" else 1  # flat: every step (short runs)
                         times, rates, broke, dropped = _trajectory_rates(
-                            model, x0, hs, t1, c.dt, c.record_every, c.beta, kind, geo
+                            model, x0, hs, t1, c.dt, every, c.beta, kind, geo
                         )
                         rep = check_monotonicity(times, rates)
                         exp_m, exp_h = _expected(fam, kind, geo)

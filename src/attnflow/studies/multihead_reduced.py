@@ -196,6 +196,9 @@ class SuperadditivityConfig(StudyConfig):
         [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5], min_length=2, description="head scales of the grid"
     )
     particle_checks: int = Field(6, ge=0, description="grid points also run as particles", examples=[4])
+    t_budget: PositiveFloat = Field(
+        200.0, description="largest T_eps run as particles (longer points are not checked)", examples=[200.0]
+    )
 
 
 class SuperadditivityStudy(Study):
@@ -240,8 +243,9 @@ class SuperadditivityStudy(Study):
                         }
                     )
         checks = []
-        if c.particle_checks:
-            idx = np.linspace(0, len(points) - 1, c.particle_checks).round().astype(int)
+        cheap = [k for k, p in enumerate(points) if max(p["T_het"], p["T_hom"]) <= c.t_budget]
+        if c.particle_checks and cheap:
+            idx = np.asarray(cheap)[np.linspace(0, len(cheap) - 1, c.particle_checks).round().astype(int)]
             with one_thread():
                 for k in sorted(set(idx.tolist())):
                     p = points[k]
