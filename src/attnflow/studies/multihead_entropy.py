@@ -158,6 +158,14 @@ class EntropyStudy(Study):
                             "S_final_over_log_n_min": float((Sbar[-1] / math.log(c.n)).min()),
                             "clusters_final": counts.tolist(),
                             "nonmonotone_with_one_final_cluster": int((nonmono & (counts == 1)).sum()),
+                            "negative_mean_rate_times": [
+                                float(t[(Rbar < -tol).any(1)].min()) if (Rbar < -tol).any() else None,
+                                float(t[(Rbar < -tol).any(1)].max()) if (Rbar < -tol).any() else None,
+                            ],
+                            "S_final_over_log_n_by_clusters": {
+                                str(k): float((Sbar[-1] / math.log(c.n))[counts == k].mean())
+                                for k in sorted(set(counts.tolist()))
+                            },
                         }
                     )
                     curves.append({"kind": hk, "beta": beta, "t": t, "S": Sbar / math.log(c.n)})
@@ -184,20 +192,22 @@ class EntropyStudy(Study):
             f"{c.t1:g}; identity = -Cov(s, ds/dt) per row against np.gradient of the recorded row entropies.",
             "",
             "| heads | beta | identity vs FD (rel.) | configs with mean S decreasing | time fraction | row "
-            "fraction "
-            "dS_i/dt < 0 | worst mean rate (rel.) | mean S(T)/log n | min S(T)/log n | final clusters (0.1 "
-            "rad) |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "fraction dS_i/dt < 0 | worst mean rate (rel.) | t of mean decrease | mean S(T)/log n | "
+            "min S(T)/log n | final clusters (0.1 rad): count | mean S(T)/log n by final clusters |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rand:
             cl = np.bincount(r["clusters_final"])
             cl_txt = ", ".join(f"{k}: {v}" for k, v in enumerate(cl) if v)
+            by = ", ".join(f"{k}: {v:.3f}" for k, v in r["S_final_over_log_n_by_clusters"].items())
+            t0, t1 = r["negative_mean_rate_times"]
+            tneg = "-" if t0 is None else f"{t0:.2f} .. {t1:.2f}"
             lines.append(
                 f"| {r['heads']} | {r['beta']:g} | {r['identity_vs_fd_rel']:.1e} | "
                 f"{r['mean_entropy_nonmonotone_configs']}/{r['configs']} | "
                 f"{r['mean_entropy_negative_time_fraction']:.3f} | "
-                f"{r['row_negative_fraction']:.3f} | {r['worst_mean_rate_relative']:.2e} | "
-                f"{r['S_final_over_log_n_mean']:.3f} | {r['S_final_over_log_n_min']:.3f} | {cl_txt} |"
+                f"{r['row_negative_fraction']:.3f} | {r['worst_mean_rate_relative']:.2e} | {tneg} | "
+                f"{r['S_final_over_log_n_mean']:.3f} | {r['S_final_over_log_n_min']:.3f} | {cl_txt} | {by} |"
             )
         files = figures({"study": self.name, "curves": curves, **summary}, out_dir) if figures else {}
         return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
