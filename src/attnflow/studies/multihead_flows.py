@@ -171,9 +171,10 @@ class MonotonicityStudy(Study):
         summary = jsonable({"configs": c.configs, "rows": rows, "derived": "NOTES.md section 7"})
         lines = [
             f"{c.configs} configurations per row; n = {c.n}, d = {c.d}, H = {c.H}, beta = {c.beta}, "
-            f"|M_h| = {c.scale} (flat: {c.flat_scale}, horizon {c.flat_t1}; sphere: horizon {c.t1}), eps = "
-            f"{c.eps}; "
-            "a violation is sigma dE/dt < -1e-9 x (sum of |terms|).",
+            f"|M_h| = {c.scale} (flat USA: {c.flat_scale}, it blows up at larger heads), eps = {c.eps}; horizon "
+            f"{c.t1} on the sphere (recorded every {c.record_every} steps of {c.dt:g}), {c.flat_t1} flat (recorded "
+            "every step; a run that blows up is cut there, records with non-finite energies dropped); a "
+            "violation is sigma dE/dt < -1e-9 x (sum of abs(terms)).",
             "",
             "| family | attn | geometry | E_multi: configs violating | samples | worst rel. | expected | "
             "verdict | E_h: configs violating | samples | worst rel. | responsible | expected | verdict |",
