@@ -171,8 +171,10 @@ class MonotonicityStudy(Study):
         summary = jsonable({"configs": c.configs, "rows": rows, "derived": "NOTES.md section 7"})
         lines = [
             f"{c.configs} configurations per row; n = {c.n}, d = {c.d}, H = {c.H}, beta = {c.beta}, "
-            f"|M_h| = {c.scale} (flat USA: {c.flat_scale}, it blows up at larger heads), eps = {c.eps}; horizon "
-            f"{c.t1} on the sphere (recorded every {c.record_every} steps of {c.dt:g}), {c.flat_t1} flat (recorded "
+            f"|M_h| = {c.scale} (flat USA: {c.flat_scale}, it blows up at larger heads), eps = {c.eps}; "
+            "horizon "
+            f"{c.t1} on the sphere (recorded every {c.record_every} steps of {c.dt:g}), {c.flat_t1} flat "
+            "(recorded "
             "every step; a run that blows up is cut there, records with non-finite energies dropped); a "
             "violation is sigma dE/dt < -1e-9 x (sum of abs(terms)).",
             "",
