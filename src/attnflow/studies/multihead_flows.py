@@ -294,6 +294,20 @@ class SufficientConditionStudy(Study):
             f"{kind}_flat": fit_order(eps, [r[f"{kind}_flat"]["cross_over_self_max"] for r in rows])
             for kind in ("usa", "softmax")
         }
+        small = eps <= 0.05  # before the ratio saturates (the defect is then no longer small)
+        fits.update(
+            {
+                f"{kind}_flat_eps_le_0.05": fit_order(
+                    eps[small],
+                    [
+                        r[f"{kind}_flat"]["cross_over_self_max"]
+                        for r, s_ in zip(rows, small, strict=True)
+                        if s_
+                    ],
+                )
+                for kind in ("usa", "softmax")
+            }
+        )
         fits.update(
             {
                 f"{kind}_sphere_radial": fit_order(
