@@ -107,6 +107,8 @@ class CriticalBetaStudy(Study):
                         T_red = np.array(
                             [EquiangularModel(n=n, beta=b, a=(a,)).clustering_time(r0, c.eps) for b in pb]
                         )
+                        keep = T_red <= c.t_budget  # longer particle runs are skipped (not checked)
+                        pb, T_red = pb[keep], T_red[keep]
                         T_par = np.array(
                             [
                                 _particle_time(EquiangularModel(n=n, beta=b, a=(a,)), r0, c.eps, t)[0]
@@ -136,9 +138,10 @@ class CriticalBetaStudy(Study):
                                 "beta_star_particles": b_par,
                                 "ratio_reduced": b_red / bc,
                                 "ratio_particles": b_par / bc,
-                                "T_at_beta_c": float(T_red[list(ratios).index(1.0)])
-                                if 1.0 in ratios
+                                "T_at_beta_c": float(T_red[np.isclose(pb, bc)][0])
+                                if np.isclose(pb, bc).any()
                                 else None,
+                                "particle_points": int(len(pb)),
                                 "particle_vs_reduced_max_rel": rel,
                             }
                         )
