@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, PositiveInt
 
+from ..geometry import get_geometry
 from ..model import tokens
 from ..model.transformer import TransformerModel
 from ..observables.multihead import HeadEnergyRates, check_monotonicity, head_energy_rates, head_outputs
@@ -79,7 +80,7 @@ def _expected(family: str, kind: str, geo: str) -> tuple[str, str]:
     if family == "identical":
         head = multi
     elif family == "orthogonal":
-        head = "monotone" if geo == "flat" else "fails (radial shadows)"
+        head = "fails (radial shadows)" if get_geometry(geo).unit_norm else "monotone"
     else:
         head = "may fail"
     return multi, head
@@ -136,10 +137,11 @@ class MonotonicityStudy(Study):
                         model = TransformerModel(
                             direction="ascent", attention=kind, beta=c.beta, geometry=geo, backend="torch"
                         )
-                        t1 = c.t1 if geo == "sphere" else c.flat_t1
+                        curved = get_geometry(geo).unit_norm
+                        t1 = c.t1 if curved else c.flat_t1
                         # flat USA grows like exp(beta |M| |x|^2): smaller heads there; SA keeps |M|
-                        hs = heads * (c.flat_scale / c.scale) if (geo, kind) == ("flat", "usa") else heads
-                        every = c.record_every if geo == "sphere" else 1  # flat: every step (short runs)
+                        hs = heads * (c.flat_scale / c.scale) if (not curved and kind == "usa") else heads
+                        every = c.record_every if curved else 1  # flat: every step (short runs)
                         times, rates, broke, dropped = _trajectory_rates(
                             model, x0, hs, t1, c.dt, every, c.beta, kind, geo
                         )

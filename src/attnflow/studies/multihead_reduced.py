@@ -157,7 +157,19 @@ class CriticalBetaStudy(Study):
                 "c": float(c0),
                 "max_abs_residual": float(np.max(np.abs(k * X[ok] + c0 - Y[ok]))),
             }
-        summary = jsonable({"rows": rows, "fit_beta_star": fit, "eps": c.eps})
+        per_rho0 = {}
+        for r0 in c.rho0:
+            sel = ok & np.array([r["rho0"] == r0 for r in rows])
+            if len(set(X[sel])) >= 2:
+                k, c0 = np.polyfit(X[sel], Y[sel], 1)
+                per_rho0[str(r0)] = {
+                    "k": float(k),
+                    "c": float(c0),
+                    "max_abs_residual": float(np.max(np.abs(k * X[sel] + c0 - Y[sel]))),
+                }
+        summary = jsonable(
+            {"rows": rows, "fit_beta_star": fit, "fit_beta_star_per_rho0": per_rho0, "eps": c.eps}
+        )
         lines = [
             f"T_eps: first time the mean pairwise inner product reaches 1 - {c.eps:g}; beta* = where d ln T "
             "/ d beta "
@@ -185,6 +197,11 @@ class CriticalBetaStudy(Study):
                 f"Fit over all rows: beta* a (1 - rho0) = {fit['k']:.3f} ln(n - 1) + {fit['c']:.3f} "
                 f"(max residual {fit['max_abs_residual']:.3f}); the candidate is k = 1, c = 0.",
             ]
+            for r0, f in per_rho0.items():
+                lines.append(
+                    f"- rho0 = {r0}: beta* a (1 - rho0) = {f['k']:.3f} ln(n - 1) + {f['c']:.3f} "
+                    f"(max residual {f['max_abs_residual']:.3f})"
+                )
         files = figures({"study": self.name, "curves": curves, "rows": rows}, out_dir) if figures else {}
         return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
 
