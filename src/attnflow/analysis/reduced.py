@@ -81,6 +81,14 @@ class EquiangularModel:
     ------
     ReducedModelError
         With the rule, the value received and the fix.
+
+    Examples
+    --------
+    >>> m = EquiangularModel(n=32, beta=2.0, a=(1.0, 3.0), w=(0.5, 0.5))
+    >>> round(m.clustering_time(0.0, 1e-2), 4)  # T_eps: rho reaches 0.99
+    5.6588
+    >>> round(critical_beta(32, 1.0), 4)  # ln(31)
+    3.434
     """
 
     n: int
