@@ -28,8 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
+from ..dynamics.threads import torch_threads
 from ..model import heads as heads_mod, tokens as tokens_mod
 from ..model.registry import forcing_for_dimension, make_weight_process
 from ..model.transformer import DIRECTIONS, TransformerModel
@@ -354,14 +353,8 @@ def run_audit(
     """
     t0 = time.perf_counter()
     configs = audit_configs(quick, H, weights)
-    saved = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-    try:
-        used_threads = torch.get_num_threads()
+    with torch_threads(None if threads is None else int(threads)) as used_threads:
         rows = check_edi_table(configs)
-    finally:
-        torch.set_num_threads(saved)
     table = format_table(rows, title=_title(rows))
     if json_path is not None:
         payload = {

@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import numpy as np
 import torch
 
 from ..geometry import Geometry, get_geometry
 from .assembly import FieldEval, assemble
 from .pairsums import PairSums
+from .threads import torch_threads
 
-__all__ = ["available", "evaluate_numba", "fused_field", "pair_sums_numba", "single_torch_thread"]
+__all__ = ["available", "evaluate_numba", "fused_field", "pair_sums_numba"]
 
 _AVAILABLE: bool | None = None
 
@@ -62,26 +60,6 @@ def pair_sums_numba(
     )
 
 
-@contextlib.contextmanager
-def single_torch_thread() -> Iterator[None]:
-    """Run the enclosed torch ops on one thread, restoring the thread count afterwards.
-
-    The numba kernel and PyTorch each keep an OpenMP thread pool whose idle threads spin; assembling the
-    kernel's sums with torch's pool right after the kernel's parallel pass makes the two pools fight for
-    the cores (measured on 2 cores at the paper's size: 350 ms with two torch threads, 20 ms with one;
-    the assembly is O(P H n d), small next to the O(P H n^2) pass).
-    """
-    saved = torch.get_num_threads()
-    if saved == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
 def evaluate_numba(
     x: torch.Tensor,
     D: torch.Tensor,
@@ -97,10 +75,10 @@ def evaluate_numba(
     """The field from the fused kernel's pair sums and :func:`attnflow.dynamics.assembly.assemble`.
 
     ``D`` and ``V`` are the effective score and value matrices (layer scaling applied); the assembly runs
-    on one torch thread (:func:`single_torch_thread`).
+    on one torch thread (:func:`attnflow.dynamics.threads.torch_threads`).
     """
     sums = pair_sums_numba(x, D, beta, causal=causal, ledger=ledger, **private)
-    with single_torch_thread():
+    with torch_threads(1):  # small arrays right after the kernel's OpenMP pass (dynamics.threads)
         return assemble(sums, x, D, V, float(beta), geometry, ledger=ledger, raw=raw)
 
 

@@ -7,12 +7,12 @@ one process and is not resumable per run (rerunning the study recomputes it).
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import torch
+
+from ..dynamics.threads import torch_threads
 
 __all__ = ["HEAD_FAMILIES", "fit_order", "head_family", "jsonable", "one_thread"]
 
@@ -20,16 +20,10 @@ __all__ = ["HEAD_FAMILIES", "fit_order", "head_family", "jsonable", "one_thread"
 HEAD_FAMILIES = ("symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical")
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
+def one_thread():
     """Run torch on one thread inside the block (small arrays on a shared machine: thread pools only add
     contention, measured 20x slower with 2 threads on 2 busy cores), then restore the setting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return torch_threads(1)
 
 
 def _sym_unit(g: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
