@@ -65,7 +65,10 @@ def test_load_from_file_roundtrip(tmp_path):
             r"weights\.process: got 'ou'; allowed values: 'constant', 'ornstein_uhlenbeck'",
         ),
         ({"precision": "float16"}, r"precision: got 'float16'; allowed values: 'float32' or 'float64'"),
-        ({"model__beta": -1.0}, r"model\.beta must be greater than 0: got -1\.0"),
+        (
+            {"model__beta": -1.0},
+            r"model\.beta must be greater than or equal to 2\.2250738585072014e-308: got -1\.0",
+        ),
         ({"checkpoint_every": 0}, r"checkpoint_every must be greater than or equal to 1: got 0"),
         (
             {"integrator__dt": 0.03},

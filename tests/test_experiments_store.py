@@ -42,7 +42,13 @@ def _assert_same(a: xr.Dataset, b: xr.Dataset) -> None:
 def test_run_equals_simulate_and_writes_the_store(tmp_path):
     out = tmp_path / "run"
     ds = run_experiment(TINY, out)
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "data.zarr", "meta.json"]
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "checkpoint.pt",
+        "config.yaml",
+        "data.zarr",
+        "meta.json",
+    ]
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".attnflow", ".attnflow.lock"]
     ref = simulate_spec(build(TINY))
     _assert_same(ds.drop_attrs(), ref.drop_attrs())
     assert ds.sizes["time"] == 5 and ds.attrs["name"] == "tiny" and ds.attrs["H"] == 2
@@ -243,13 +249,15 @@ def test_truncate_store_refuses_damaged_stores(tmp_path):
     out = tmp_path / "r"
     run_experiment(TINY, out)  # 5 records, steps 0, 5, 10, 15, 20
     with pytest.raises(
-        RuntimeError,
-        match=r"holds 5 records in '.*' but the checkpoint covers 7: the store is damaged; "
+        ValueError,
+        match=r"holds 5 records in '.*' but the checkpoint covers 7; the store is damaged; "
         r"rerun with resume=False",
     ):
         _truncate_store(out / "data.zarr", 7, 30)
     with pytest.raises(
-        RuntimeError, match=r"record 3 has step 15 but the checkpoint says 10; rerun with resume=False"
+        ValueError,
+        match=r"record 3 has step 15 but the checkpoint says 10; the store is damaged; rerun with "
+        r"resume=False",
     ):
         _truncate_store(out / "data.zarr", 4, 10)
 

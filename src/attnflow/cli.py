@@ -7,8 +7,10 @@
     attnflow plot runs/ou                                 # writes runs/ou/summary.png
     attnflow study run massucco2026 --out out/q --quick   # a registered study; `study show out/q`
 
-Exit codes: 0 success, 1 a run or a task failed (or a directory cannot be resumed or written), 2 bad
-input (an invalid config or grid, a config whose objects cannot be built, a missing file).
+Exit codes: 0 success, 1 a run or a task failed (or a directory cannot be resumed, read or written: in
+use by another process, corrupt, not created by attnflow), 2 bad input (an invalid config or grid, a
+config whose objects cannot be built, a missing file or directory). Every failure is reported on one
+line (a config error lists its problems one per line) with the fix, never as a Python traceback.
 
 Each command imports the layer it drives (experiments, studies, plot, analysis) when it runs: these pull in
 Zarr, Dask, pydantic, POT and matplotlib, and ``attnflow --help`` or ``attnflow config example`` should not
@@ -18,11 +20,14 @@ kernel.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 
 app = typer.Typer(
@@ -71,6 +76,53 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: The longest error line printed for an unexpected failure.
+_MAX_ERROR_CHARS = 2000
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+
+
+def _os_error(exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{type(exc).__name__}: {exc.strerror or exc}{where}"
+
+
+@contextlib.contextmanager
+def _reported(action: str) -> Iterator[None]:
+    """Map every failure inside a command to one error line and an exit status (the module's codes)."""
+    from .experiments.config import ConfigError
+    from .experiments.files import CorruptFileError, UnsafePathError
+    from .experiments.locking import DirectoryLockedError
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        raise
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    except (CorruptFileError, UnsafePathError, DirectoryLockedError) as exc:
+        raise _fail(str(exc), 1) from None
+    except FileNotFoundError as exc:
+        raise _fail(f"{action}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 2) from None
+    except OSError as exc:
+        raise _fail(f"{action}: {_os_error(exc)}", 1) from None
+    except Exception as exc:  # noqa: BLE001 - the CLI prints no traceback; the library keeps the details
+        raise _fail(f"{action}: {_one_line(exc)}", 1) from None
+
+
+def _check_output_dir(path: Path, option: str) -> None:
+    """A file the command will write must have an existing directory (checked before any work)."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise _fail(
+            f"{option} {path}: the directory {parent} does not exist; create it first or choose another path",
+            2,
+        )
+
+
 def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -93,11 +145,12 @@ def config_check(config: Annotated[Path, typer.Argument(help="YAML config file."
     """Validate a config file and print it with every default filled in."""
     from .experiments.config import ConfigError, dump_config, load_config
 
-    try:
-        cfg = load_config(config)
-    except ConfigError as exc:
-        raise _fail(str(exc), 2) from None
-    typer.echo(dump_config(cfg), nl=False)
+    with _reported(f"cannot check {config}"):
+        try:
+            cfg = load_config(config)
+        except ConfigError as exc:
+            raise _fail(str(exc), 2) from None
+        typer.echo(dump_config(cfg), nl=False)
 
 
 # -- run / sweep -----------------------------------------------------------------------------------
@@ -115,26 +168,33 @@ def run(
 ) -> None:
     """Run one experiment into a run directory (config.yaml, meta.json, data.zarr, checkpoint.pt)."""
     from .experiments.config import ConfigError, load_config
+    from .experiments.files import CorruptFileError, UnsafePathError
+    from .experiments.locking import DirectoryLockedError
     from .experiments.store import RunConfigMismatchError, read_meta, run_experiment, run_info
 
-    try:
+    def failed_status() -> bool:
+        try:
+            return read_meta(out).get("status") == "failed"
+        except (CorruptFileError, OSError):
+            return False
+
+    with _reported(f"the run {out} failed"):
         cfg = load_config(config)
-    except ConfigError as exc:
-        raise _fail(str(exc), 2) from None
-    try:
-        run_experiment(cfg, out, resume=resume, progress=not quiet)
-    except RunConfigMismatchError as exc:
-        raise _fail(str(exc)) from None
-    except ConfigError as exc:  # valid on its own but cannot be built (a file missing, d of file tokens)
-        where = f" (recorded in {out / 'meta.json'})" if read_meta(out).get("status") == "failed" else ""
-        raise _fail(f"{exc}{where}", 2) from None
-    except Exception as exc:  # noqa: BLE001 - reported with a pointer to the traceback
-        raise _fail(
-            f"the run failed: {type(exc).__name__}: {exc} (traceback in {out / 'meta.json'})"
-        ) from None
-    if not quiet:
-        info = run_info(out)
-        typer.echo(f"done: {out} ({info['records']} records, {_size(sum(info['sizes'].values()))})")
+        try:
+            run_experiment(cfg, out, resume=resume, progress=not quiet)
+        except (RunConfigMismatchError, CorruptFileError, UnsafePathError, DirectoryLockedError) as exc:
+            raise _fail(str(exc)) from None
+        except ConfigError as exc:  # valid on its own but cannot be built (a file missing, d of file tokens)
+            where = f" (recorded in {out / 'meta.json'})" if failed_status() else ""
+            raise _fail(f"{exc}{where}", 2) from None
+        except OSError as exc:
+            raise _fail(f"cannot write the run directory {out}: {_os_error(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - reported with a pointer to the traceback
+            where = f" (traceback in {out / 'meta.json'})" if failed_status() else ""
+            raise _fail(f"the run failed: {_one_line(exc)}{where}") from None
+        if not quiet:
+            info = run_info(out)
+            typer.echo(f"done: {out} ({info['records']} records, {_size(sum(info['sizes'].values()))})")
 
 
 @app.command()
@@ -157,23 +217,32 @@ def sweep(
 ) -> None:
     """Run the cartesian product of the grids over a base config, one run directory per task."""
     from .experiments.config import ConfigError, load_config
-    from .experiments.sweep import SweepMismatchError, parse_grid, run_sweep
+    from .experiments.files import CorruptFileError, UnsafePathError
+    from .experiments.locking import DirectoryLockedError
+    from .experiments.sweep import SchedulerError, SweepMismatchError, parse_grid, run_sweep
 
-    try:
-        cfg = load_config(config)
-        parsed = parse_grid(grid)
-    except (ConfigError, ValueError) as exc:
-        raise _fail(str(exc), 2) from None
-    try:
-        summary = run_sweep(
-            cfg, parsed, out, scheduler=scheduler, workers=workers, resume=resume, progress=not quiet
-        )
-    except SweepMismatchError as exc:
-        raise _fail(str(exc)) from None
-    except (ValueError, FileNotFoundError) as exc:  # ConfigError included
-        raise _fail(str(exc), 2) from None
-    except OSError as exc:
-        raise _fail(f"cannot write the sweep directory {out}: {type(exc).__name__}: {exc}") from None
+    with _reported(f"the sweep {out} failed"):
+        try:
+            cfg = load_config(config)
+            parsed = parse_grid(grid)
+        except (ConfigError, ValueError) as exc:
+            raise _fail(str(exc), 2) from None
+        try:
+            summary = run_sweep(
+                cfg, parsed, out, scheduler=scheduler, workers=workers, resume=resume, progress=not quiet
+            )
+        except (
+            SweepMismatchError,
+            SchedulerError,
+            CorruptFileError,
+            UnsafePathError,
+            DirectoryLockedError,
+        ) as exc:
+            raise _fail(str(exc)) from None
+        except (ValueError, FileNotFoundError) as exc:  # ConfigError included
+            raise _fail(str(exc), 2) from None
+        except OSError as exc:
+            raise _fail(f"cannot write the sweep directory {out}: {_os_error(exc)}") from None
     failed = {k: t for k, t in summary["tasks"].items() if t["status"] == "failed"}
     if not quiet:
         skipped = sum(bool(t.get("skipped")) for t in summary["tasks"].values())
@@ -197,6 +266,11 @@ def _is_sweep(path: Path) -> bool:
 @app.command()
 def info(directory: Annotated[Path, typer.Argument(help="A run or a sweep directory.")]) -> None:
     """Summary of a run or sweep directory: config, status, progress, sizes."""
+    with _reported(f"cannot read {directory}"):
+        _info(directory)
+
+
+def _info(directory: Path) -> None:
     from .experiments.store import CONFIG_FILE, META_FILE, run_info
     from .experiments.sweep import sweep_info
 
@@ -293,6 +367,14 @@ def plot(
     ] = None,
 ) -> None:
     """Figure of energy, G2 and the residuals over time (bands over paths) and the final token cloud."""
+    if output is not None:
+        _check_output_dir(output, "--output")
+    fix = "the store is damaged; rerun the run with --no-resume"
+    with _reported(f"cannot plot {directory} ({fix})"):
+        _plot(directory, output)
+
+
+def _plot(directory: Path, output: Path | None) -> None:
     import warnings
 
     from .experiments.store import DATA_DIR, open_run, read_meta
@@ -527,10 +609,13 @@ def check_edi(
     """Audit the discrete energy-dissipation identity (147): both residuals and their order in dt."""
     from .analysis.edi import check_edi_cli
 
-    try:
-        check_edi_cli(None if json_path is None else str(json_path), quick, H, weights)
-    except ValueError as exc:
-        raise _fail(str(exc), 2) from None
+    if json_path is not None:
+        _check_output_dir(json_path, "--json")  # before the audit, not after it
+    with _reported("the audit failed"):
+        try:
+            check_edi_cli(None if json_path is None else str(json_path), quick, H, weights)
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from None
 
 
 def main() -> None:

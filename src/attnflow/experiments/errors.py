@@ -14,24 +14,48 @@ from __future__ import annotations
 
 import difflib
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Any, get_args
 
 from pydantic import BaseModel
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "ROOT",
     "ConfigError",
     "Unions",
     "format_choices",
     "format_error",
     "invalid_config",
+    "short_message",
+    "short_repr",
     "union_tags",
     "unknown_keys",
 ]
 
 #: How the messages call the top level of a config.
 ROOT = "the config"
+
+#: The longest message of a :class:`ConfigError` (a hostile config cannot make an error of megabytes).
+MAX_MESSAGE_CHARS = 2000
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to a few dozen characters (nested containers and long strings elided)."""
+    return _REPR.repr(value)
+
+
+def short_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 60]} ... [{len(text) - limit + 60} more characters cut]"
+
 
 #: Tagged unions of the root model: section -> (tag key, the section models). A section model's tag
 #: field is a one-value ``Literal`` (``process: Literal["constant"]``).
@@ -49,6 +73,8 @@ def format_choices(allowed: Iterable[Any]) -> str:
 
 
 def _suggest(value: Any, candidates: Iterable[str]) -> str:
+    if not isinstance(value, (str, int, float)) or len(str(value)) > 100:
+        return ""
     close = difflib.get_close_matches(str(value), list(candidates), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -81,22 +107,23 @@ def unknown_keys(
     for key, value in data.items():
         if key not in allowed:
             hint = _suggest(key, allowed) or f"; allowed keys: {', '.join(allowed)}"
-            errors.append(f"unknown key {key!r} in {where}{hint}")
+            errors.append(f"unknown key {short_repr(key)} in {where}{hint}")
             continue
         if not isinstance(value, dict):
             continue
         sub_where = key if where == ROOT else f"{where}.{key}"
         if unions and key in unions:
             tag = unions[key][0]
-            cls = union_tags(unions, key).get(value.get(tag))
+            tag_value = value.get(tag)
+            cls = union_tags(unions, key).get(tag_value) if isinstance(tag_value, str) else None
             if cls is None:
                 continue  # the tag itself is wrong or missing: pydantic reports it
             allowed_here = list(cls.model_fields)
             for sub in value:
                 if sub not in allowed_here:
                     errors.append(
-                        f"unknown key {sub!r} in {sub_where}{_suggest(sub, allowed_here)} (allowed keys for "
-                        f"{tag} {value.get(tag)!r}: {', '.join(allowed_here)})"
+                        f"unknown key {short_repr(sub)} in {sub_where}{_suggest(sub, allowed_here)} (allowed "
+                        f"keys for {tag} {tag_value!r}: {', '.join(allowed_here)})"
                     )
             continue
         sub_cls = _section_class(model_cls, key)
@@ -105,14 +132,23 @@ def unknown_keys(
     return errors
 
 
+#: pydantic's bound errors: type -> (the ctx key of the bound, the relation in words)
+_BOUNDS = {
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "greater than or equal to"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "less than or equal to"),
+}
+
+
 def format_error(err: dict, unions: Unions, tags: Mapping[str, Any]) -> str:
     """One line of a pydantic error (``ValidationError.errors()`` item) naming the dotted key.
 
     ``tags`` are the tag values the data gave for each union (they appear in pydantic's locations).
     """
-    loc = [str(p) for p in err["loc"]]
+    loc = [str(p)[:60] for p in err["loc"]]
     # discriminated unions insert the tag value into the location: drop it
-    if len(loc) >= 2 and loc[0] in unions and loc[1] == tags.get(loc[0]):
+    if len(loc) >= 2 and loc[0] in unions and loc[1] == str(tags.get(loc[0]))[:60]:
         loc = [loc[0], *loc[2:]]
     key = ".".join(loc) or ROOT
     typ, value = err["type"], err.get("input")
@@ -126,21 +162,28 @@ def format_error(err: dict, unions: Unions, tags: Mapping[str, Any]) -> str:
             return f"missing required key '{section}.{tag}'; allowed values: {', '.join(map(repr, allowed))}"
         got = value.get(tag) if isinstance(value, dict) else value
         hint = _suggest(got, allowed)
-        return f"{section}.{tag}: got {got!r}; allowed values: {', '.join(map(repr, allowed))}{hint}"
+        allowed_text = ", ".join(map(repr, allowed))
+        return f"{section}.{tag}: got {short_repr(got)}; allowed values: {allowed_text}{hint}"
     if typ == "literal_error":
         allowed = (err.get("ctx") or {}).get("expected", "")
         hint = _suggest(value, re.findall(r"'([^']*)'", allowed))
-        return f"{key}: got {value!r}; allowed values: {allowed}{hint}"
+        return f"{key}: got {short_repr(value)}; allowed values: {allowed}{hint}"
     if typ == "extra_forbidden":
         return f"unknown key {loc[-1]!r} in {'.'.join(loc[:-1]) or ROOT}"
-    msg = err["msg"].replace("Input should be", "must be")
+    if typ in _BOUNDS and isinstance((err.get("ctx") or {}).get(_BOUNDS[typ][0]), (int, float)):
+        name, relation = _BOUNDS[typ]
+        bound = err["ctx"][name]
+        text = f"{bound:.6g}"
+        text = text if float(text) == bound else repr(bound)  # pydantic writes 1e-150 with 150 zeros
+        return f"{key} must be {relation} {text}: got {short_repr(value)} ({type(value).__name__})"
+    msg = short_message(err["msg"].replace("Input should be", "must be"), 400)
     if typ == "value_error":
         msg = msg.removeprefix("Value error, ")
         return msg if key == ROOT or msg.startswith(key) else f"{key}: {msg}"
-    return f"{key} {msg}: got {value!r} ({type(value).__name__})"
+    return f"{key} {msg}: got {short_repr(value)} ({type(value).__name__})"
 
 
 def invalid_config(source: str, errors: Iterable[str]) -> ConfigError:
     """The ConfigError listing every problem of a config, one per line."""
-    lines = "\n  ".join(errors)
-    return ConfigError(f"invalid experiment config ({source}):\n  {lines}")
+    lines = "\n  ".join(short_message(e, 500) for e in errors)
+    return ConfigError(short_message(f"invalid experiment config ({short_message(source, 200)}):\n  {lines}"))

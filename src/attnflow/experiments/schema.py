@@ -38,18 +38,32 @@ from pydantic_core import PydanticCustomError
 from .. import geometry as geometry_module, integrators as integrators_module
 from ..model import (
     attention as attention_module,
+    heads as heads_module,
+    tokens as tokens_module,
     transformer as transformer_module,
     weights as weights_module,
 )
 from ..model.registry import WEIGHT_PROCESSES, forcing_dimensions, make_weight_process
 from ..model.weights import WeightProcess
 from ..simulation import n_steps_for, simulator as simulator_module
-from .errors import ConfigError, format_choices, format_error, invalid_config, unknown_keys
+from .errors import (
+    ConfigError,
+    format_choices,
+    format_error,
+    invalid_config,
+    short_message,
+    short_repr,
+    unknown_keys,
+)
 
 __all__ = [
     "CHOICES",
     "EXAMPLE_YAML",
+    "MAX_CONFIG_BYTES",
+    "MAX_DEPTH",
+    "MAX_NODES",
     "MAX_STEPS",
+    "MAX_WRITTEN_NODES",
     "ExperimentConfig",
     "check_weight_sections",
     "check_weights_fit",
@@ -63,13 +77,116 @@ __all__ = [
 ]
 
 
-# -- YAML 1.2 floats ---------------------------------------------------------------------------------
+# -- YAML 1.2 floats, bounded -------------------------------------------------------------------------
+#: The largest config file read (a config is a few hundred bytes; PyYAML reads ~1 MB/s).
+MAX_CONFIG_BYTES = 256 * 1024
+#: The most values written in a document (a d x d x H matrix of weights.F included); PyYAML builds
+#: ~15000 nodes per second, so this bounds the time spent on a hostile document to about a second.
+MAX_WRITTEN_NODES = 20_000
+#: The deepest nesting of mappings and lists (a config nests 3 levels).
+MAX_DEPTH = 32
+#: The most nodes a config may have once its aliases are expanded (a "billion laughs" stops here).
+MAX_NODES = 100_000
+
+
+class YamlLimitError(yaml.YAMLError):
+    """A YAML document beyond the limits of a config (depth, size after alias expansion, recursion),
+    or one that PyYAML cannot construct."""
+
+
+def _check_tree(root: Any, children: Callable[[Any], list], what: str) -> None:
+    """Bound the depth and the expanded size of a tree whose nodes may be shared (aliases); no recursion.
+
+    ``children(node)`` lists a node's children. The expanded size counts a shared node once per
+    reference, memoised per node, so a tree of 10^30 nodes written in 3 kB is measured in microseconds.
+    A node that contains itself (``&a [*a]``) is refused.
+    """
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, expanded = stack.pop()
+        key = id(node)
+        kids = children(node)
+        if not kids:
+            size[key] = 1
+            continue
+        if expanded:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            if size[key] > MAX_NODES:
+                raise YamlLimitError(
+                    f"{what} has more than {MAX_NODES} values once its aliases are expanded; write a config "
+                    "without repeated aliases (a config has a few dozen values)"
+                )
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise YamlLimitError(f"{what} contains itself through an alias; remove the recursive alias")
+        if depth > MAX_DEPTH:
+            raise YamlLimitError(
+                f"{what} is nested deeper than {MAX_DEPTH} levels; a config nests sections two levels deep"
+            )
+        on_path.add(key)
+        stack.append((node, depth, True))
+        stack.extend((k, depth + 1, False) for k in kids if id(k) not in size)
+
+
+def _node_children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _data_children(obj: Any) -> list:
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, (list, tuple)):
+        return list(obj)
+    return []
+
+
 class _Yaml12Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` with the YAML 1.2 float rule, so ``1e-3`` is the float 0.001.
+    """``yaml.SafeLoader`` with the YAML 1.2 float rule, so ``1e-3`` is the float 0.001, and bounds.
 
     PyYAML implements YAML 1.1, whose floats need a dot and a signed exponent: ``1e-3`` and ``1.0e3``
-    would be read as strings and then rejected by the strict schema.
+    would be read as strings and then rejected by the strict schema. The document's node graph is
+    checked (:data:`MAX_DEPTH`, :data:`MAX_NODES` after alias expansion, no recursive alias) before any
+    Python object is built.
     """
+
+    def __init__(self, stream: Any):
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        # PyYAML composes recursively: stop before Python's recursion limit does
+        self._depth += 1
+        self._nodes += 1
+        try:
+            if self._nodes > MAX_WRITTEN_NODES:
+                raise YamlLimitError(
+                    f"the document has more than {MAX_WRITTEN_NODES} values; a config has a few dozen"
+                )
+            if self._depth > MAX_DEPTH + 1:
+                line = self.peek_event().start_mark.line + 1
+                raise YamlLimitError(
+                    f"the document is nested deeper than {MAX_DEPTH} levels (line {line}); a config nests "
+                    "sections two levels deep"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self) -> Any:
+        node = super().compose_document()
+        if node is not None:
+            _check_tree(node, _node_children, "the document")
+        return node
 
 
 _YAML12_FLOAT = re.compile(
@@ -88,8 +205,22 @@ _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, li
 
 def load_yaml(text: Any) -> Any:
     """Parse YAML text (or an open file) like ``yaml.safe_load``, but with YAML 1.2 floats
-    (``1e-3``, ``-2E+4``, ``.5``)."""
-    return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+    (``1e-3``, ``-2E+4``, ``.5``) and the bounds of :class:`_Yaml12Loader`.
+
+    Raises
+    ------
+    yaml.YAMLError
+        Invalid YAML, or :class:`YamlLimitError` for a document beyond the bounds or one whose values
+        PyYAML cannot construct (``!!int 0x``, ``!!timestamp 2020-13-45``, an unhashable key...).
+    """
+    try:
+        return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError:
+        raise
+    except RecursionError:
+        raise YamlLimitError("the document is nested too deeply to be read") from None
+    except Exception as exc:  # noqa: BLE001 - untrusted input: whatever PyYAML's constructors raise
+        raise YamlLimitError(f"a value cannot be constructed ({type(exc).__name__}: {exc})") from None
 
 
 # -- allowed values, from the core -------------------------------------------------------------------
@@ -132,10 +263,12 @@ class ModelConfig(_Section):
 
     direction: _one_of("model.direction")
     attention: _one_of("model.attention") = "softmax"
-    beta: float = Field(1.0, gt=0, le=transformer_module.BETA_MAX)
+    beta: float = Field(1.0, ge=transformer_module.BETA_MIN, le=transformer_module.BETA_MAX)
     geometry: _one_of("model.geometry") = "sphere"
     causal: bool = False
-    layer_scaling: float | None = Field(None, gt=0)
+    layer_scaling: float | None = Field(
+        None, ge=transformer_module.LAYER_SCALING_MIN, le=transformer_module.LAYER_SCALING_MAX
+    )
     backend: _one_of("model.backend") = "auto"
     sinkhorn_iters: int = Field(50, ge=1)
 
@@ -224,7 +357,7 @@ class OctahedralTokens(_TokensBase):
 
     init: Literal["octahedral"]
     d: int = Field(3, ge=2)
-    noise: float = Field(0.05, ge=0)
+    noise: float = Field(0.05, ge=0, le=tokens_module.NOISE_MAX)
 
 
 class VMFTokens(_TokensBase):
@@ -232,7 +365,7 @@ class VMFTokens(_TokensBase):
 
     init: Literal["von_mises_fisher"]
     clusters: int = Field(3, ge=1)
-    kappa: float = Field(50.0, gt=0)
+    kappa: float = Field(50.0, gt=0, le=tokens_module.KAPPA_MAX)
 
 
 class FileTokens(_Section):
@@ -251,7 +384,7 @@ class HeadsConfig(_Section):
 
     init: Literal["symmetric_gaussian", "gaussian", "identity", "file"] = "symmetric_gaussian"
     H: int = Field(ge=1)
-    scale: float = Field(1.0, gt=0, allow_inf_nan=False)
+    scale: float = Field(1.0, gt=0, le=heads_module.SCALE_MAX, allow_inf_nan=False)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -432,14 +565,36 @@ def load_config(source: str | Path | dict | ExperimentConfig) -> ExperimentConfi
     if isinstance(source, ExperimentConfig):
         return source
     if isinstance(source, dict):
+        try:
+            _check_tree(source, _data_children, "the config dict")
+        except YamlLimitError as exc:
+            raise ConfigError(f"invalid experiment config (dict): {exc}") from None
         return _validate(copy.deepcopy(source), "dict")
     path = Path(source)
+    name = short_repr(str(path))
     if not path.is_file():
-        raise ConfigError(f"config file not found: {str(path)!r}")
+        raise ConfigError(f"config file not found: {name}")
     try:
-        data = load_yaml(path.read_text())
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"config file {name} has {size} bytes, more than the {MAX_CONFIG_BYTES} a config may have; "
+                "give the path of a YAML config (see `attnflow config example`)"
+            )
+        raw = path.read_bytes()[: MAX_CONFIG_BYTES + 1]
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file {name}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
+            f"({exc.reason}); save it as UTF-8"
+        ) from None
+    try:
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
+        raise ConfigError(short_message(f"config file {name} is not valid YAML: {exc}")) from None
     return _validate(data, str(path))
 
 

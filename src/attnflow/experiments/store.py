@@ -12,6 +12,13 @@ Write order. Records are buffered and appended to ``data.zarr`` at every checkpo
 seconds; at a checkpoint the data are written *first*, then ``checkpoint.pt`` (tmp file +
 ``os.replace``), so a checkpoint never claims records that are not on disk.
 
+Safety (``docs/reliability.md``). The process that writes a run directory holds its lock
+(:class:`~attnflow.experiments.locking.DirectoryLock`) from the first check to the last write: a second
+process is refused. A directory attnflow creates carries a marker file (``.attnflow``); attnflow clears or
+deletes only the run files of a marked directory and refuses a directory that holds run files it did not
+create. A checkpoint is validated (types, counts, steps, the store's lengths) before the store is changed,
+and a run is marked ``done`` only after its store has been reopened and verified (:func:`verify_run`).
+
 Resume. A killed run (even SIGKILL) loses at most the steps after its last checkpoint. On resume the
 Zarr arrays are truncated to the ``records`` count of the checkpoint: every array with a ``time``
 dimension is resized (``zarr.Array.resize``; idempotent, so a crash during the truncation is
@@ -37,6 +44,7 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import torch
 import xarray as xr
 import zarr
@@ -44,7 +52,20 @@ import zarr
 from .._version import __version__
 from ..simulation import Simulator, integrate, records_to_dataset, run_attrs
 from .builder import build
-from .files import atomic_write_text, disk_usage, fsync_dir, utc_now
+from .errors import ConfigError
+from .files import (
+    MARKER_FILE,
+    CorruptFileError,
+    UnsafePathError,
+    atomic_write_bytes,
+    atomic_write_text,
+    disk_usage,
+    has_marker,
+    read_json,
+    utc_now,
+    write_marker,
+)
+from .locking import DirectoryLock
 from .progress import ProgressBar
 from .schema import ExperimentConfig, config_diff, dump_config, flatten_config, load_config
 
@@ -53,17 +74,23 @@ __all__ = [
     "CONFIG_FILE",
     "DATA_DIR",
     "META_FILE",
+    "RUN_FILES",
+    "CorruptRunError",
     "RunConfigMismatchError",
+    "expected_steps",
     "open_run",
     "read_meta",
     "run_experiment",
     "run_info",
+    "verify_run",
 ]
 
 CONFIG_FILE = "config.yaml"
 META_FILE = "meta.json"
 DATA_DIR = "data.zarr"
 CHECKPOINT_FILE = "checkpoint.pt"
+#: The files of a run directory: the only ones attnflow clears or deletes in it.
+RUN_FILES = (DATA_DIR, CHECKPOINT_FILE, META_FILE, CONFIG_FILE)
 _LIBRARIES = ("torch", "numpy", "xarray", "zarr", "numba", "dask", "pydantic")
 #: Zarr format 2 with consolidated metadata (``.zmetadata``): read by every Zarr implementation and by
 #: plain ``xr.open_zarr`` without warnings (format 3 has no consolidated metadata in its spec yet).
@@ -76,15 +103,41 @@ class RunConfigMismatchError(ValueError):
     """The run directory holds a run of a different config; it cannot be resumed."""
 
 
+class CorruptRunError(CorruptFileError):
+    """A run directory's checkpoint or store is truncated, inconsistent or not what it claims."""
+
+
 # -- small helpers ---------------------------------------------------------------------------------
 def _write_meta(out: Path, meta: dict) -> None:
     atomic_write_text(out / META_FILE, json.dumps(meta, indent=2, default=str) + "\n")
 
 
 def read_meta(out_dir: str | Path) -> dict:
-    """The ``meta.json`` of a run directory ({} if absent)."""
+    """The ``meta.json`` of a run directory ({} if absent).
+
+    Raises
+    ------
+    CorruptFileError
+        ``meta.json`` is not a JSON object.
+    """
     p = Path(out_dir) / META_FILE
-    return json.loads(p.read_text()) if p.is_file() else {}
+    if not p.is_file():
+        return {}
+    meta = read_json(p, "the run file", "resume the run (run_experiment(config, out_dir)) to rewrite it")
+    if not isinstance(meta, dict):
+        raise CorruptFileError(
+            f"the run file {p} is corrupt (a JSON {type(meta).__name__}, not an object); resume the run "
+            "(run_experiment(config, out_dir)) to rewrite it"
+        )
+    return meta
+
+
+def _read_meta_or_empty(out: Path) -> dict:
+    """``meta.json`` or {} when it is corrupt (it is informative only: the checkpoint and the store rule)."""
+    try:
+        return read_meta(out)
+    except CorruptFileError:
+        return {}
 
 
 @functools.lru_cache(maxsize=1)
@@ -130,30 +183,137 @@ def _time_dims(arr) -> tuple[str, ...] | None:
     return tuple(names) if names is not None else None
 
 
-def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
-    """Cut every array with a ``time`` dimension to ``n_records`` entries (idempotent)."""
-    group = zarr.open_group(store, mode="r+", use_consolidated=False)
-    for _name, arr in group.arrays():
+def _time_arrays(store: Path, mode: str = "r") -> dict:
+    """Name -> (array, axis of ``time``) of every array of the store with a ``time`` dimension."""
+    group = zarr.open_group(store, mode=mode, use_consolidated=False)
+    out = {}
+    for name, arr in group.arrays():
         dims = _time_dims(arr)
-        if not dims or "time" not in dims:
-            continue
-        ax = dims.index("time")
-        if arr.shape[ax] < n_records:
-            raise RuntimeError(
-                f"{store} holds {arr.shape[ax]} records in {_name!r} but the checkpoint covers {n_records}: "
-                "the store is damaged; rerun with resume=False"
-            )
+        if dims and "time" in dims:
+            out[name] = (arr, dims.index("time"))
+    return out
+
+
+def _check_store_covers(store: Path, n_records: int, last_step: int) -> None:
+    """The store holds at least ``n_records`` records and record ``n_records - 1`` is ``last_step``
+    (read only: nothing is changed before this passes)."""
+    fix = "the store is damaged; rerun with resume=False to start afresh"
+    try:
+        arrays = _time_arrays(store)
+        if "step" not in arrays:
+            raise CorruptRunError(f"{store} has no 'step' array; {fix}")
+        for name, (arr, ax) in arrays.items():
+            if arr.shape[ax] < n_records:
+                raise CorruptRunError(
+                    f"{store} holds {arr.shape[ax]} records in {name!r} but the checkpoint covers "
+                    f"{n_records}; {fix}"
+                )
+        step = int(arrays["step"][0][n_records - 1])
+    except CorruptRunError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any unreadable piece of the store means the same
+        raise CorruptRunError(f"{store} cannot be read ({type(exc).__name__}: {exc}); {fix}") from None
+    if step != last_step:
+        raise CorruptRunError(
+            f"{store}: record {n_records - 1} has step {step} but the checkpoint says {last_step}; {fix}"
+        )
+
+
+def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
+    """Cut every array with a ``time`` dimension to ``n_records`` entries (idempotent).
+
+    :func:`_check_store_covers` runs first, so a checkpoint that does not match the store changes nothing.
+    """
+    _check_store_covers(store, n_records, last_step)
+    for arr, ax in _time_arrays(store, mode="r+").values():
         if arr.shape[ax] > n_records:
             shape = list(arr.shape)
             shape[ax] = n_records
             arr.resize(tuple(shape))
     zarr.consolidate_metadata(store)
-    steps = zarr.open_array(store, path="step", mode="r")
-    if int(steps[n_records - 1]) != last_step:
-        raise RuntimeError(
-            f"{store}: record {n_records - 1} has step {int(steps[n_records - 1])} but the checkpoint says "
-            f"{last_step}; rerun with resume=False"
+
+
+def expected_steps(n_steps: int, every: int) -> np.ndarray:
+    """The steps a finished run records: 0, every, 2 every, ... and ``n_steps`` (the final state)."""
+    steps = np.arange(0, n_steps + 1, every, dtype=np.int64)
+    return steps if steps[-1] == n_steps else np.append(steps, np.int64(n_steps))
+
+
+def verify_run(out_dir: str | Path) -> None:
+    """Check that a run directory holds a whole finished run: reopen its store and compare it with its config.
+
+    Every array with a ``time`` dimension has one entry per recorded step, the ``step`` array is exactly
+    the steps the config records (:func:`expected_steps`), and the consolidated metadata that
+    ``xr.open_zarr`` reads agree.
+
+    Raises
+    ------
+    CorruptRunError
+        With what is wrong and the fix.
+    """
+    out = Path(out_dir)
+    store = out / DATA_DIR
+    fix = "rerun with resume=False to start afresh"
+    try:
+        cfg = load_config(out / CONFIG_FILE)
+    except ConfigError as exc:
+        raise CorruptRunError(f"{out / CONFIG_FILE} cannot be read ({exc}); {fix}") from None
+    want = expected_steps(cfg.integrator.n_steps, cfg.record.every)
+    try:
+        arrays = _time_arrays(store)
+        lengths = {name: arr.shape[ax] for name, (arr, ax) in arrays.items()}
+        steps = np.asarray(arrays["step"][0][:]) if "step" in arrays else None
+        with xr.open_zarr(store) as ds:
+            consolidated = ds.sizes.get("time")
+    except Exception as exc:  # noqa: BLE001 - any unreadable piece of the store means the same
+        raise CorruptRunError(f"{store} cannot be read ({type(exc).__name__}: {exc}); {fix}") from None
+    if steps is None:
+        raise CorruptRunError(f"{store} has no 'step' array; {fix}")
+    uneven = {k: v for k, v in lengths.items() if v != len(want)}
+    if uneven:
+        raise CorruptRunError(
+            f"{store} is inconsistent: the config records {len(want)} states but the arrays hold "
+            f"{dict(list(uneven.items())[:6])} records; {fix}"
         )
+    if not np.array_equal(steps, want):
+        raise CorruptRunError(f"{store} records the wrong steps (not those of its config.yaml); {fix}")
+    if consolidated != len(want):
+        raise CorruptRunError(
+            f"{store}: its consolidated metadata say {consolidated} records, the arrays {len(want)}; {fix}"
+        )
+
+
+def _load_checkpoint(out: Path, sim, n_steps: int) -> dict:
+    """Read and validate ``checkpoint.pt`` and restore ``sim`` from it; the store is checked, not changed."""
+    path = out / CHECKPOINT_FILE
+    fix = "rerun with resume=False to start afresh"
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch reports truncation as OSError, RuntimeError, EOFError...
+        raise CorruptRunError(
+            f"{CHECKPOINT_FILE} is truncated or unreadable ({path}: {type(exc).__name__}: {exc}); {fix}"
+        ) from None
+    ok = (
+        isinstance(state, dict)
+        and state.get("format") == 1
+        and isinstance(state.get("sim"), dict)
+        and type(state.get("records")) is int
+        and type(state.get("last_record_step")) is int
+    )
+    if not ok:
+        raise CorruptRunError(f"{path} is not a checkpoint of this attnflow version (format 1); {fix}")
+    records, last = state["records"], state["last_record_step"]
+    try:
+        sim.load_state_dict(state["sim"])
+    except Exception as exc:  # noqa: BLE001 - a crafted or foreign state: missing keys, wrong types
+        raise CorruptRunError(f"{path} does not fit this run ({type(exc).__name__}: {exc}); {fix}") from None
+    if not (records >= 1 and 0 <= last <= sim.step_index <= n_steps):
+        raise CorruptRunError(
+            f"{path} is inconsistent: records={records}, last_record_step={last}, step={sim.step_index} "
+            f"(need records >= 1 and 0 <= last_record_step <= step <= {n_steps}); {fix}"
+        )
+    _check_store_covers(out / DATA_DIR, records, last)
+    return state
 
 
 def _encoding(ds: xr.Dataset, records_per_chunk: int) -> dict:
@@ -168,11 +328,14 @@ def _encoding(ds: xr.Dataset, records_per_chunk: int) -> dict:
 
 
 def _clear_run(out: Path) -> None:
-    for name in (DATA_DIR, CHECKPOINT_FILE, META_FILE, CONFIG_FILE):
+    """Delete the run files (only those) of a directory that carries attnflow's marker."""
+    if not has_marker(out):  # pragma: no cover - callers check first; a last guard
+        raise UnsafePathError(f"{out} was not created by attnflow (no {MARKER_FILE}); nothing is deleted")
+    for name in RUN_FILES:
         p = out / name
-        if p.is_dir():
+        if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
             p.unlink()
 
 
@@ -236,13 +399,8 @@ class _Writer:
             "records": self.written,
             "last_record_step": self.last_step,
         }
-        tmp = self.out / (CHECKPOINT_FILE + ".tmp")
-        with open(tmp, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())  # the checkpoint is on disk before it replaces the previous one
-        os.replace(tmp, self.out / CHECKPOINT_FILE)
-        fsync_dir(self.out)
+        # fsynced before it replaces the previous one; a unique tmp name
+        atomic_write_bytes(self.out / CHECKPOINT_FILE, lambda fh: torch.save(state, fh))
         self.checkpointed_step = self.sim.step_index
         self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=utc_now())
         _write_meta(self.out, self.meta)
@@ -289,11 +447,27 @@ def run_experiment(
     cfg = load_config(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with DirectoryLock(out, "run directory"):
+        return _run_locked(cfg, out, resume, progress, flush_every_s)
+
+
+def _claim(out: Path, cfg: ExperimentConfig, resume: bool) -> tuple[bool, dict]:
+    """Decide what to do with the directory's run files; returns (resumable, old meta).
+
+    A directory without attnflow's marker that holds run files is refused, except a legacy run (written
+    before the marker existed) of this very config when resuming, which is adopted.
+    """
     cfg_path = out / CONFIG_FILE
-    meta: dict = {}
-    resumed = False
+    present = [n for n in RUN_FILES if (out / n).exists() or (out / n).is_symlink()]
+    old = None
     if cfg_path.is_file() and resume:
-        old = load_config(cfg_path)
+        try:
+            old = load_config(cfg_path)
+        except ConfigError as exc:
+            raise RunConfigMismatchError(
+                f"{cfg_path} cannot be read, so the run cannot be resumed ({exc}); choose another out_dir or "
+                "pass resume=False to overwrite it"
+            ) from None
         diff = config_diff(old, cfg)
         if diff:
             od, nd = flatten_config(old), flatten_config(cfg)
@@ -302,12 +476,27 @@ def run_experiment(
                 f"{out} holds a run with a different config, so it cannot be resumed: differing keys "
                 f"{', '.join(diff)} ({detail}); choose another out_dir or pass resume=False to overwrite it"
             )
-        meta = read_meta(out)
-        if meta.get("status") == "done" and (out / DATA_DIR).is_dir():
-            return open_run(out)
-        resumed = (out / CHECKPOINT_FILE).is_file()
-    elif cfg_path.is_file() or (out / DATA_DIR).exists():
+    if present and not has_marker(out) and old is None:
+        raise UnsafePathError(
+            f"{out} holds {', '.join(present)} that attnflow did not create (no {MARKER_FILE} marker "
+            "file), so nothing there is overwritten or deleted; move them away or choose another out_dir"
+        )
+    write_marker(out, "run")  # ours from now on (an adopted legacy run of this config included)
+    if old is not None:
+        return (out / CHECKPOINT_FILE).is_file(), _read_meta_or_empty(out)
+    if present:
         _clear_run(out)
+    return False, {}
+
+
+def _run_locked(
+    cfg: ExperimentConfig, out: Path, resume: bool, progress: bool, flush_every_s: float
+) -> xr.Dataset:
+    resumed, meta = _claim(out, cfg, resume)
+    if resumed and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
+        verify_run(out)  # a "done" is trusted only once the store is verified
+        return open_run(out)
+    cfg_path = out / CONFIG_FILE
     if not cfg_path.is_file():
         atomic_write_text(cfg_path, dump_config(cfg))
 
@@ -339,8 +528,7 @@ def run_experiment(
         attrs = {**run_attrs(sim, spec.t1, spec.record_every), "name": cfg.name, "config": dump_config(cfg)}
         writer = _Writer(out, sim, spec, cfg.checkpoint_steps, attrs, meta, flush_every_s)
         if resumed:
-            state = torch.load(out / CHECKPOINT_FILE, weights_only=True)
-            sim.load_state_dict(state["sim"])
+            state = _load_checkpoint(out, sim, n_steps)  # validated before the store is changed
             _truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
             writer.written, writer.last_step = state["records"], state["last_record_step"]
             # meta.json may count records of a failed attempt that the truncation just removed
@@ -368,10 +556,11 @@ def run_experiment(
         if writer.checkpointed_step != sim.step_index or writer.buffer:
             writer.checkpoint()
         bar.close()
+        verify_run(out)  # "done" is written only for a store that reopens whole
     except BaseException as exc:
         if bar is not None:
             bar.close()
-        if writer is not None and writer.written:
+        if writer is not None and writer.written and not isinstance(exc, CorruptFileError):
             try:
                 writer.flush()  # what was recorded before the failure is valid data
                 meta["records"] = writer.written
@@ -404,7 +593,7 @@ def open_run(out_dir: str | Path) -> xr.Dataset:
             f"{out} is not a run directory with data: {DATA_DIR} not found; create one with "
             "run_experiment(config, out_dir)"
         )
-    status = read_meta(out).get("status", "unknown")
+    status = _read_meta_or_empty(out).get("status", "unknown")
     if status != "done":
         warnings.warn(f"run {out} is not finished (status {status}); its data may stop early", stacklevel=2)
     return xr.open_zarr(store)

@@ -15,8 +15,17 @@ With ``scheduler=ADDRESS`` they run on an existing Dask distributed cluster
 torch thread per task. Results do not depend on where a task runs: each task is a seeded run.
 
 Failures. A task that raises is recorded as ``failed`` (its traceback in its ``meta.json`` and in
-``sweep.json``) and the others go on. Resuming a sweep (the default) skips the finished tasks and
-resumes the others from their checkpoints.
+``sweep.json``) and the others go on. A local worker that dies (killed, out of memory) breaks the
+process pool: the pool is rebuilt and only the unfinished tasks are resubmitted (they resume from their
+checkpoints), at most :data:`MAX_ATTEMPTS` times each. Workers exit when the sweep's main process dies,
+so no orphan keeps writing a task directory. Resuming a sweep (the default) skips the finished tasks
+whose stores verify (:func:`attnflow.experiments.store.verify_run`), reruns from scratch a "done" task
+whose store does not, and resumes the others from their checkpoints.
+
+Safety. The sweep directory is locked for the whole sweep and each task directory by the process that
+runs it (:mod:`attnflow.experiments.locking`). Task names read from ``tasks.json`` must be plain names
+inside the sweep directory, and a task directory is deleted (``resume=False``) only if it carries
+attnflow's marker file.
 
 Combination (:func:`open_sweep`). Every swept key becomes a dimension named after it with dots
 replaced by underscores (``heads.H`` -> ``heads_H``), its grid values as coordinate. Tasks that did
@@ -34,10 +43,12 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -47,11 +58,25 @@ import xarray as xr
 import yaml
 
 from .errors import ConfigError
-from .files import atomic_write_text, disk_usage, utc_now
+from .files import (
+    MARKER_FILE,
+    CorruptFileError,
+    UnsafePathError,
+    atomic_write_text,
+    confined,
+    disk_usage,
+    has_marker,
+    read_json,
+    utc_now,
+    write_marker,
+)
+from .locking import LOCK_FILE, DirectoryLock
 from .schema import ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
-from .store import CONFIG_FILE, DATA_DIR, read_meta, run_experiment
+from .store import CONFIG_FILE, DATA_DIR, RUN_FILES, CorruptRunError, read_meta, run_experiment, verify_run
 
 __all__ = [
+    "MAX_ATTEMPTS",
+    "SchedulerError",
     "SweepMismatchError",
     "SweepShapeError",
     "dim_name",
@@ -59,13 +84,18 @@ __all__ = [
     "parse_grid",
     "read_index",
     "run_finished",
-    "run_sweep",
     "run_tasks",
+    "run_sweep",
     "sweep_info",
 ]
 
 TASKS_FILE = "tasks.json"
 SUMMARY_FILE = "sweep.json"
+#: How many times a task is submitted to a local pool that keeps breaking (a worker killed) before it
+#: is recorded as failed.
+MAX_ATTEMPTS = 3
+#: Seconds between two checks, in a worker, that the sweep's main process is still alive.
+_PARENT_POLL_S = 0.2
 
 
 class SweepShapeError(ValueError):
@@ -74,6 +104,10 @@ class SweepShapeError(ValueError):
 
 class SweepMismatchError(ValueError):
     """The sweep directory holds another sweep (base config or grid differ)."""
+
+
+class SchedulerError(RuntimeError):
+    """The Dask scheduler given as ``scheduler`` cannot be reached."""
 
 
 def dim_name(key: str) -> str:
@@ -164,6 +198,21 @@ def _set_numba_threads(threads: int | None) -> None:
     )
 
 
+def _exit_with_parent(parent_pid: int) -> None:
+    """Pool initializer: exit this worker as soon as the sweep's main process is gone.
+
+    A SIGKILLed main process cannot stop its workers; without this they would finish their task and
+    take queued ones while a resumed sweep runs the same task directories.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_S)
+        os._exit(70)  # no cleanup: the task resumes from its checkpoint; its lock dies with us
+
+    threading.Thread(target=watch, name="attnflow-parent-watch", daemon=True).start()
+
+
 def _run_task(
     cfg_json: dict, task_dir: str, resume: bool, threads: int | None, progress: bool = False
 ) -> dict:
@@ -200,6 +249,33 @@ def _write_summary(out: Path, summary: dict) -> None:
     atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str) + "\n")
 
 
+def _delete_task(out: Path, name: str) -> None:
+    """Delete the run files of the task directory ``out/name``: confined, marked, and not in use."""
+    path = confined(out, name, what="task directory")
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_dir() or not has_marker(path):
+        raise UnsafePathError(
+            f"{path} was not created by attnflow (no {MARKER_FILE} marker file), so it is not deleted; move "
+            "or delete it yourself, or choose another out_dir"
+        )
+    with DirectoryLock(path, "task directory"):  # refused while a live process writes it
+        for item in RUN_FILES:
+            p = path / item
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
+        for tmp in path.glob(".*.tmp"):  # leftovers of atomic writes cut short
+            tmp.unlink()
+        (path / MARKER_FILE).unlink()
+    (path / LOCK_FILE).unlink(missing_ok=True)
+    try:
+        path.rmdir()  # only if nothing of anyone else is left in it
+    except OSError:
+        pass
+
+
 def _prepare_dir(out: Path, base: ExperimentConfig, grid: dict, tasks: list, resume: bool) -> None:
     index = {
         "format": 1,
@@ -209,26 +285,76 @@ def _prepare_dir(out: Path, base: ExperimentConfig, grid: dict, tasks: list, res
         "tasks": {name: params for name, params, _ in tasks},
     }
     path = out / TASKS_FILE
+    old_tasks: list[str] = []
     if path.is_file():
-        old = json.loads(path.read_text())
-        same_grid = json.dumps(old.get("grid"), default=str) == json.dumps(grid, default=str)
-        diff = config_diff(load_config(old["base"]), base)
-        if resume and (diff or not same_grid):
-            what = []
-            if diff:
-                what.append(f"base config keys {', '.join(diff)}")
-            if not same_grid:
-                what.append(f"grid {old.get('grid')} -> {grid}")
-            raise SweepMismatchError(
-                f"{out} holds a different sweep ({'; '.join(what)}), so it cannot be resumed; choose another "
-                "out_dir or pass resume=False to overwrite it"
-            )
-        if not resume:
-            for name in old.get("tasks", {}):
-                if (out / name).is_dir():
-                    shutil.rmtree(out / name)
-            (out / SUMMARY_FILE).unlink(missing_ok=True)
+        try:
+            old = read_index(out)
+        except CorruptFileError:  # a hostile index (UnsafePathError) is refused, resume or not
+            if resume:
+                raise
+            old = None  # resume=False: the old index is replaced; only marked task directories are deleted
+        if old is not None:
+            old_tasks = list(old["tasks"])
+            same_grid = json.dumps(old.get("grid"), default=str) == json.dumps(grid, default=str)
+            try:
+                diff = config_diff(load_config(old["base"]), base)
+            except ConfigError:
+                diff = ["base"]
+            if resume and (diff or not same_grid):
+                what = []
+                if diff:
+                    what.append(f"base config keys {', '.join(diff)}")
+                if not same_grid:
+                    what.append(f"grid {old.get('grid')} -> {grid}")
+                raise SweepMismatchError(
+                    f"{out} holds a different sweep ({'; '.join(what)}), so it cannot be resumed; choose "
+                    "another out_dir or pass resume=False to overwrite it"
+                )
+    for name, _, _ in tasks:
+        confined(out, name, what="task directory")
+    if not resume:
+        # check every deletion before doing any, then delete the old tasks and the new ones' directories
+        doomed = list(dict.fromkeys([*old_tasks, *(name for name, _, _ in tasks)]))
+        for name in doomed:
+            p = confined(out, name, what="task directory")
+            if (p.exists() or p.is_symlink()) and not (p.is_dir() and has_marker(p)):
+                raise UnsafePathError(
+                    f"{p} was not created by attnflow (no {MARKER_FILE} marker file), so it is not deleted; "
+                    "move or delete it yourself, or choose another out_dir"
+                )
+        for name in doomed:
+            _delete_task(out, name)
+        (out / SUMMARY_FILE).unlink(missing_ok=True)
     atomic_write_text(path, json.dumps(index, indent=2, default=str) + "\n")
+
+
+def _finished(run_dir: Path, config: ExperimentConfig | dict | None = None) -> tuple[bool, str | None]:
+    """(finished, why not) of a run directory: "done" in meta.json, a store that verifies
+    (:func:`attnflow.experiments.store.verify_run`) and, if given, the same config. ``why`` is set only
+    for a run that says "done" but fails the checks."""
+    try:
+        status = read_meta(run_dir).get("status")
+    except CorruptFileError as exc:
+        return False, str(exc)
+    if status != "done" or not (run_dir / DATA_DIR).is_dir():
+        return False, None
+    try:
+        verify_run(run_dir)
+    except CorruptRunError as exc:
+        return False, str(exc)
+    if config is not None:
+        try:
+            if config_diff(load_config(run_dir / CONFIG_FILE), load_config(config)):
+                return False, None
+        except ConfigError:
+            return False, None
+    return True, None
+
+
+def run_finished(run_dir: str | Path, config: ExperimentConfig | dict | None = None) -> bool:
+    """Whether ``run_dir`` holds a finished run (status ``done`` and a store that verifies), of ``config``
+    if given."""
+    return _finished(Path(run_dir), config)[0]
 
 
 def run_sweep(
@@ -276,54 +402,37 @@ def run_sweep(
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     tasks = _plan(base, grid)
-    _prepare_dir(out, base, grid, tasks, resume)
-    summary = {
-        "grid": grid,
-        "started": utc_now(),
-        "ended": None,
-        "scheduler": scheduler or "local",
-        "tasks": {},
-    }
-    for name, params, cfg in tasks:
-        if resume and run_finished(out / name, cfg):
-            summary["tasks"][name] = {"params": params, "status": "done", "skipped": True}
-        else:
-            summary["tasks"][name] = {"params": params, "status": "pending"}
-    _write_summary(out, summary)
+    with DirectoryLock(out, "sweep directory"):
+        write_marker(out, "sweep")
+        _prepare_dir(out, base, grid, tasks, resume)
+        summary = {
+            "grid": grid,
+            "started": utc_now(),
+            "ended": None,
+            "scheduler": scheduler or "local",
+            "tasks": {name: {"params": params, "status": "pending"} for name, params, _ in tasks},
+        }
+        _write_summary(out, summary)
 
-    def finish(name: str, res: dict) -> None:
-        if not res.get("skipped"):
+        def finish(name: str, res: dict) -> None:
             summary["tasks"][name].update(res)
             _write_summary(out, summary)
 
-    try:
-        run_tasks(
-            {name: cfg for name, _, cfg in tasks},
-            out,
-            scheduler=scheduler,
-            workers=workers,
-            resume=resume,
-            progress=progress,
-            label=f"sweep {out.name}",
-            on_result=finish,
-        )
-    finally:
-        summary["ended"] = utc_now()
-        _write_summary(out, summary)
-    return summary
-
-
-def run_finished(run_dir: str | Path, config: ExperimentConfig | dict | None = None) -> bool:
-    """Whether ``run_dir`` holds a finished run (status ``done`` and its data), of ``config`` if given."""
-    run_dir = Path(run_dir)
-    if read_meta(run_dir).get("status") != "done" or not (run_dir / DATA_DIR).is_dir():
-        return False
-    if config is None:
-        return True
-    try:
-        return not config_diff(load_config(run_dir / CONFIG_FILE), load_config(config))
-    except ConfigError:
-        return False
+        try:
+            run_tasks(
+                {name: cfg for name, _, cfg in tasks},
+                out,
+                scheduler=scheduler,
+                workers=workers,
+                resume=resume,
+                progress=progress,
+                label=f"sweep {out.name}",
+                on_result=finish,
+            )
+        finally:
+            summary["ended"] = utc_now()
+            _write_summary(out, summary)
+        return summary
 
 
 def run_tasks(
@@ -344,13 +453,15 @@ def run_tasks(
     Parameters
     ----------
     tasks : mapping
-        Run directory name -> config (validated here, before anything runs).
+        Run directory name -> config (validated here, before anything runs). A name must be a plain
+        name inside ``out_dir`` (:func:`attnflow.experiments.files.confined`).
     out_dir : path
         Parent directory of the run directories.
     scheduler, workers, resume, progress
         As in :func:`run_sweep`. With ``resume`` a task whose directory holds a finished run of the
-        same config is skipped (``{"status": "done", "skipped": True}``); one that holds another config
-        fails with :class:`~attnflow.experiments.store.RunConfigMismatchError`.
+        same config whose store verifies is skipped (``{"status": "done", "skipped": True}``); a "done"
+        whose store does not verify is run again from scratch (its result says why, ``rerun``); one
+        that holds another config fails with :class:`~attnflow.experiments.store.RunConfigMismatchError`.
     label : str
         Label of the progress bar of the tasks.
     run_progress : bool
@@ -361,23 +472,34 @@ def run_tasks(
     Returns
     -------
     dict
-        Name -> result: ``status`` (``done`` or ``failed``), ``elapsed_s``, ``skipped``, ``error`` and
-        ``traceback`` of a failure.
+        Name -> result: ``status`` (``done`` or ``failed``), ``elapsed_s``, ``skipped``, ``rerun``,
+        ``attempts`` (local pools rebuilt after a worker died), ``error`` and ``traceback`` of a failure.
+
+    Raises
+    ------
+    UnsafePathError
+        A task name escapes ``out_dir``.
     """
     from .progress import ProgressBar
 
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     configs = {name: load_config(cfg) for name, cfg in tasks.items()}
+    for name in configs:
+        confined(out, name, what="task directory")
     results: dict[str, dict] = {}
+    notes: dict[str, dict] = {}
     todo = []
     for name, cfg in configs.items():
-        if resume and run_finished(out / name, cfg):
+        done, why = _finished(out / name, cfg) if resume else (False, None)
+        if done:
             results[name] = {"status": "done", "skipped": True}
             if on_result is not None:
                 on_result(name, results[name])
-        else:
-            todo.append((name, cfg))
+            continue
+        if why is not None:  # "done" but its store does not verify: run it again from scratch
+            notes[name] = {"rerun": f"store failed verification: {why}"}
+        todo.append((name, cfg, resume and why is None))
     bar = ProgressBar(
         len(configs),
         label,
@@ -389,6 +511,7 @@ def run_tasks(
 
     def finish(name: str, res: dict) -> None:
         nonlocal failed
+        res = {**notes.get(name, {}), **res}
         results[name] = res
         failed += res["status"] == "failed"
         if on_result is not None:
@@ -397,52 +520,113 @@ def run_tasks(
 
     try:
         if scheduler is not None:
-            _run_dask(scheduler, todo, out, resume, finish)
+            _run_dask(scheduler, todo, out, finish)
         else:
             n_workers = min(len(todo), workers or os.cpu_count() or 1)
             if n_workers <= 1:
-                for name, cfg in todo:
+                for name, cfg, task_resume in todo:
                     cfg_json = cfg.model_dump(mode="json")
-                    finish(name, _run_task(cfg_json, str(out / name), resume, None, run_progress))
+                    finish(name, _run_task(cfg_json, str(out / name), task_resume, None, run_progress))
             else:
-                threads = max(1, (os.cpu_count() or 1) // n_workers)
-                with ProcessPoolExecutor(max_workers=n_workers, mp_context=get_context("spawn")) as pool:
-                    futs = {
-                        pool.submit(
-                            _run_task, cfg.model_dump(mode="json"), str(out / name), resume, threads
-                        ): name
-                        for name, cfg in todo
-                    }
-                    for fut in as_completed(futs):
-                        finish(futs[fut], _result_or_failure(fut))
+                _run_pool(todo, out, n_workers, finish)
     finally:
         bar.close()
     return results
+
+
+def _run_pool(todo: list, out: Path, n_workers: int, finish) -> None:
+    """Run the tasks in local spawn workers; a broken pool is rebuilt for the unfinished tasks."""
+    threads = max(1, (os.cpu_count() or 1) // n_workers)
+    pending = {name: (cfg, resume) for name, cfg, resume in todo}
+    attempts = dict.fromkeys(pending, 0)
+    while pending:
+        broken: BrokenProcessPool | None = None
+        with ProcessPoolExecutor(
+            max_workers=min(n_workers, len(pending)),
+            mp_context=get_context("spawn"),
+            initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        ) as pool:
+            futs = {}
+            for name, (cfg, resume) in pending.items():
+                attempts[name] += 1
+                cfg_json = cfg.model_dump(mode="json")
+                futs[pool.submit(_run_task, cfg_json, str(out / name), resume, threads)] = name
+            for fut in as_completed(futs):
+                name = futs[fut]
+                try:
+                    res = fut.result()
+                except BrokenProcessPool as exc:  # a worker died: this task did not finish
+                    broken = exc
+                    continue
+                except Exception as exc:  # noqa: BLE001 - reported as the task's failure
+                    res = _failure(exc)
+                pending.pop(name)
+                finish(name, {**res, "attempts": attempts[name]} if attempts[name] > 1 else res)
+        if broken is None:
+            break
+        for name in list(pending):
+            cfg, _ = pending[name]
+            if attempts[name] >= MAX_ATTEMPTS:
+                pending.pop(name)
+                finish(
+                    name,
+                    {
+                        "status": "failed",
+                        "attempts": attempts[name],
+                        "error": f"a worker process died {attempts[name]} times while this task was "
+                        f"queued or running ({broken}); a rerun of the sweep resumes it",
+                    },
+                )
+            else:
+                pending[name] = (cfg, True)  # resubmitted: it resumes from its checkpoint, if any
+
+
+def _failure(exc: BaseException) -> dict:
+    tb = "".join(traceback.format_exception(exc))
+    return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": tb}
 
 
 def _result_or_failure(fut) -> dict:
     try:
         return fut.result()
     except Exception as exc:  # noqa: BLE001 - a dead worker fails its task only
-        tb = "".join(traceback.format_exception(exc))
-        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "traceback": tb}
+        return _failure(exc)
 
 
-def _run_dask(address: str, todo: list, out: Path, resume: bool, finish) -> None:
+def _run_dask(address: str, todo: list, out: Path, finish) -> None:
     import distributed
 
-    with distributed.Client(address) as client:
+    try:
+        client = distributed.Client(address)
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError; a malformed address a ValueError
+        raise SchedulerError(
+            f"cannot reach the Dask scheduler at {address!r} ({type(exc).__name__}: {exc}); check the "
+            "address and that the scheduler runs, or run locally with scheduler=None"
+        ) from None
+    with client:
         futs = {
             client.submit(
                 _run_task, cfg.model_dump(mode="json"), str(out / name), resume, 1, pure=False
             ): name
-            for name, cfg in todo
+            for name, cfg, resume in todo
         }
         for fut in distributed.as_completed(list(futs)):
             finish(futs[fut], _result_or_failure(fut))
 
 
 # -- reading ---------------------------------------------------------------------------------------
+def _live_status(task_dir: Path) -> str:
+    """The status in a task's meta.json; "done" only if its store verifies, else "corrupt"."""
+    try:
+        status = read_meta(task_dir).get("status", "pending")
+    except CorruptFileError:
+        return "corrupt"
+    if status == "done" and not _finished(task_dir)[0]:
+        return "corrupt"
+    return status
+
+
 def read_index(out_dir: str | Path) -> dict:
     """The ``tasks.json`` of a sweep directory: base config, grid, swept keys, task name -> params.
 
@@ -455,7 +639,21 @@ def read_index(out_dir: str | Path) -> dict:
     p = out / TASKS_FILE
     if not p.is_file():
         raise FileNotFoundError(f"{out} is not a sweep directory: {TASKS_FILE} not found")
-    return json.loads(p.read_text())
+    fix = "rerun the sweep with resume=False to rewrite it"
+    index = read_json(p, "the sweep index", fix)
+    ok = (
+        isinstance(index, dict)
+        and isinstance(index.get("base"), dict)
+        and isinstance(index.get("grid"), dict)
+        and isinstance(index.get("keys"), list)
+        and isinstance(index.get("tasks"), dict)
+        and all(isinstance(v, dict) for v in index["tasks"].values())
+    )
+    if not ok:
+        raise CorruptFileError(f"the sweep index {p} is corrupt (not the layout attnflow writes); {fix}")
+    for name in index["tasks"]:
+        confined(out, name, what=f"task directory named in {p}")
+    return index
 
 
 def _coord_value(v: Any) -> Any:
@@ -504,10 +702,10 @@ def open_sweep(out_dir: str | Path, *, variables: list[str] | None = None) -> xr
     out = Path(out_dir)
     index = read_index(out)
     keys, grid, tasks = index["keys"], index["grid"], index["tasks"]
-    status = {name: read_meta(out / name).get("status", "pending") for name in tasks}
+    status = {name: _live_status(out / name) for name in tasks}
     opened = {}
     for name in tasks:
-        if status[name] == "done" and (out / name / DATA_DIR).is_dir():
+        if status[name] == "done":
             ds = xr.open_zarr(out / name / DATA_DIR)
             opened[name] = ds[variables] if variables is not None else ds
     if not opened:
@@ -583,11 +781,18 @@ def sweep_info(out_dir: str | Path) -> dict:
     """Summary of a sweep directory: grid, task statuses (live, from each ``meta.json``), errors, sizes."""
     out = Path(out_dir)
     index = read_index(out)
-    summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
+    summary = {}
+    if (out / SUMMARY_FILE).is_file():
+        summary = read_json(out / SUMMARY_FILE, "the sweep summary", "rerun the sweep to rewrite it")
+        if not isinstance(summary, dict):
+            summary = {}
     rows = {}
     for name, params in index["tasks"].items():
-        meta = read_meta(out / name)
-        st = meta.get("status", "pending")
+        try:
+            meta = read_meta(out / name)
+        except CorruptFileError:
+            meta = {}
+        st = _live_status(out / name)
         row = {"params": params, "status": st}
         if meta.get("n_steps"):
             row["progress"] = f"{meta.get('step', 0)}/{meta['n_steps']} steps"

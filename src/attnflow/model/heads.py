@@ -6,11 +6,30 @@ In the paper's experiments each head is one d x d matrix D_h used both as score 
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 
 from ..random import path_generators, randn_per_path
 
 _DEFAULT_DTYPE = torch.float64
+
+#: The largest head scale: products of two head entries (|D|^2 in the ledger, D D^T) must stay finite
+#: in float64 (sqrt(1.8e308) = 1.3e154, less a margin for Gaussian entries of a few units).
+SCALE_MAX = 1e150
+
+
+def _check_scale(scale: float) -> None:
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not (math.isfinite(scale) and 0 < scale <= SCALE_MAX)
+    ):
+        raise ValueError(
+            f"scale must be a number in (0, {SCALE_MAX:g}] (so that products of head entries stay finite "
+            f"in float64): got {scale!r}; the default is 1"
+        )
 
 
 def _check(paths: int, heads: int, d: int) -> None:
@@ -51,6 +70,7 @@ def gaussian(
     Tensor, shape=[paths, heads, d, d]
     """
     _check(paths, heads, d)
+    _check_scale(scale)
     z = randn_per_path(path_generators(seed, paths, "heads"), (heads, d, d), dtype, "cpu")
     return (scale * z).to(device)
 
@@ -63,6 +83,7 @@ def identity(paths: int, heads: int, d: int, *, scale: float = 1.0, dtype=_DEFAU
     Tensor, shape=[paths, heads, d, d]
     """
     _check(paths, heads, d)
+    _check_scale(scale)
     eye = torch.eye(d, dtype=dtype, device=device) * scale
     return eye.expand(paths, heads, d, d).clone()
 
@@ -98,6 +119,11 @@ def from_array(
     D : array-like, shape=[d, d], [H, d, d] or [P, H, d, d]
         Lower-rank inputs are repeated over heads (1) and paths.
     """
+    if torch.is_tensor(D) and D.is_complex() or not torch.is_tensor(D) and np.iscomplexobj(D):
+        raise ValueError(
+            f"{name} must be real-valued: got a complex array; pass its real part (D.real) if the "
+            "imaginary part is meant to be zero"
+        )
     t = torch.as_tensor(D, dtype=dtype, device=device)
     shape_in = tuple(t.shape)
     if t.ndim == 2:

@@ -16,6 +16,21 @@ from ..random import path_generators, path_seed
 
 _DEFAULT_DTYPE = torch.float64
 
+#: The largest von Mises-Fisher concentration. Wood's sampler needs 1 - x0, about (d - 1) / (2 kappa),
+#: to stay far above the float64 resolution 2.2e-16 near 1 (at kappa ~ 1e15 it rounds to 0 and
+#: log(1 - x0^2) fails); 1e10 keeps five digits of margin (an angular spread of ~1e-5).
+KAPPA_MAX = 1e10
+#: The largest octahedral noise: |base + eps|^2 must stay finite in float64 (sqrt(1.8e308) = 1.3e154).
+NOISE_MAX = 1e150
+
+
+def _check_real(x, name: str) -> None:
+    if torch.is_tensor(x) and x.is_complex() or not torch.is_tensor(x) and np.iscomplexobj(x):
+        raise ValueError(
+            f"{name} must be real-valued: got a complex array; pass its real part (x.real) if the "
+            "imaginary part is meant to be zero"
+        )
+
 
 def _check_sizes(paths: int, n: int, d: int) -> None:
     for name, val, low in (("paths", paths, 1), ("n", n, 1), ("d", d, 2)):
@@ -57,8 +72,11 @@ def octahedral(
     Tensor, shape=[paths, n, d]
     """
     _check_sizes(paths, n, d)
-    if not (noise >= 0 and math.isfinite(noise)):
-        raise ValueError(f"noise must be a finite number >= 0: got {noise!r}")
+    if not (0 <= noise <= NOISE_MAX):
+        raise ValueError(
+            f"noise must be a number in [0, {NOISE_MAX:g}] (so that the noisy tokens' norms stay finite): "
+            f"got {noise!r}; the default is 0.05"
+        )
     gens = path_generators(seed, paths, "tokens")
     out = []
     for g in gens:
@@ -95,8 +113,11 @@ def von_mises_fisher(
     _check_sizes(paths, n, d)
     if isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
         raise ValueError(f"clusters must be an integer >= 1: got {clusters!r}")
-    if not (kappa > 0 and math.isfinite(kappa)):
-        raise ValueError(f"kappa must be a finite number > 0: got {kappa!r}")
+    if not (0 < kappa <= KAPPA_MAX):
+        raise ValueError(
+            f"kappa must be a number in (0, {KAPPA_MAX:g}] (Wood's sampler needs 1 - 1/kappa to differ "
+            f"from 1 in float64): got {kappa!r}; for tighter clusters give the tokens with init 'file'"
+        )
     b = (d - 1) / (2 * kappa + math.sqrt(4 * kappa**2 + (d - 1) ** 2))
     x0 = (1 - b) / (1 + b)
     c = kappa * x0 + (d - 1) * math.log(1 - x0**2)
@@ -136,6 +157,7 @@ def from_array(
     x : array-like, shape=[n, d] or [P, n, d]
         Unit vectors. A single cloud ``(n, d)`` is repeated over ``paths`` (default 1).
     """
+    _check_real(x, "tokens")
     t = torch.as_tensor(x, dtype=dtype, device=device)
     if t.ndim == 2:
         t = t.unsqueeze(0).expand(paths or 1, -1, -1).clone()

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 from ..geometry import GEOMETRIES, Geometry, get_geometry
 from .attention import check_attention_kind
 from .weights import Constant, WeightProcess
 
-__all__ = ["BACKENDS", "BETA_MAX", "DIRECTIONS", "GEOMETRIES", "TransformerModel"]
+__all__ = [
+    "BACKENDS",
+    "BETA_MAX",
+    "BETA_MIN",
+    "DIRECTIONS",
+    "GEOMETRIES",
+    "LAYER_SCALING_MAX",
+    "LAYER_SCALING_MIN",
+    "TransformerModel",
+]
 
 DIRECTIONS = {"ascent": 1.0, "descent": -1.0}
 BACKENDS = ("auto", "torch", "numba")
@@ -17,6 +27,14 @@ BACKENDS = ("auto", "torch", "numba")
 #: the energy ledger (E ~ exp(beta <x, D y>)) leaves float64 once beta * max <x_i, D x_j> > 709, which
 #: the simulation loop reports with a warning.
 BETA_MAX = 1e4
+#: beta must be a normal float64 (>= 2.2e-308): the energy carries 1/(2 beta), which is inf for a
+#: subnormal beta such as 5e-324.
+BETA_MIN = sys.float_info.min
+#: layer_scaling t0 must lie in [LAYER_SCALING_MIN, LAYER_SCALING_MAX]: the rate of the head scale
+#: divides by (t0 + t)^2, so t0^2 must be a normal float64 (sqrt(2.2e-308) = 1.5e-154 and
+#: sqrt(1.8e308) = 1.3e154, rounded inwards).
+LAYER_SCALING_MIN = 1e-150
+LAYER_SCALING_MAX = 1e150
 
 
 @dataclass(frozen=True)
@@ -71,19 +89,28 @@ class TransformerModel:
         if (
             isinstance(self.beta, bool)
             or not isinstance(self.beta, (int, float))
-            or not (math.isfinite(self.beta) and 0 < self.beta <= BETA_MAX)
+            or not (math.isfinite(self.beta) and BETA_MIN <= self.beta <= BETA_MAX)
         ):
-            raise ValueError(f"beta must be a finite number in (0, {BETA_MAX:g}]: got {self.beta!r}")
+            raise ValueError(
+                f"beta must be a finite number in [{BETA_MIN:.3g}, {BETA_MAX:g}] (a normal float64, so that "
+                f"the energy's 1/(2 beta) is finite): got {self.beta!r}; the paper uses beta = 1"
+            )
         object.__setattr__(self, "geometry", get_geometry(self.geometry))
         if not isinstance(self.weights, WeightProcess):
             raise ValueError(
                 f"weights must be a WeightProcess (Constant, OrnsteinUhlenbeck, Oscillating, ...): "
                 f"got {type(self.weights).__name__}"
             )
-        if self.layer_scaling is not None and not (
-            math.isfinite(self.layer_scaling) and self.layer_scaling > 0
+        if self.layer_scaling is not None and (
+            isinstance(self.layer_scaling, bool)
+            or not isinstance(self.layer_scaling, (int, float))
+            or not LAYER_SCALING_MIN <= self.layer_scaling <= LAYER_SCALING_MAX
         ):
-            raise ValueError(f"layer_scaling must be None or an offset t0 > 0: got {self.layer_scaling!r}")
+            raise ValueError(
+                f"layer_scaling must be None or an offset t0 in [{LAYER_SCALING_MIN:g}, "
+                f"{LAYER_SCALING_MAX:g}] (so that (t0 + t)^2 is a normal float64): got "
+                f"{self.layer_scaling!r}; choose t0 of the order of the time step or larger"
+            )
         if (
             isinstance(self.sinkhorn_iters, bool)
             or not isinstance(self.sinkhorn_iters, int)
@@ -114,7 +141,10 @@ class TransformerModel:
         """dc/dt (0 without layer scaling)."""
         if self.layer_scaling is None:
             return 0.0
-        return -1.0 / ((self.layer_scaling + t) ** 2 * math.sqrt(H))
+        try:
+            return -1.0 / ((self.layer_scaling + t) ** 2 * math.sqrt(H))
+        except OverflowError:  # (t0 + t)^2 > 1.8e308: the rate is below the smallest float64
+            return -0.0
 
     def describe(self) -> dict:
         """JSON-friendly description stored with results."""
