@@ -302,3 +302,14 @@ def test_corrupt_meta_and_index_files_name_the_file_and_the_fix(tmp_path):
     summary = run_sweep(TINY, {"seed": [0, 1]}, out, workers=1, resume=False)
     assert summary["done"] == 2
     write_marker(out, "sweep")  # idempotent
+
+
+def test_run_tasks_refuses_names_outside_its_directory(tmp_path):
+    """The engine of sweeps and studies: a manifest regime key ``../../x`` made a run outside ``--out``."""
+    from attnflow.experiments.sweep import run_tasks
+
+    out = tmp_path / "study" / "runs"
+    for name in ("../../x_H2", str(tmp_path / "abs_H2")):
+        with pytest.raises(UnsafePathError, match=r"must be a relative name inside"):
+            run_tasks({name: TINY}, out, workers=1)
+    assert not (tmp_path / "x_H2").exists() and not (tmp_path / "abs_H2").exists()
