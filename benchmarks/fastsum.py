@@ -6,8 +6,9 @@ Inputs as in ``benchmarks/run.py``: d = 3, one path, one head, octahedral tokens
 and the head Z + Z^T (seed 0), beta = 1; also the non-symmetric head (0.5 added to entry (0, 1)), which
 needs the column sums. For each n one field evaluation is timed:
 
-* ``fast_field``: :func:`pair_sums_fastsum` (ledger off) + :func:`assemble` + :func:`energy_from_lse`
-  (velocity, lse, energy), at the truncation degree the rule picks for ``--tol``;
+* ``fast_field``: :func:`pair_sums_fastsum` (ledger off) + :func:`assemble` (on one torch thread, as
+  ``evaluate_numba`` does) + :func:`energy_from_lse` (velocity, lse, energy), at the truncation degree
+  the rule picks for ``--tol``;
 * ``fast_ledger``: the same with the whole ledger (row_q, column sums, G^2, Ghat^2, ...);
 * ``direct``: the fused numba kernel :func:`attnflow.dynamics.numba_backend.fused_field` (float64,
   ledger on), only while its predicted time (from the previous n, scaled by n^2) is under
@@ -44,7 +45,7 @@ from attnflow.dynamics.fastsum import (  # noqa: E402
     relative_error_bound,
     truncation_degree,
 )
-from attnflow.dynamics.numba_backend import fused_field  # noqa: E402
+from attnflow.dynamics.numba_backend import fused_field, single_torch_thread  # noqa: E402
 from attnflow.geometry import Sphere  # noqa: E402
 
 SPHERE = Sphere()
@@ -65,7 +66,8 @@ def make_inputs(n: int, symmetric: bool, seed: int = 0) -> tuple[np.ndarray, np.
 
 def fast_eval(x: torch.Tensor, D: torch.Tensor, beta: float, tol: float, ledger: bool):
     sums = pair_sums_fastsum(x, D, beta, tol=tol, ledger=ledger, geometry=SPHERE)
-    fe = assemble(sums, x, D, D, beta, SPHERE, ledger=ledger)
+    with single_torch_thread():  # as evaluate_numba does: O(n) assembly, no thread contention
+        fe = assemble(sums, x, D, D, beta, SPHERE, ledger=ledger)
     if not ledger:
         fe.energy = energy_from_lse(fe.lse, beta)
     return fe

@@ -235,6 +235,18 @@ def test_numba_kernel_equals_torch_path(sym):
         torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device (the PyTorch path is device-agnostic)"
+)
+@pytest.mark.parametrize("d", [2, 3])
+def test_cuda_equals_cpu(d):
+    x, D = tokens(1, 300, d, 16), heads(1, 2, d, 17, symmetric=False)
+    a = pair_sums_fastsum(x.cuda(), D.cuda(), 1.0, geometry=SPHERE)
+    b = pair_sums_fastsum(x, D, 1.0, geometry=SPHERE, _impl="torch")
+    for name in ("row_shift", "row_sum", "row_x", "row_q", "col_shift", "col_x"):
+        torch.testing.assert_close(getattr(a, name).cpu(), getattr(b, name), rtol=1e-12, atol=1e-13)
+
+
 # --------------------------------------------------------------------------- convergence in L
 
 
