@@ -120,9 +120,13 @@ def main() -> None:
     ap.add_argument("--beta", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-direct", type=float, default=120.0)
+    ap.add_argument("--ns", type=str, default=None, help="comma-separated n (default 1e3,1e4,1e5,1e6)")
+    ap.add_argument("--only-sphere", action="store_true", help="skip the S^1 cells and the L sweep")
     args = ap.parse_args()
     torch.set_num_threads(2)
     ns = [1000, 10000] if args.quick else [1000, 10000, 100000, 1000000]
+    if args.ns:
+        ns = [int(float(v)) for v in args.ns.split(",")]
     beta = args.beta
     out = {
         "machine": {
@@ -145,9 +149,13 @@ def main() -> None:
     xw, Dw = make_inputs(500, False)
     fast_eval(torch.from_numpy(xw), torch.from_numpy(Dw), beta, args.tol, True)
     fused_field(xw, Dw, None, beta)
+    xc, Dc = make_inputs(2000, True)
+    t0 = time.perf_counter()
+    fused_field(xc, Dc, None, beta)
+    calibration_rate = (time.perf_counter() - t0) / 2000**2  # seconds per pair, to predict the first n
 
     for symmetric in (True, False):
-        direct_rate = None  # seconds per pair of the last direct run
+        direct_rate = calibration_rate  # seconds per pair of the last direct run
         for n in ns:
             x_np, D_np = make_inputs(n, symmetric)
             x, D = torch.from_numpy(x_np), torch.from_numpy(D_np)
@@ -166,8 +174,8 @@ def main() -> None:
             cell["fast_field_s"], fe = timed(reps, "f", fast_eval, x, D, beta, args.tol, False)
             cell["fast_ledger_s"], fl = timed(reps, "l", fast_eval, x, D, beta, args.tol, True)
             cell["fast_field_min_s"], cell["fast_ledger_min_s"] = MINS["f"], MINS["l"]
-            predicted = None if direct_rate is None else direct_rate * n * n
-            if predicted is None or predicted <= args.max_direct:
+            predicted = direct_rate * n * n
+            if predicted <= args.max_direct:
                 t0 = time.perf_counter()
                 ref = fused_field(x_np, D_np, None, beta)
                 cell["direct_s"] = time.perf_counter() - t0
@@ -209,6 +217,10 @@ def main() -> None:
             print(json.dumps(cell), flush=True)
             out["cells"].append(cell)
 
+    if args.only_sphere:
+        out["machine"]["loadavg_after"] = os.getloadavg()
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        return
     # S^1 (d = 2, the PyTorch path of the expansion, O(nL)): first two coordinates of the same clouds
     circle = []
     for n in [1000, 10000] if args.quick else [1000, 10000, 100000]:
