@@ -45,7 +45,8 @@ from attnflow.dynamics.fastsum import (  # noqa: E402
     relative_error_bound,
     truncation_degree,
 )
-from attnflow.dynamics.numba_backend import fused_field, single_torch_thread  # noqa: E402
+from attnflow.dynamics.numba_backend import fused_field  # noqa: E402
+from attnflow.dynamics.threads import torch_threads  # noqa: E402
 from attnflow.geometry import Sphere  # noqa: E402
 
 SPHERE = Sphere()
@@ -66,7 +67,7 @@ def make_inputs(n: int, symmetric: bool, seed: int = 0) -> tuple[np.ndarray, np.
 
 def fast_eval(x: torch.Tensor, D: torch.Tensor, beta: float, tol: float, ledger: bool):
     sums = pair_sums_fastsum(x, D, beta, tol=tol, ledger=ledger, geometry=SPHERE)
-    with single_torch_thread():  # as evaluate_numba does: O(n) assembly, no thread contention
+    with torch_threads(1):  # as evaluate_numba does: O(n) assembly, no thread contention
         fe = assemble(sums, x, D, D, beta, SPHERE, ledger=ledger)
     if not ledger:
         fe.energy = energy_from_lse(fe.lse, beta)

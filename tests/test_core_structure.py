@@ -409,3 +409,26 @@ def test_non_finite_step_leaves_the_ledger_at_the_last_good_step() -> None:
     after = sim.ledger.state_dict()
     for k in before["acc"]:
         torch.testing.assert_close(after["acc"][k], before["acc"][k], rtol=0, atol=0)
+
+
+def test_fastsum_backend_through_the_model() -> None:
+    """``backend="fastsum"``: a whole simulation with its ledger, within tolerance of the direct path."""
+    x0, D0 = af.tokens.octahedral(2, 120, 3, seed=0), af.heads.gaussian(2, 2, 3, seed=0, scale=0.5)
+    out = {
+        be: af.simulate(
+            af.TransformerModel(direction="descent", weights=af.OrnsteinUhlenbeck(), backend=be),
+            x0,
+            D0,
+            t1=0.1,
+            dt=0.02,
+        )
+        for be in ("fastsum", "torch")
+    }
+    for var in ("positions", "energy", "G2", "Ghat2", "residual_exact", "int_dtE"):
+        a, b = out["fastsum"][var].values, out["torch"][var].values
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9 * np.abs(b).max(), err_msg=var)
+    from attnflow.dynamics.field import evaluate
+
+    causal = af.TransformerModel(direction="ascent", causal=True, backend="fastsum")
+    with pytest.raises(ValueError, match="backend='fastsum' needs softmax attention, causal=False"):
+        evaluate(causal, x0, D0, None, 0.0)

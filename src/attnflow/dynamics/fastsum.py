@@ -88,6 +88,7 @@ from scipy.special import ive
 from ..geometry import Geometry
 from . import numba_backend
 from .pairsums import PairSums
+from .threads import torch_threads
 
 __all__ = [
     "L_MAX",
@@ -532,7 +533,7 @@ def pair_sums_fastsum(
         return _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, _impl)
     # many small O(n) torch ops: on a busy machine two intra-op threads wait on each other (measured on
     # 2 loaded cores: scaled_bessel at n = 1e5 took 0.05 s on one torch thread, 0.8-2.1 s on two)
-    with numba_backend.single_torch_thread():
+    with torch_threads(1):
         return _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, _impl)
 
 

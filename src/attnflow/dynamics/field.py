@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import torch
 
-from ..model.transformer import TransformerModel
+from ..model.transformer import BACKENDS, TransformerModel
 from . import numba_backend
 from .assembly import FieldEval, assemble, ledger_rates
+from .fastsum import pair_sums_fastsum
 from .pairsums import PairSums
+from .threads import torch_threads
 from .torch_backend import pair_sums_torch
 
 __all__ = [
+    "FASTSUM_TOL",
+    "choose_backend",
     "effective_heads",
     "evaluate",
     "evaluate_torch",
@@ -37,20 +41,35 @@ def effective_heads(
     return De, (V * c if c != 1.0 else V)
 
 
-def use_numba(
-    model: TransformerModel, x: torch.Tensor, ledger: bool = True, backend: str | None = None
-) -> bool:
-    """Whether :func:`evaluate` takes the fused numba kernel for this model and these tokens.
+#: the worst-case relative error of every row sum that ``backend="fastsum"`` guarantees, per working dtype
+FASTSUM_TOL = {torch.float64: 1e-10, torch.float32: 1e-6}
 
-    ``backend`` (default: ``model.backend``) ``"numba"`` requires it (and raises when it cannot apply);
-    ``"auto"`` takes it for softmax attention on CPU tensors (the kernel's Ito sums assume unit tokens,
-    so a ledger off the sphere goes through PyTorch); ``"torch"`` never does.
+
+def choose_backend(
+    model: TransformerModel, x: torch.Tensor, ledger: bool = True, backend: str | None = None
+) -> str:
+    """The backend :func:`evaluate` takes for this model and these tokens: ``"torch"``, ``"numba"`` or
+    ``"fastsum"``.
+
+    ``backend`` (default: ``model.backend``) ``"numba"`` and ``"fastsum"`` are required when named (and
+    raise when they cannot apply); ``"auto"`` takes the numba kernel for softmax attention on CPU tensors
+    (the kernel's Ito sums assume unit tokens, so a ledger off the sphere goes through PyTorch), else
+    PyTorch; ``"torch"`` is always PyTorch.
     """
     backend = model.backend if backend is None else backend
-    if backend not in ("auto", "torch", "numba"):
-        raise ValueError(f"unknown backend {backend!r}; valid: auto, torch, numba")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
     if backend == "torch":
-        return False
+        return "torch"
+    if backend == "fastsum":
+        d = x.shape[-1]
+        if model.attention != "softmax" or model.causal or not model.geometry.unit_norm or d not in (2, 3):
+            raise ValueError(
+                "backend='fastsum' needs softmax attention, causal=False and tokens on S^1 or S^2 (d = 2 or "
+                f"3): got attention={model.attention!r}, causal={model.causal}, "
+                f"geometry={model.geometry.name!r}, d={d}; use backend='auto'"
+            )
+        return "fastsum"
     eligible = (
         x.device.type == "cpu"
         and model.attention == "softmax"
@@ -63,16 +82,27 @@ def use_numba(
                 f"ledger is on: got device={x.device.type}, attention={model.attention!r}, "
                 f"geometry={model.geometry.name!r}, ledger={ledger}; use backend='auto' or 'torch'"
             )
-        return True
-    return eligible and numba_backend.available()
+        return "numba"
+    return "numba" if eligible and numba_backend.available() else "torch"
+
+
+def use_numba(
+    model: TransformerModel, x: torch.Tensor, ledger: bool = True, backend: str | None = None
+) -> bool:
+    """Whether :func:`evaluate` takes the fused numba kernel (see :func:`choose_backend`)."""
+    return choose_backend(model, x, ledger, backend) == "numba"
 
 
 def pair_sums(
     model: TransformerModel, x: torch.Tensor, De: torch.Tensor, *, ledger: bool, backend: str | None = None
 ) -> PairSums:
-    """Pair sums of the field at (x, De) from the backend :func:`use_numba` picks (``backend`` forces one)."""
-    if use_numba(model, x, ledger, backend):
+    """Pair sums of the field at (x, De) from the backend :func:`choose_backend` picks (or ``backend``)."""
+    kind = choose_backend(model, x, ledger, backend)
+    if kind == "numba":
         return numba_backend.pair_sums_numba(x, De, float(model.beta), causal=model.causal, ledger=ledger)
+    if kind == "fastsum":
+        tol = FASTSUM_TOL.get(x.dtype, 1e-10)
+        return pair_sums_fastsum(x, De, float(model.beta), tol=tol, ledger=ledger, geometry=model.geometry)
     return pair_sums_torch(
         x,
         De,
@@ -112,15 +142,19 @@ def evaluate(
         Also compute the energy-ledger quantities.
     raw : bool
         Also return the unprojected mean head output (the printed scheme).
-    backend : {"auto", "torch", "numba"} or None
-        Override ``model.backend`` (None: use it); see :func:`use_numba`.
+    backend : {"auto", "torch", "numba", "fastsum"} or None
+        Override ``model.backend`` (None: use it); see :func:`choose_backend`.
     """
     De, Ve = effective_heads(model, D, V, t)
-    if use_numba(model, x, ledger, backend):
+    kind = choose_backend(model, x, ledger, backend)
+    if kind == "numba":
         return numba_backend.evaluate_numba(
             x, De, Ve, float(model.beta), model.geometry, causal=model.causal, ledger=ledger, raw=raw
         )
-    sums = pair_sums(model, x, De, ledger=ledger, backend="torch")
+    sums = pair_sums(model, x, De, ledger=ledger, backend=kind)
+    if kind == "fastsum":
+        with torch_threads(1):  # O(P H n d) assembly of O(n L^2) sums: small arrays
+            return assemble(sums, x, De, Ve, float(model.beta), model.geometry, ledger=ledger, raw=raw)
     return assemble(sums, x, De, Ve, float(model.beta), model.geometry, ledger=ledger, raw=raw)
 
 
