@@ -432,3 +432,19 @@ def test_fastsum_backend_through_the_model() -> None:
     causal = af.TransformerModel(direction="ascent", causal=True, backend="fastsum")
     with pytest.raises(ValueError, match="backend='fastsum' needs softmax attention, causal=False"):
         evaluate(causal, x0, D0, None, 0.0)
+
+
+def test_huge_scores_go_to_the_torch_path() -> None:
+    """Heads scaled by 1e20: the kernel's two passes disagree by more than exp can absorb (lse = -inf), so
+    "auto" takes PyTorch (finite velocity, same as backend="torch") and a forced "numba" is refused."""
+    from attnflow.dynamics.field import evaluate
+
+    x, D = af.tokens.uniform(1, 8, 3, seed=0), 1e20 * af.heads.symmetric_gaussian(1, 2, 3, seed=0)
+    auto = evaluate(af.TransformerModel(direction="ascent"), x, D, None, 0.0, ledger=False)
+    ref = evaluate(af.TransformerModel(direction="ascent", backend="torch"), x, D, None, 0.0, ledger=False)
+    assert bool(auto.velocity.isfinite().all())
+    torch.testing.assert_close(auto.velocity, ref.velocity, rtol=0, atol=0)
+    with pytest.raises(
+        ValueError, match=r"backend='numba' takes scores up to beta \|D\|_F max\|x\|\^2 = 1e\+12: got 5.5"
+    ):
+        evaluate(af.TransformerModel(direction="ascent", backend="numba"), x, D, None, 0.0, ledger=False)

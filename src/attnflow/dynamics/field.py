@@ -46,7 +46,11 @@ FASTSUM_TOL = {torch.float64: 1e-10, torch.float32: 1e-6}
 
 
 def choose_backend(
-    model: TransformerModel, x: torch.Tensor, ledger: bool = True, backend: str | None = None
+    model: TransformerModel,
+    x: torch.Tensor,
+    ledger: bool = True,
+    backend: str | None = None,
+    D: torch.Tensor | None = None,
 ) -> str:
     """The backend :func:`evaluate` takes for this model and these tokens: ``"torch"``, ``"numba"`` or
     ``"fastsum"``.
@@ -54,7 +58,9 @@ def choose_backend(
     ``backend`` (default: ``model.backend``) ``"numba"`` and ``"fastsum"`` are required when named (and
     raise when they cannot apply); ``"auto"`` takes the numba kernel for softmax attention on CPU tensors
     (the kernel's Ito sums assume unit tokens, so a ledger off the sphere goes through PyTorch), else
-    PyTorch; ``"torch"`` is always PyTorch.
+    PyTorch; ``"torch"`` is always PyTorch. With the (effective) heads ``D`` given, scores beyond the kernel's
+    range (:data:`attnflow.dynamics.numba_backend.SCORE_MAX`) send ``"auto"`` to PyTorch and make ``"numba"``
+    raise.
     """
     backend = model.backend if backend is None else backend
     if backend not in BACKENDS:
@@ -75,7 +81,16 @@ def choose_backend(
         and model.attention == "softmax"
         and not (ledger and not model.geometry.unit_norm)
     )
+    huge = (
+        D is not None and eligible and numba_backend.score_bound(x, D, model.beta) > numba_backend.SCORE_MAX
+    )
     if backend == "numba":
+        if huge:
+            raise ValueError(
+                f"backend='numba' takes scores up to beta |D|_F max|x|^2 = {numba_backend.SCORE_MAX:g}: got "
+                f"{numba_backend.score_bound(x, D, model.beta):.3g}; use backend='torch' (or 'auto'), or "
+                "lower beta or the head scale"
+            )
         if not eligible:
             raise ValueError(
                 "backend='numba' needs CPU tensors, attention='softmax', and the sphere geometry when the "
@@ -83,7 +98,7 @@ def choose_backend(
                 f"geometry={model.geometry.name!r}, ledger={ledger}; use backend='auto' or 'torch'"
             )
         return "numba"
-    return "numba" if eligible and numba_backend.available() else "torch"
+    return "numba" if eligible and not huge and numba_backend.available() else "torch"
 
 
 def use_numba(
@@ -97,7 +112,7 @@ def pair_sums(
     model: TransformerModel, x: torch.Tensor, De: torch.Tensor, *, ledger: bool, backend: str | None = None
 ) -> PairSums:
     """Pair sums of the field at (x, De) from the backend :func:`choose_backend` picks (or ``backend``)."""
-    kind = choose_backend(model, x, ledger, backend)
+    kind = choose_backend(model, x, ledger, backend, De)
     if kind == "numba":
         return numba_backend.pair_sums_numba(x, De, float(model.beta), causal=model.causal, ledger=ledger)
     if kind == "fastsum":
@@ -146,7 +161,7 @@ def evaluate(
         Override ``model.backend`` (None: use it); see :func:`choose_backend`.
     """
     De, Ve = effective_heads(model, D, V, t)
-    kind = choose_backend(model, x, ledger, backend)
+    kind = choose_backend(model, x, ledger, backend, De)
     if kind == "numba":
         return numba_backend.evaluate_numba(
             x, De, Ve, float(model.beta), model.geometry, causal=model.causal, ledger=ledger, raw=raw

@@ -11,7 +11,13 @@ from .assembly import FieldEval, assemble
 from .pairsums import PairSums
 from .threads import torch_threads
 
-__all__ = ["available", "evaluate_numba", "fused_field", "pair_sums_numba"]
+__all__ = ["SCORE_MAX", "available", "evaluate_numba", "fused_field", "pair_sums_numba", "score_bound"]
+
+#: Largest score bound beta |D_h|_F max |x_j|^2 the kernel takes. Its two passes over the pairs (row maxima,
+#: then exponentials) compute each score with fast-math arithmetic whose rounding differs by a few ulp; at
+#: |s| ~ 1e16 that difference reaches hundreds and exp(s - max) over- or underflows (measured: heads scaled
+#: by 1e20 give lse = -inf and a NaN velocity). Below 1e12 the difference stays under 1e-3.
+SCORE_MAX = 1e12
 
 _AVAILABLE: bool | None = None
 
@@ -27,6 +33,13 @@ def available() -> bool:
         except ImportError:
             _AVAILABLE = False
     return _AVAILABLE
+
+
+def score_bound(x: torch.Tensor, D: torch.Tensor, beta: float) -> float:
+    """beta max_h |D_h|_F max_j |x_j|^2: a bound on every score |s^h_ij| (the kernel's own shift bound)."""
+    dnorm = torch.linalg.matrix_norm(D.detach().to(torch.float64)).max()
+    xnorm = x.detach().to(torch.float64).square().sum(-1).max()
+    return float(beta * dnorm * xnorm)
 
 
 def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
