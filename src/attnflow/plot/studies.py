@@ -10,11 +10,14 @@ from collections.abc import Callable
 
 from ..experiments.reproduce import available_reproductions
 from .reproduction import plot_all
+from .theorems import plot_longtime, plot_mean_field_heads
 
 __all__ = ["figures_for", "register_figures"]
 
 # every shipped reproduction manifest is a study drawn by the Sec. 6 figures
 _FIGURES: dict[str, Callable[..., dict]] = {name: plot_all for name in available_reproductions()}
+# the studies of the main paper's theorems (issue 13)
+_FIGURES.update(mean_field_heads=plot_mean_field_heads, longtime=plot_longtime)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

@@ -24,11 +24,16 @@ from .errors import (
     StudyRunError as StudyRunError,
     UnknownStudyError as UnknownStudyError,
 )
+from .longtime import LongtimeConfig as LongtimeConfig, LongtimeStudy as LongtimeStudy  # registers it
 from .massucco2026 import (  # importing it registers the shipped reproductions
     ReproductionConfig as ReproductionConfig,
     ReproductionStudy as ReproductionStudy,
     markdown_tables as markdown_tables,
     reproduce as reproduce,
+)
+from .mean_field_heads import (  # importing it registers the study
+    MeanFieldHeadsConfig as MeanFieldHeadsConfig,
+    MeanFieldHeadsStudy as MeanFieldHeadsStudy,
 )
 from .registry import (
     available_studies as available_studies,
@@ -39,6 +44,10 @@ from .registry import (
 from .runner import run_study as run_study, study_info as study_info
 
 __all__ = [
+    "LongtimeConfig",
+    "LongtimeStudy",
+    "MeanFieldHeadsConfig",
+    "MeanFieldHeadsStudy",
     "NotAStudyDirectoryError",
     "ReproductionConfig",
     "ReproductionStudy",

@@ -1,0 +1,107 @@
+"""Figures of the studies of the main paper's theorems (issue 13): ``mean_field_heads``, ``longtime``.
+
+Each function takes the study's summary (``summary.json``) and the output directory and returns
+{figure key: file name}; :mod:`attnflow.plot.studies` registers them for ``attnflow study run``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["plot_longtime", "plot_mean_field_heads"]
+
+
+def _save(fig, out_dir: Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(Path(out_dir) / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def plot_mean_field_heads(summary: dict, out_dir: str | Path) -> dict[str, str]:
+    """``fig_w2_vs_H.png``: W2(mu^H_T, mu^ref_T) and abs(E^H_T - E^ref_T) against H, with the fitted lines;
+    ``fig_G2_mc.png``: G^2 at frozen tokens against the derived G2_inf + c/H, and the Sec. 6 OU check."""
+    out = {}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for key, part in summary["laws"].items():
+        H = np.array(part["H"], float)
+        for ax, q in zip(axes, ("W2_T", "absdE_T"), strict=True):
+            y = np.array([part["per_H"][str(h)][q]["mean"] for h in part["H"]])
+            e = np.array([part["per_H"][str(h)][q]["sd"] for h in part["H"]])
+            (line,) = ax.plot(H, y, "o", label=key)
+            ax.errorbar(H, y, e, fmt="none", color=line.get_color(), alpha=0.5)
+            f = part["fits"][q]
+            if "b" in f:
+                hh = np.geomspace(*f["range"], 20)
+                ax.plot(
+                    hh, f["a"] * hh ** f["b"], "-", color=line.get_color(), lw=1, label=f"b = {f['b']:.2f}"
+                )
+    for ax, title in zip(axes, ("W2(mu^H_T, mu^ref_T) (exact OT)", "abs(E^H_T - E^ref_T)"), strict=True):
+        H = np.geomspace(1, max(max(p["H"]) for p in summary["laws"].values()), 20)
+        ax.plot(H, 0.3 * H**-0.5, "k:", lw=1, label="H^-1/2")
+        ax.set(xscale="log", yscale="log", xlabel="H", title=title)
+        ax.legend(fontsize=7)
+    out["w2_vs_H"] = _save(fig, out_dir, "fig_w2_vs_H.png")
+
+    sec6 = summary.get("sec6_ou")
+    fig, axes = plt.subplots(1, 2 if sec6 else 1, figsize=(10 if sec6 else 5, 4), squeeze=False)
+    ax = axes[0, 0]
+    for key, part in summary["laws"].items():
+        fr = part["frozen_tokens_G2"]["reference_T"]
+        H = np.array(part["H"], float)
+        (line,) = ax.plot(H, fr["G2_mean"], "o", label=f"{key}: measured")
+        ax.plot(H, fr["predicted"], "-", color=line.get_color(), lw=1, label=f"{key}: G2_inf + c/H")
+    ax.set(
+        xscale="log", yscale="log", xlabel="H", ylabel="G^2", title="G^2 at the reference cloud (fresh heads)"
+    )
+    ax.legend(fontsize=7)
+    if sec6:
+        ax = axes[0, 1]
+        H = np.array(sec6["H"], float)
+        m = [sec6["per_H"][str(h)]["G2_late_measured"]["mean"] for h in sec6["H"]]
+        p = [sec6["per_H"][str(h)]["G2_predicted"] for h in sec6["H"]]
+        ax.plot(H, m, "o", label="Sec. 6 OU: late G^2 measured")
+        ax.plot(H, p, "s-", mfc="none", label="G2_inf(mu_t) + c(mu_t)/H")
+        ax.set(xscale="log", yscale="log", xlabel="H", ylabel="G^2", title="Sec. 6 OU: a Monte Carlo effect?")
+        ax.legend(fontsize=7)
+    out["G2_mc"] = _save(fig, out_dir, "fig_G2_mc.png")
+    return out
+
+
+def plot_longtime(summary: dict, out_dir: str | Path) -> dict[str, str]:
+    """``fig_length.png``: the length of the head law (pathwise and in law) against t, and the pathwise
+    length against the record spacing; ``fig_G2.png``: G^2 against t per regime."""
+    out = {}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for reg, r in summary["regimes"].items():
+        t = np.array(r["times"])
+        (line,) = axes[0].plot(t, r["length_pathwise_t"], "-", label=f"{reg} pathwise")
+        axes[0].plot(t, r["length_in_law_t"], "--", color=line.get_color(), label=f"{reg} in law")
+        sp = [v["spacing"] for v in r["length_by_spacing"].values()]
+        L = [v["length_T"]["mean"] for v in r["length_by_spacing"].values()]
+        if min(L) > 0:
+            axes[1].plot(sp, L, "o-", color=line.get_color(), label=reg)
+    axes[0].set(xlabel="t", ylabel="int_0^t abs(Theta') (W2)", title="length of the head law")
+    axes[0].legend(fontsize=7)
+    axes[1].set(
+        xscale="log",
+        yscale="log",
+        xlabel="record spacing",
+        ylabel="pathwise length at T",
+        title="length vs spacing (slope -1/2: infinite)",
+    )
+    axes[1].legend(fontsize=7)
+    out["length"] = _save(fig, out_dir, "fig_length.png")
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for reg, r in summary["regimes"].items():
+        ax.plot(r["times"], r["G2_t"], label=reg)
+    ax.set(yscale="log", xlabel="t", ylabel="G^2 (mean over paths)", title="decay of G^2")
+    ax.legend(fontsize=7)
+    out["G2"] = _save(fig, out_dir, "fig_G2.png")
+    return out
