@@ -36,6 +36,7 @@ __all__ = [
     "head_cloud_wasserstein2",
     "head_metric_derivative",
     "per_head_velocities",
+    "weight_budget",
 ]
 
 #: names of the head laws of :func:`draw_heads`
@@ -215,6 +216,48 @@ def gaussian_wasserstein2(m1, S1, m2, S2) -> float:
     cross = _psd_sqrt(r2 @ S1 @ r2)
     val = float(np.sum((m1 - m2) ** 2) + np.trace(S1) + np.trace(S2) - 2 * np.trace(cross))
     return math.sqrt(max(val, 0.0))
+
+
+def weight_budget(heads, times, scale=None) -> dict:
+    r"""The weight budget :math:`M_\theta(t)` of Sec. 5 and the derived a-priori Gronwall rate (NOTES.md §8).
+
+    .. math:: M_\theta(t) = \int_0^t\!\int\|D\|_F^2\,d\Theta_\tau\,d\tau
+              = \int_0^t \frac1H\sum_h \|c(\tau) D_h(\tau)\|_F^2\,d\tau,\qquad
+              R(t) = \int_0^t \frac1H\sum_h (\lambda_h + \lambda_h^2)\,e^{2\lambda_h}\,d\tau,
+
+    :math:`\lambda_h = \|c D_h\|_{op}`, with the effective heads :math:`c(\tau)D_h` (``scale`` = c, e.g.
+    the layer scaling :math:`c = 1/((t_0 + \tau)\sqrt H)`, :meth:`attnflow.TransformerModel.head_scale`) and
+    the normalised head law :math:`\Theta^H = \frac1H\sum_h\delta_{D_h}`. *Derived* (NOTES.md §8): R is a
+    finite-particle Gronwall rate whose leading term is M. Trapezoid rule over the records.
+
+    Parameters
+    ----------
+    heads : array-like, shape=[K, H, d, d]
+    times : array-like, shape=[K]
+    scale : callable or None
+        ``scale(t) -> c(t)``; None: c = 1.
+
+    Returns
+    -------
+    dict
+        ``M`` and ``R``: ndarrays, shape=[K] (cumulative, 0 at times[0]); ``mean_sq_norm``: the integrand
+        of M at each record, shape=[K].
+    """
+    D = np.asarray(heads, float)
+    t = np.asarray(times, float)
+    if D.ndim != 4 or D.shape[0] != t.shape[0] or D.shape[0] < 2:
+        raise ValueError(
+            f"heads must have shape (K, H, d, d) with K = len(times) >= 2: got {D.shape} and {t.shape}"
+        )
+    c = np.ones_like(t) if scale is None else np.array([float(scale(tau)) for tau in t])
+    sq = (c**2) * np.mean(np.sum(D**2, axis=(-1, -2)), axis=1)
+    lam = c[:, None] * np.linalg.norm(D, ord=2, axis=(-2, -1))
+    rate = np.mean((lam + lam**2) * np.exp(2 * lam), axis=1)
+
+    def cumtrapz(y):
+        return np.concatenate([[0.0], np.cumsum(0.5 * (y[1:] + y[:-1]) * np.diff(t))])
+
+    return {"M": cumtrapz(sq), "R": cumtrapz(rate), "mean_sq_norm": sq}
 
 
 def per_head_velocities(

@@ -1,4 +1,4 @@
-"""Figures of the studies of the main paper's theorems (issue 13): ``mean_field_heads``, ``longtime``.
+"""Figures of the studies of the main paper's theorems (issue 13): mean_field_heads, longtime, layer_scaling.
 
 Each function takes the study's summary (``summary.json``) and the output directory and returns
 {figure key: file name}; :mod:`attnflow.plot.studies` registers them for ``attnflow study run``.
@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["plot_longtime", "plot_mean_field_heads"]
+__all__ = ["plot_layer_scaling", "plot_longtime", "plot_mean_field_heads"]
 
 
 def _save(fig, out_dir: Path, name: str) -> str:
@@ -104,4 +104,46 @@ def plot_longtime(summary: dict, out_dir: str | Path) -> dict[str, str]:
     ax.set(yscale="log", xlabel="t", ylabel="G^2 (mean over paths)", title="decay of G^2")
     ax.legend(fontsize=7)
     out["G2"] = _save(fig, out_dir, "fig_G2.png")
+    return out
+
+
+def plot_layer_scaling(summary: dict, out_dir: str | Path) -> dict[str, str]:
+    """``fig_budget.png``: M_theta(t) against depth per H, with and without the scaling;
+    ``fig_clusters.png``: the cluster count at T against the threshold (its sensitivity)."""
+    out = {}
+    variants = summary["variants"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, scaled in zip(axes, (False, True), strict=True):
+        for v in variants.values():
+            if v["scaled"] != scaled:
+                continue
+            for H, r in v["per_H"].items():
+                ax.plot(r["times"][1:], r["M_t"][1:], label=f"{v['direction']} H = {H}")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="depth t",
+            ylabel="M_theta(t)",
+            title="with z -> z/((t0 + t) sqrt H)" if scaled else "without scaling",
+        )
+        ax.legend(fontsize=6)
+    out["budget"] = _save(fig, out_dir, "fig_budget.png")
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for key, v in variants.items():
+        for H, r in v["per_H"].items():
+            ax.plot(
+                r["sensitivity_thresholds"],
+                r["sensitivity_mean_counts"],
+                "-" if v["scaled"] else "--",
+                lw=1,
+                label=f"{key} H = {H}",
+            )
+    ax.set(
+        xscale="log",
+        xlabel="threshold (rad)",
+        ylabel="clusters at T (mean over paths)",
+        title="cluster count vs threshold",
+    )
+    ax.legend(fontsize=5, ncol=2)
+    out["clusters"] = _save(fig, out_dir, "fig_clusters.png")
     return out

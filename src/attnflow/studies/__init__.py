@@ -24,6 +24,7 @@ from .errors import (
     StudyRunError as StudyRunError,
     UnknownStudyError as UnknownStudyError,
 )
+from .layer_scaling import LayerScalingConfig as LayerScalingConfig, LayerScalingStudy as LayerScalingStudy
 from .longtime import LongtimeConfig as LongtimeConfig, LongtimeStudy as LongtimeStudy  # registers it
 from .massucco2026 import (  # importing it registers the shipped reproductions
     ReproductionConfig as ReproductionConfig,
@@ -44,6 +45,8 @@ from .registry import (
 from .runner import run_study as run_study, study_info as study_info
 
 __all__ = [
+    "LayerScalingConfig",
+    "LayerScalingStudy",
     "LongtimeConfig",
     "LongtimeStudy",
     "MeanFieldHeadsConfig",
