@@ -30,12 +30,15 @@ from .fits import fit_power_law
 __all__ = [
     "HEAD_LAWS",
     "draw_heads",
+    "PERTURBATION_SHAPES",
+    "fit_gronwall",
     "fit_rate",
     "gaussian_wasserstein2",
     "gradient_mc_decomposition",
     "head_cloud_wasserstein2",
     "head_metric_derivative",
     "per_head_velocities",
+    "perturb_tokens",
     "weight_budget",
 ]
 
@@ -345,3 +348,105 @@ def fit_rate(x, y, *, lo: float | None = None, hi: float | None = None) -> dict:
     f["range"] = [float(xs[keep].min()), float(xs[keep].max())]
     f["points"] = int(keep.sum())
     return f
+
+
+#: perturbation shapes of :func:`perturb_tokens`
+PERTURBATION_SHAPES = ("random", "eigen", "one_token")
+
+
+def perturb_tokens(x, eta: float, shape: str, *, seed: int = 0, D=None) -> np.ndarray:
+    r"""A perturbed cloud :math:`u^\eta_0` in the W2 ball of radius eta around ``x`` (input stability, (127)).
+
+    Each moved token follows a geodesic, :math:`x_i \mapsto x_i\cos\theta_i + w_i\sin\theta_i` with
+    :math:`w_i` a unit tangent vector at :math:`x_i`:
+
+    * ``random``: :math:`w_i` uniform tangent directions, :math:`\theta_i = \eta` for every token;
+    * ``eigen``: :math:`w_i \propto P^\perp_{x_i} e`, e the top eigenvector of the mean head
+      :math:`\frac1H\sum_h D_h` (``D`` required), :math:`\theta_i = \eta`;
+    * ``one_token``: only token 0 moves, by :math:`\theta_0 = \sqrt n\,\eta` (at most pi).
+
+    With the identity coupling the cost is :math:`\frac1n\sum_i\theta_i^2 = \eta^2`, so
+    :math:`W_2(u^\eta_0, u_0) \le \eta` (geodesic cost), with equality for small eta.
+
+    Parameters
+    ----------
+    x : array-like, shape=[n, d]
+        Unit vectors.
+    eta : float
+        Radius, > 0.
+    shape : str
+        One of :data:`PERTURBATION_SHAPES`.
+    seed : int
+    D : array-like, shape=[H, d, d], or None
+
+    Returns
+    -------
+    ndarray, shape=[n, d]
+    """
+    x = np.asarray(x, float)
+    if shape not in PERTURBATION_SHAPES:
+        raise ValueError(f"shape must be one of {', '.join(PERTURBATION_SHAPES)}: got {shape!r}")
+    if not (math.isfinite(eta) and eta > 0):
+        raise ValueError(f"eta must be a finite radius > 0: got {eta!r}")
+    n, d = x.shape
+    rng = np.random.default_rng(seed)
+    theta = np.full(n, float(eta))
+    if shape == "random":
+        w = rng.standard_normal((n, d))
+    elif shape == "eigen":
+        if D is None:
+            raise ValueError("shape 'eigen' needs the heads D (H, d, d): pass D=...")
+        M = np.asarray(D, float).mean(0)
+        vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
+        w = np.broadcast_to(vecs[:, -1], (n, d)).copy()
+        w += 1e-9 * rng.standard_normal((n, d))  # a token parallel to e gets a random direction
+    else:
+        w = rng.standard_normal((n, d))
+        theta = np.zeros(n)
+        theta[0] = min(math.pi, math.sqrt(n) * eta)
+    w -= np.sum(w * x, axis=1, keepdims=True) * x
+    w /= np.linalg.norm(w, axis=1, keepdims=True)
+    y = x * np.cos(theta)[:, None] + w * np.sin(theta)[:, None]
+    return y / np.linalg.norm(y, axis=1, keepdims=True)
+
+
+def fit_gronwall(times, distances, *, level: float = 0.95) -> dict:
+    r"""Fit the Gronwall form (127), :math:`W(t) = C_1 W(0) e^{C_2 t}`, by least squares on log W.
+
+    .. math:: \log\frac{W(t)}{W(0)} = \log C_1 + C_2 t
+
+    Parameters
+    ----------
+    times : array-like, shape=[K]
+    distances : array-like, shape=[K]
+        W(t) > 0, ``distances[0]`` = W(0).
+
+    Returns
+    -------
+    dict
+        ``C1``, ``C2``, their ``level`` t intervals ``C1_ci``, ``C2_ci``, ``range`` (the times fitted),
+        ``max_ratio`` = max_t W(t)/(W(0) e^{C2 t}) (the C1 that makes the bound hold at every record).
+
+    Examples
+    --------
+    >>> t = [0.0, 1.0, 2.0, 3.0]
+    >>> round(fit_gronwall(t, [2 * math.exp(0.5 * s) for s in t])["C2"], 12)
+    0.5
+    """
+    t = np.asarray(times, float)
+    W = np.asarray(distances, float)
+    if t.shape != W.shape or t.size < 3:
+        raise ValueError(f"times and distances need one length >= 3: got {t.shape} and {W.shape}")
+    if not np.all(np.isfinite(W)) or np.any(W <= 0):
+        raise ValueError("distances must be finite and > 0 (a zero distance has no logarithm)")
+    f = fit_power_law(np.exp(t), W / W[0], level=level)  # log y = log a + b t: a power law in e^t
+    C2 = f["b"]
+    return {
+        "C1": f["a"],
+        "C1_ci": f["a_ci"],
+        "C2": C2,
+        "C2_ci": f["b_ci"],
+        "range": [float(t[0]), float(t[-1])],
+        "max_ratio": float(np.max(W / (W[0] * np.exp(C2 * t)))),
+        "level": level,
+    }

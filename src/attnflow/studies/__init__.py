@@ -43,6 +43,10 @@ from .registry import (
     unregister as unregister,
 )
 from .runner import run_study as run_study, study_info as study_info
+from .stability_input import (  # registers it
+    StabilityInputConfig as StabilityInputConfig,
+    StabilityInputStudy as StabilityInputStudy,
+)
 
 __all__ = [
     "LayerScalingConfig",
@@ -55,6 +59,8 @@ __all__ = [
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",
+    "StabilityInputConfig",
+    "StabilityInputStudy",
     "StudyAnalysis",
     "StudyConfig",
     "StudyConfigError",
