@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..experiments.reproduce import available_reproductions
 from .reproduction import plot_all
-from .theorems import plot_layer_scaling, plot_longtime, plot_mean_field_heads
+from .theorems import plot_layer_scaling, plot_longtime, plot_mean_field_heads, plot_stability_input
 
 __all__ = ["figures_for", "register_figures"]
 
@@ -18,7 +18,10 @@ __all__ = ["figures_for", "register_figures"]
 _FIGURES: dict[str, Callable[..., dict]] = {name: plot_all for name in available_reproductions()}
 # the studies of the main paper's theorems (issue 13)
 _FIGURES.update(
-    mean_field_heads=plot_mean_field_heads, longtime=plot_longtime, layer_scaling=plot_layer_scaling
+    mean_field_heads=plot_mean_field_heads,
+    longtime=plot_longtime,
+    layer_scaling=plot_layer_scaling,
+    stability_input=plot_stability_input,
 )
 
 

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["plot_layer_scaling", "plot_longtime", "plot_mean_field_heads"]
+__all__ = ["plot_layer_scaling", "plot_longtime", "plot_mean_field_heads", "plot_stability_input"]
 
 
 def _save(fig, out_dir: Path, name: str) -> str:
@@ -146,4 +146,33 @@ def plot_layer_scaling(summary: dict, out_dir: str | Path) -> dict[str, str]:
     )
     ax.legend(fontsize=5, ncol=2)
     out["clusters"] = _save(fig, out_dir, "fig_clusters.png")
+    return out
+
+
+def plot_stability_input(summary: dict, out_dir: str | Path) -> dict[str, str]:
+    """``fig_gronwall.png``: W2(u^eta_t, u_t) / W2(u^eta_0, u_0) against t per variant (smallest eta, each
+    shape) with the fitted exponential; ``fig_linear_response.png``: W2(T)/W2(0) against eta."""
+    out = {}
+    variants = summary["variants"]
+    fig, axes = plt.subplots(1, len(variants), figsize=(3.2 * len(variants), 3.4), sharey=True, squeeze=False)
+    for ax, (key, v) in zip(axes[0], variants.items(), strict=True):
+        t = np.array(v["times"])
+        eta0 = min(r["eta"] for r in v["rows"].values())
+        for r in v["rows"].values():
+            if r["eta"] != eta0:
+                continue
+            y = np.array(r["W2_t"]) / r["W2_t"][0]
+            (line,) = ax.plot(t, y, label=f"{r['shape']} C2 = {r['C2']:.2f}")
+            ax.plot(t, r["C1"] * np.exp(r["C2"] * t), ":", color=line.get_color(), lw=1)
+        ax.set(yscale="log", xlabel="t", title=key)
+        ax.legend(fontsize=6)
+    axes[0, 0].set_ylabel("W2(u^eta_t, u_t) / W2(u^eta_0, u_0)")
+    out["gronwall"] = _save(fig, out_dir, "fig_gronwall.png")
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for key, v in variants.items():
+        for shape, lr in v["linear_response"].items():
+            ax.plot(lr["etas"], lr["amplification_T"], "o-", ms=3, lw=1, label=f"{key} {shape}")
+    ax.set(xscale="log", yscale="log", xlabel="eta", ylabel="W2(T) / W2(0)", title="linear response")
+    ax.legend(fontsize=5, ncol=2)
+    out["linear_response"] = _save(fig, out_dir, "fig_linear_response.png")
     return out
