@@ -93,3 +93,21 @@ def test_longtime_quick_study(tmp_path):
     for reg in r.values():
         assert set(reg["stationarity"]) and len(reg["G2_quarters"]) == 4
     assert "limit law Theta-bar" in (tmp_path / "lt" / "table.md").read_text()
+
+
+def test_ou_law_length_matches_gaussian_w2_of_the_exact_moments():
+    # independent route: sum the Bures distances between the exact Gaussian laws at fine times
+    from attnflow.analysis.theorems import ou_law_length
+
+    d, s2 = 3, 1.0
+    P = np.zeros((9, 9))  # covariance of vec((Z + Z^T)/2)
+    for a in range(3):
+        for b in range(3):
+            P[3 * a + b, 3 * a + b] = 1.0 if a == b else 0.5
+            P[3 * a + b, 3 * b + a] = 1.0 if a == b else 0.5
+    t = np.linspace(0, 6, 6001)
+    m = [(1 - math.exp(-u)) * np.eye(d).ravel() for u in t]
+    s = [s2 + (4 - s2) * math.exp(-2 * u) for u in t]
+    steps = [gaussian_wasserstein2(m[k], s[k] * P, m[k + 1], s[k + 1] * P) for k in range(len(t) - 1)]
+    assert_allclose(ou_law_length([0.0, 6.0])[-1], np.sum(steps), rtol=1e-5)
+    assert ou_law_length([0.0, 60.0])[-1] - ou_law_length([0.0, 30.0])[-1] < 1e-9  # finite in law

@@ -37,6 +37,7 @@ __all__ = [
     "gradient_mc_decomposition",
     "head_cloud_wasserstein2",
     "head_metric_derivative",
+    "ou_law_length",
     "per_head_velocities",
     "perturb_tokens",
     "weight_budget",
@@ -185,7 +186,10 @@ def head_metric_derivative(heads, times) -> tuple[np.ndarray, np.ndarray]:
 
 def _psd_sqrt(S: np.ndarray) -> np.ndarray:
     w, U = np.linalg.eigh(0.5 * (S + S.T))
-    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
+    # round-off eigenvalues of a singular S (e.g. the duplicated entries of symmetric heads) set to 0:
+    # their square roots (~1e-8) would otherwise bias W2 between nearby laws by percents
+    w = np.where(w > 1e-12 * max(float(w.max()), 0.0), w, 0.0)
+    return (U * np.sqrt(w)) @ U.T
 
 
 def gaussian_wasserstein2(m1, S1, m2, S2) -> float:
@@ -261,6 +265,43 @@ def weight_budget(heads, times, scale=None) -> dict:
         return np.concatenate([[0.0], np.cumsum(0.5 * (y[1:] + y[:-1]) * np.diff(t))])
 
     return {"M": cumtrapz(sq), "R": cumtrapz(rate), "mean_sq_norm": sq}
+
+
+def ou_law_length(times, *, d: int = 3, sigma2: float = 1.0, s0: float = 4.0) -> np.ndarray:
+    r"""*Derived*: the W2 length of the marginal law of one Sec. 6 OU head, in closed form.
+
+    With f = I - D, g = sqrt(2 sigma^2), symmetric noise and D(0) = Z + Z^T (NOTES.md §2), D(t) is Gaussian
+    with mean :math:`m(t) = (1 - e^{-t}) I` and covariance :math:`s(t) P`, :math:`s(t) = \sigma^2 +
+    (s_0 - \sigma^2)e^{-2t}` (s_0 = 4), P the covariance of :math:`(Z + Z^\top)/2` (tr P = d(d+1)/2).
+    Gaussians with proportional covariances are at
+    :math:`W_2^2 = \|m_1 - m_2\|^2 + (\sqrt{s_1} - \sqrt{s_2})^2\,\mathrm{tr}P`, so
+
+    .. math:: |\Theta'_t| = \sqrt{d\,e^{-2t} + \Bigl(\tfrac{d}{dt}\sqrt{s(t)}\Bigr)^2 \tfrac{d(d+1)}{2}},
+
+    integrable on [0, inf): OU has finite length in law (NOTES.md §8), while each path has infinite length.
+
+    Parameters
+    ----------
+    times : array-like, shape=[K]
+        Increasing, from 0.
+
+    Returns
+    -------
+    ndarray, shape=[K]
+        :math:`\int_0^{t_k}|\Theta'_t|\,dt` (adaptive quadrature per interval).
+    """
+    from scipy.integrate import quad
+
+    t = np.asarray(times, float)
+    trP = d * (d + 1) / 2
+
+    def speed(u: float) -> float:
+        su = sigma2 + (s0 - sigma2) * math.exp(-2 * u)
+        dsqrt = -(s0 - sigma2) * math.exp(-2 * u) / math.sqrt(su)
+        return math.sqrt(d * math.exp(-2 * u) + dsqrt**2 * trP)
+
+    pieces = [quad(speed, a, b, epsabs=1e-12, epsrel=1e-10)[0] for a, b in zip(t[:-1], t[1:], strict=True)]
+    return np.concatenate([[quad(speed, 0.0, t[0])[0] if t[0] > 0 else 0.0], pieces]).cumsum()
 
 
 def per_head_velocities(

@@ -42,6 +42,7 @@ from ..analysis.theorems import (
     gaussian_wasserstein2,
     gradient_mc_decomposition,
     head_metric_derivative,
+    ou_law_length,
 )
 from ..model import tokens as tokens_mod
 from ..observables import strong_upper_gradient_sq
@@ -133,6 +134,15 @@ def _law_length(heads: np.ndarray, times: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(steps)])
 
 
+def _law_distance_to_last(heads: np.ndarray) -> np.ndarray:
+    """Moment-matched Gaussian W2 between the pooled heads at each record and at the last one."""
+    P, K, H = heads.shape[:3]
+    flat = heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, -1)
+    m = flat.mean(1)
+    S = [np.cov(flat[k].T) for k in range(K)]
+    return np.array([gaussian_wasserstein2(m[k], S[k], m[-1], S[-1]) for k in range(K)])
+
+
 class LongtimeStudy(Study):
     """Integrability of |Theta'| and stationarity of the late cloud, per weight regime (module docstring)."""
 
@@ -191,6 +201,7 @@ class LongtimeStudy(Study):
             [v["spacing"] for v in by_spacing.values()], [v["length_T"]["mean"] for v in by_spacing.values()]
         )
         law_len = _law_length(heads, times)
+        law_to_T = _law_distance_to_last(heads)
         # energy derivative and G^2
         int_dtE = np.asarray(ds.int_dtE.values)
         dtE = np.asarray(ds.dtE_drift.values) + np.asarray(ds.dtE_ito.values)
@@ -262,7 +273,18 @@ class LongtimeStudy(Study):
                         g0,
                         "Theta-bar: the heads pooled over the last forcing period 2 pi (time-averaged law)",
                     )
+        if reg == "ou":  # the exact marginal law (derived closed form) next to the sample estimate
+            exact = ou_law_length(times)
+            extra = {
+                "length_in_law_exact_T": float(exact[-1]),
+                "length_in_law_exact_first_half": float(exact[half]),
+                "length_in_law_exact_second_half": float(exact[-1] - exact[half]),
+                "length_in_law_exact_infinity": float(ou_law_length([0.0, 60.0])[-1]),
+            }
+        else:
+            extra = {}
         return {
+            **extra,
             "weights": _WEIGHTS[reg],
             "T": T,
             "times": times.tolist(),
@@ -276,6 +298,10 @@ class LongtimeStudy(Study):
             "length_in_law_first_half": float(law_len[half]),
             "length_in_law_second_half": float(law_len[-1] - law_len[half]),
             "length_in_law_t": law_len.tolist(),
+            "law_distance_to_T_t": law_to_T.tolist(),
+            "law_distance_to_T_at": {
+                f"{f:g}T": float(law_to_T[int(np.argmin(abs(times - f * T)))]) for f in (0.0, 0.25, 0.5, 0.75)
+            },
             "int_dtE_T": _mean_sd(int_dtE[:, -1]),
             "int_abs_dtE_second_half": _mean_sd(abs_dtE_late),
             "G2_quarters": G2q["G2"],
@@ -340,6 +366,20 @@ def markdown_table(summary: dict) -> str:
             f"| {r['length_in_law_first_half']:.3g} | {r['length_in_law_second_half']:.3g} "
             f"| {_f(r['int_dtE_T'])} | {_f(r['int_abs_dtE_second_half'])} |"
         )
+    ou = summary["regimes"].get("ou")
+    if ou and "length_in_law_exact_T" in ou:
+        lines += [
+            "",
+            "OU in law, exact marginal (derived closed form): length "
+            f"{ou['length_in_law_exact_first_half']:.3g} "
+            f"on [0, T/2], {ou['length_in_law_exact_second_half']:.3g} on [T/2, T], "
+            f"{ou['length_in_law_exact_infinity']:.4g} on [0, inf). The sample estimate above (pooled over "
+            "paths x heads, moment-matched) is dominated by its Monte Carlo noise, which is itself a rough "
+            "path of size (paths H)^-1/2 per record.",
+        ]
+    lines += ["", "| regime | distance in law to the law at T, at t = 0, T/4, T/2, 3T/4 |", "|---|---|"]
+    for reg, r in summary["regimes"].items():
+        lines.append(f"| {reg} | {', '.join(f'{v:.3g}' for v in r['law_distance_to_T_at'].values())} |")
     lines += ["", "| regime | G^2 by quarter of [0, T] | Ghat^2 by quarter |", "|---|---|---|"]
     for reg, r in summary["regimes"].items():
         g = ", ".join(f"{q['mean']:.3g}" for q in r["G2_quarters"])
