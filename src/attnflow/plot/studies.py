@@ -10,7 +10,13 @@ from collections.abc import Callable
 
 from ..experiments.reproduce import available_reproductions
 from .reproduction import plot_all
-from .theorems import plot_layer_scaling, plot_longtime, plot_mean_field_heads, plot_stability_input
+from .theorems import (
+    plot_layer_scaling,
+    plot_longtime,
+    plot_mean_field_heads,
+    plot_stability_input,
+    plot_stability_weights,
+)
 
 __all__ = ["figures_for", "register_figures"]
 
@@ -22,6 +28,7 @@ _FIGURES.update(
     longtime=plot_longtime,
     layer_scaling=plot_layer_scaling,
     stability_input=plot_stability_input,
+    stability_weights=plot_stability_weights,
 )
 
 

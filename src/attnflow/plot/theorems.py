@@ -14,7 +14,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["plot_layer_scaling", "plot_longtime", "plot_mean_field_heads", "plot_stability_input"]
+__all__ = [
+    "plot_layer_scaling",
+    "plot_longtime",
+    "plot_mean_field_heads",
+    "plot_stability_input",
+    "plot_stability_weights",
+]
 
 
 def _save(fig, out_dir: Path, name: str) -> str:
@@ -176,3 +182,20 @@ def plot_stability_input(summary: dict, out_dir: str | Path) -> dict[str, str]:
     ax.legend(fontsize=5, ncol=2)
     out["linear_response"] = _save(fig, out_dir, "fig_linear_response.png")
     return out
+
+
+def plot_stability_weights(summary: dict, out_dir: str | Path) -> dict[str, str]:
+    """``fig_eps.png``: abs(E^eps_T - E_T), abs(d_tE^eps_T - d_tE_T) and W2(u^eps_T, u_T) against eps."""
+    kinds = summary["kinds"]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 4), squeeze=False)
+    for ax, (kind, r) in zip(axes[0], kinds.items(), strict=True):
+        eps = np.array([float(e) for e in r["per_eps"]])
+        for q in ("abs_dE_T", "abs_d_dtE_T", "W2_T"):
+            y = np.array([v[q]["mean"] for v in r["per_eps"].values()])
+            if np.all(y > 0):
+                b = r["fits"][q].get("b", float("nan"))
+                ax.plot(eps, y, "o-", label=f"{q} (b = {b:.2f})")
+        ax.plot(eps, eps * 0.1, "k:", lw=1, label="eps^1")
+        ax.set(xscale="log", yscale="log", xlabel="eps", title=f"perturbed {kind}")
+        ax.legend(fontsize=7)
+    return {"eps": _save(fig, out_dir, "fig_eps.png")}

@@ -47,6 +47,10 @@ from .stability_input import (  # registers it
     StabilityInputConfig as StabilityInputConfig,
     StabilityInputStudy as StabilityInputStudy,
 )
+from .stability_weights import (  # registers it
+    StabilityWeightsConfig as StabilityWeightsConfig,
+    StabilityWeightsStudy as StabilityWeightsStudy,
+)
 
 __all__ = [
     "LayerScalingConfig",
@@ -61,6 +65,8 @@ __all__ = [
     "Study",
     "StabilityInputConfig",
     "StabilityInputStudy",
+    "StabilityWeightsConfig",
+    "StabilityWeightsStudy",
     "StudyAnalysis",
     "StudyConfig",
     "StudyConfigError",
