@@ -141,3 +141,20 @@ def test_stability_weights_quick_study_has_linear_rates(tmp_path):
             assert abs(f[q]["b"] - 1) < 0.1, (kind, q, f[q]["b"])
     # frozen heads: no weight-driven change of the energy
     assert all(v["abs_d_dtE_T"]["mean"] == 0 for v in s["kinds"]["heads"]["per_eps"].values())
+
+
+def test_stability_input_with_layer_scaling_uses_the_effective_heads(tmp_path):
+    # frozen heads, c(t) = 1/((t0 + t) sqrt H): M_theta(T) = mean|D|^2 (1/t0 - 1/(t0 + T)) / H (trapezoid)
+    params = {"etas": [1e-5, 1e-3], "shapes": ["random"], "regimes": ["frozen"], "layer_scaling": 0.5}
+    s = run_study(
+        "stability_input", tmp_path / "sl", quick=True, params={**params, "inputs_dir": str(tmp_path)}
+    )
+    v = s["variants"]["ascent_frozen"]
+    D = draw_heads("symmetric_gaussian", 1, 2, 3, seed=11)[0]  # the study's heads (seed + 11, H = 2)
+    ms = np.mean(np.sum(D**2, axis=(1, 2)))
+    t = np.array(v["times"])
+    f = ms / ((0.5 + t) ** 2 * 2)  # |c D|^2 averaged over heads, H = 2
+    assert_allclose(v["M_T"], np.sum(0.5 * (f[1:] + f[:-1]) * np.diff(t)), rtol=1e-10)
+    # the trapezoid over 5 records overestimates the convex integrand by ~6%
+    assert_allclose(v["M_T"], ms * (1 / 0.5 - 1 / 1.5) / 2, rtol=0.08)
+    assert s["sizes"]["layer_scaling"] == 0.5

@@ -40,6 +40,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.theorems import draw_heads, fit_gronwall, perturb_tokens, weight_budget
 from ..model import tokens as tokens_mod
+from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .mean_field_heads import inputs_file
@@ -81,6 +82,12 @@ class StabilityInputConfig(StudyConfig):
     t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
     dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
     record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
+    layer_scaling: float | None = Field(
+        None,
+        gt=0,
+        description="t0 of the layer scaling c(t) = 1/((t0 + t) sqrt H) of Sec. 5 (None: no scaling)",
+        examples=[1.0],
+    )
     seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
     inputs_dir: str | None = Field(
         None, description="where token and head arrays are written (None: <tmp>/attnflow_study_inputs)"
@@ -167,7 +174,7 @@ class StabilityInputStudy(Study):
         for direction in config.directions:
             for reg in config.regimes:
                 base = {
-                    "model": {"direction": direction},
+                    "model": {"direction": direction, "layer_scaling": config.layer_scaling},
                     "weights": _WEIGHTS[reg],
                     "heads": {"init": "file", "H": config.H, "path": hfile},
                     "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
@@ -218,7 +225,9 @@ class StabilityInputStudy(Study):
 
     def _one(self, config: StabilityInputConfig, direction: str, reg: str, runs: StudyRuns, D, cases) -> dict:
         base, pos, times, heads = self._positions(runs, direction, reg, cases, D)
-        bud = [weight_budget(heads[p], times) for p in range(len(heads))]
+        model = TransformerModel(direction=direction, layer_scaling=config.layer_scaling)
+        H = heads.shape[2]
+        bud = [weight_budget(heads[p], times, lambda t: model.head_scale(t, H)) for p in range(len(heads))]
         R_T = float(np.mean([b["R"][-1] for b in bud]))
         M_T = float(np.mean([b["M"][-1] for b in bud]))
         xb = torch.as_tensor(base)
@@ -285,11 +294,13 @@ class StabilityInputStudy(Study):
                 "dt": config.dt,
                 "etas": list(config.etas),
                 "shapes": list(config.shapes),
+                "layer_scaling": config.layer_scaling,
                 "noise_paths": config.noise_paths,
             },
             "note": "C2 from log(W2(t)/W2(0)) = log C1 + C2 t over all records (95% t intervals); the "
             "a-priori "
-            "rate R(T)/T and M_theta(T)/T are derived (NOTES.md §8) from the heads without layer scaling",
+            "rate R(T)/T and M_theta(T)/T are derived (NOTES.md §8) from the effective heads c(t) D_h (c = 1 "
+            "without layer scaling)",
         }
         files: dict[str, str] = {}
         if figures is not None:
@@ -304,7 +315,7 @@ def markdown_table(summary: dict) -> str:
     s = summary["sizes"]
     lines = [
         f"Sizes: n = {s['n']} tokens on S^2 (octahedral), H = {s['H']} heads (one draw, shared), "
-        f"T = {s['T']:g}, "
+        f"T = {s['T']:g}, layer scaling t0 = {s.get('layer_scaling')}, "
         f"dt = {s['dt']:g}, etas {s['etas']}, OU with {s['noise_paths']} noise paths.",
         "",
         "| variant | case | W2(0) | W2(T) | C2 [95% CI] | C1 | max W/(W0 e^{C2 t}) | R(T)/T (derived) "
