@@ -18,6 +18,13 @@ from .multihead import (
     plot_superadditivity,
 )
 from .reproduction import plot_all
+from .theorems import (
+    plot_layer_scaling,
+    plot_longtime,
+    plot_mean_field_heads,
+    plot_stability_input,
+    plot_stability_weights,
+)
 
 __all__ = ["figures_for", "register_figures"]
 
@@ -33,6 +40,15 @@ _FIGURES.update(
         "relu_vs_softmax": plot_relu_vs_softmax,
         "entropy": plot_entropy,
     }
+)
+
+# the studies of the main paper's theorems (issue 13)
+_FIGURES.update(
+    mean_field_heads=plot_mean_field_heads,
+    longtime=plot_longtime,
+    layer_scaling=plot_layer_scaling,
+    stability_input=plot_stability_input,
+    stability_weights=plot_stability_weights,
 )
 
 

@@ -24,11 +24,17 @@ from .errors import (
     StudyRunError as StudyRunError,
     UnknownStudyError as UnknownStudyError,
 )
+from .layer_scaling import LayerScalingConfig as LayerScalingConfig, LayerScalingStudy as LayerScalingStudy
+from .longtime import LongtimeConfig as LongtimeConfig, LongtimeStudy as LongtimeStudy  # registers it
 from .massucco2026 import (  # importing it registers the shipped reproductions
     ReproductionConfig as ReproductionConfig,
     ReproductionStudy as ReproductionStudy,
     markdown_tables as markdown_tables,
     reproduce as reproduce,
+)
+from .mean_field_heads import (  # importing it registers the study
+    MeanFieldHeadsConfig as MeanFieldHeadsConfig,
+    MeanFieldHeadsStudy as MeanFieldHeadsStudy,
 )
 from .multihead_entropy import EntropyStudy as EntropyStudy  # importing registers the multi-head studies
 from .multihead_flows import (
@@ -47,6 +53,14 @@ from .registry import (
     unregister as unregister,
 )
 from .runner import run_study as run_study, study_info as study_info
+from .stability_input import (  # registers it
+    StabilityInputConfig as StabilityInputConfig,
+    StabilityInputStudy as StabilityInputStudy,
+)
+from .stability_weights import (  # registers it
+    StabilityWeightsConfig as StabilityWeightsConfig,
+    StabilityWeightsStudy as StabilityWeightsStudy,
+)
 
 __all__ = [
     "CriticalBetaStudy",
@@ -55,10 +69,20 @@ __all__ = [
     "ReluVsSoftmaxStudy",
     "SufficientConditionStudy",
     "SuperadditivityStudy",
+    "LayerScalingConfig",
+    "LayerScalingStudy",
+    "LongtimeConfig",
+    "LongtimeStudy",
+    "MeanFieldHeadsConfig",
+    "MeanFieldHeadsStudy",
     "NotAStudyDirectoryError",
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",
+    "StabilityInputConfig",
+    "StabilityInputStudy",
+    "StabilityWeightsConfig",
+    "StabilityWeightsStudy",
     "StudyAnalysis",
     "StudyConfig",
     "StudyConfigError",

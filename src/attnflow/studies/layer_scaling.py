@@ -1,0 +1,246 @@
+r"""The layer normalisation z -> z / (t sqrt H) of Sec. 5 of arXiv 2605.18870: ``layer_scaling``.
+
+Claim (Sec. 5.1, NOTES.md §1, §8): input stability is governed by the weight budget
+:math:`M_\theta(t) = \int_0^t\int\|D\|^2\,d\Theta_\tau\,d\tau`, and the head- and layer-dependent
+normalisation :math:`\theta \mapsto \theta/(t\sqrt H)` keeps it independent of the depth t. attnflow
+implements it as :math:`c(t) = 1/((t_0 + t)\sqrt H)` (``model.layer_scaling = t0``,
+:meth:`attnflow.TransformerModel.head_scale`).
+
+For each token direction, H in ``H``, with and without the scaling, the study runs the Sec. 6 OU
+weights (or frozen ones) with the heads recorded and measures
+
+* :math:`M_\theta(t)` of the effective heads :math:`c(t)D_h(t)` with the normalised head law
+  (:func:`attnflow.analysis.theorems.weight_budget`) and the derived a-priori Gronwall rate R(t); the
+  depth exponent of M over the second half, :math:`\log(M(T)/M(T/2))/\log 2` (1: linear growth, 0:
+  saturation) and the exponent of M(T) in H;
+* clustering at T: the mean pairwise inner product and single-linkage cluster counts with their
+  threshold sensitivity (:func:`attnflow.observables.cluster_count_sensitivity`).
+
+Convention (*derived*): with the normalised law :math:`\frac1H\sum_h\delta_{D_h}` (attnflow's
+:math:`v = \frac1H\sum_h`), the scaled budget is :math:`\overline{\|D\|^2}\,(1/t_0 - 1/(t_0+t))/H`, bounded in
+depth and O(1/H); with Theta as the unnormalised sum of H Dirac masses it is H times that, independent
+of H, which is the paper's statement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from ..analysis.theorems import fit_rate, weight_budget
+from ..model.transformer import TransformerModel
+from ..observables import cluster_count_sensitivity, mean_pairwise_inner_product
+from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .registry import register
+
+__all__ = ["LayerScalingConfig", "LayerScalingStudy"]
+
+_WEIGHTS = {
+    "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
+    "frozen": {"process": "constant"},
+}
+#: thresholds (radians) at which the table reports cluster counts; the full sensitivity curve is stored
+TABLE_THRESHOLDS = (0.01, 0.1, 0.5)
+
+
+class LayerScalingConfig(StudyConfig):
+    """Parameters of ``layer_scaling``; the defaults are the committed full run (docs/studies)."""
+
+    H: list[PositiveInt] = Field(
+        [1, 4, 16, 64],
+        min_length=3,
+        description="the head counts (>= 3 distinct, for a fit in H)",
+        examples=[[1, 4, 16, 64]],
+    )
+    t0: float = Field(
+        1.0, gt=0, description="the offset t0 > 0 of c(t) = 1/((t0 + t) sqrt H)", examples=[1.0]
+    )
+    directions: list[Literal["ascent", "descent"]] = Field(
+        ["ascent", "descent"], min_length=1, description="the token directions", examples=[["ascent"]]
+    )
+    weights: Literal["ou", "frozen"] = Field(
+        "ou", description="the weight process (Sec. 6 OU or frozen)", examples=["ou"]
+    )
+    n: int = Field(48, ge=2, description="tokens (>= 2) on S^2", examples=[48])
+    paths: PositiveInt = Field(4, description="paths per run", examples=[4])
+    t1: float = Field(10.0, gt=0, description="the depth T (> 0)", examples=[10.0])
+    dt: float = Field(0.02, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.02])
+    record_every: PositiveInt = Field(5, description="steps between records", examples=[5])
+    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
+
+    @field_validator("H")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("the head counts must be distinct")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _steps(self):
+        k = self.t1 / self.dt
+        if abs(k - round(k)) > 1e-9 * max(1.0, k):
+            raise ValueError(
+                f"t1 / dt must be a whole number of steps: got {self.t1:g}/{self.dt:g} = {k:g}; "
+                f"choose dt = {self.t1 / max(1, round(k)):g}"
+            )
+        if round(k) // self.record_every < 4:
+            raise ValueError(
+                f"the run must hold at least 4 records: got {round(k) // self.record_every}; lower "
+                "record_every or raise t1"
+            )
+        return self
+
+
+def _mean_sd(v) -> dict:
+    v = np.asarray(v, float)
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+class LayerScalingStudy(Study):
+    """M_theta(t) and clustering with and without the layer scaling (module docstring)."""
+
+    name = "layer_scaling"
+    description = (
+        "Sec. 5 of arXiv 2605.18870: the normalisation z -> z/(t sqrt H) and the weight budget M_theta(t) "
+        "against depth and H, and its effect on clustering"
+    )
+    Config = LayerScalingConfig
+
+    def quick_params(self) -> dict:
+        return {"H": [1, 2, 4], "n": 10, "paths": 2, "t1": 1.0, "dt": 0.05, "record_every": 2}
+
+    @staticmethod
+    def _run(direction: str, scaled: bool, H: int) -> str:
+        return f"{direction}_{'scaled' if scaled else 'plain'}_H{H}"
+
+    def plan(self, config: LayerScalingConfig) -> dict[str, dict]:
+        out = {}
+        for direction in config.directions:
+            for scaled in (False, True):
+                for H in config.H:
+                    name = self._run(direction, scaled, H)
+                    out[name] = {
+                        "name": name,
+                        "model": {"direction": direction, "layer_scaling": config.t0 if scaled else None},
+                        "weights": _WEIGHTS[config.weights],
+                        "tokens": {"init": "octahedral", "n": config.n, "d": 3, "noise": 0.05},
+                        "heads": {"init": "symmetric_gaussian", "H": H},
+                        "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
+                        "record": {"every": config.record_every, "heads": True},
+                        "paths": config.paths,
+                        "seed": config.seed,
+                        "precision": "float64",
+                    }
+        return out
+
+    def _one(self, config: LayerScalingConfig, direction: str, scaled: bool, H: int, runs: StudyRuns) -> dict:
+        ds = runs.open(self._run(direction, scaled, H))
+        times = np.asarray(ds.time.values, float)
+        heads = np.asarray(ds.heads.values)  # [P, K, H, d, d], the unscaled D_h
+        model = TransformerModel(direction=direction, layer_scaling=config.t0 if scaled else None)
+        budgets = [
+            weight_budget(heads[p], times, lambda t: model.head_scale(t, H)) for p in range(len(heads))
+        ]
+        M = np.stack([b["M"] for b in budgets])
+        R = np.stack([b["R"] for b in budgets])
+        half = int(np.argmin(abs(times - times[-1] / 2)))
+        depth_exp = np.log(M[:, -1] / M[:, half]) / math.log(times[-1] / times[half])
+        xT = torch.as_tensor(np.asarray(ds.positions.isel(time=-1).values))
+        thresholds = np.geomspace(1e-3, math.pi, 30)
+        sens = cluster_count_sensitivity(xT, thresholds).values  # [P, 30]
+        counts = cluster_count_sensitivity(xT, list(TABLE_THRESHOLDS)).values
+        return {
+            "M_T": _mean_sd(M[:, -1]),
+            "M_half": _mean_sd(M[:, half]),
+            "M_t": M.mean(0).tolist(),
+            "R_T": _mean_sd(R[:, -1]),
+            "depth_exponent": _mean_sd(depth_exp),
+            "mean_inner_product_T": _mean_sd(mean_pairwise_inner_product(xT).numpy()),
+            "mean_inner_product_0": _mean_sd(
+                mean_pairwise_inner_product(
+                    torch.as_tensor(np.asarray(ds.positions.isel(time=0).values))
+                ).numpy()
+            ),
+            "cluster_counts_T": {f"{th:g}": _mean_sd(counts[:, i]) for i, th in enumerate(TABLE_THRESHOLDS)},
+            "sensitivity_thresholds": thresholds.tolist(),
+            "sensitivity_mean_counts": sens.mean(0).tolist(),
+            "times": times.tolist(),
+        }
+
+    def analyse(
+        self,
+        config: LayerScalingConfig,
+        runs: StudyRuns,
+        out_dir: Path,
+        *,
+        figures: Callable[..., dict] | None = None,
+    ) -> StudyAnalysis:
+        res: dict[str, dict] = {}
+        for direction in config.directions:
+            for scaled in (False, True):
+                key = f"{direction}_{'scaled' if scaled else 'plain'}"
+                per_H = {str(H): self._one(config, direction, scaled, H, runs) for H in config.H}
+                res[key] = {
+                    "direction": direction,
+                    "scaled": scaled,
+                    "per_H": per_H,
+                    "fit_M_T_vs_H": fit_rate(config.H, [per_H[str(h)]["M_T"]["mean"] for h in config.H]),
+                }
+        summary = {
+            "variants": res,
+            "sizes": {
+                "n": config.n,
+                "H": list(config.H),
+                "paths": config.paths,
+                "T": config.t1,
+                "dt": config.dt,
+                "t0": config.t0,
+                "weights": config.weights,
+            },
+            "note": "M uses the effective heads c(t) D_h and the normalised head law (1/H) sum_h; with "
+            "Theta as a sum of H Dirac masses multiply by H. depth exponent = log(M(T)/M(T/2))/log 2.",
+        }
+        files: dict[str, str] = {}
+        if figures is not None:
+            files = figures(summary, out_dir)
+            summary["figures"] = files
+        return StudyAnalysis(summary=summary, table=markdown_table(summary), figures=files)
+
+
+def markdown_table(summary: dict) -> str:
+    """M_theta, its depth exponent and H exponent, and clustering at T per variant and H, as Markdown."""
+    s = summary["sizes"]
+    lines = [
+        f"Sizes: n = {s['n']} tokens on S^2 (octahedral start), {s['weights']} weights, {s['paths']} paths, "
+        f"depth T = {s['T']:g}, dt = {s['dt']:g}, t0 = {s['t0']:g}, H in {s['H']}.",
+        "",
+        "| variant | H | M(T/2) | M(T) | depth exponent | R(T) | mean <x_i,x_j> at T | clusters at "
+        + ", ".join(f"{t:g}" for t in TABLE_THRESHOLDS)
+        + " rad |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, v in summary["variants"].items():
+        for H, r in v["per_H"].items():
+            cc = ", ".join(f"{c['mean']:.3g}" for c in r["cluster_counts_T"].values())
+            lines.append(
+                f"| {key} | {H} | {r['M_half']['mean']:.3g} | {r['M_T']['mean']:.3g} "
+                f"| {r['depth_exponent']['mean']:.3f} | {r['R_T']['mean']:.3g} "
+                f"| {r['mean_inner_product_T']['mean']:.3f} +- {r['mean_inner_product_T']['sd']:.2g} | {cc} |"
+            )
+    lines += ["", "| variant | b of M(T) in H [95% CI] |", "|---|---|"]
+    for key, v in summary["variants"].items():
+        f = v["fit_M_T_vs_H"]
+        fb = (
+            f"{f['b']:.3f} [{f['b_ci'][0]:.3f}, {f['b_ci'][1]:.3f}] on H in {f['range']}" if "b" in f else "-"
+        )
+        lines.append(f"| {key} | {fb} |")
+    return "\n".join(lines) + "\n"
+
+
+register(LayerScalingStudy())

@@ -1,0 +1,347 @@
+r"""Input stability and uniqueness (arXiv 2605.18870, Sec. 5.1, estimate (127)): ``stability_input``.
+
+Claim: :math:`W_{m,2}(u^\eta_t, u_t) \le C_1 W_{m,2}(u^\eta_0, u_0)\,e^{C_2 t}` on [0, T], and letting
+eta -> 0 gives uniqueness. NOTES.md §8: :math:`W_{m,2}` is equivalent to W2,
+:math:`\underline b\,W_2^2 \le W_{m,2}^2 \le \bar b\,W_2^2` with the bounds of the mobility, and (*derived*)
+an a-priori finite-particle rate :math:`R(t) = \int_0^t\frac1H\sum_h(\lambda_h + \lambda_h^2)e^{2\lambda_h}`
+whose leading term is :math:`M_\theta(t)` (:func:`attnflow.analysis.theorems.weight_budget`).
+
+For each weight regime (frozen, OU, oscillating with per-head phases) and token direction the study
+runs the base cloud :math:`u_0` and the perturbed clouds :math:`u^\eta_0`
+(:func:`~attnflow.analysis.theorems.perturb_tokens`: random, along the top eigenvector of the mean head,
+one token moved) for eta in ``etas``, with the same heads and the same weight noise (same seed and path
+index: the weight process does not see the tokens), and measures
+
+* :math:`W_2(u^\eta_t, u_t)` (exact, POT, geodesic) at every record and the :math:`W_{m,2}` band
+  :math:`[\sqrt{\underline b}, \sqrt{\bar b}]\,W_2` from the min and max of the effective mobility b
+  (eq. (36))
+  over both clouds;
+* the Gronwall fit :math:`W_2(t)/W_2(0) = C_1 e^{C_2 t}` (:func:`~attnflow.analysis.theorems.fit_gronwall`)
+  with 95% intervals, against the a-priori rate R(T)/T and :math:`M_\theta(T)/T`;
+* linear response: :math:`W_2(u^\eta_T, u_T)/W_2(u^\eta_0, u_0)` across eta; it converges as eta -> 0
+  (uniqueness and differentiability of the flow); the relative change between consecutive etas is
+  reported.
+
+The deterministic regimes (frozen, oscillating) hold every cloud as a path of one run; OU needs one run
+per cloud (path p of every run sees the same noise), with ``noise_paths`` noise realisations each.
+Token clouds and heads are written under ``inputs_dir`` as in ``mean_field_heads``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from ..analysis.theorems import draw_heads, fit_gronwall, perturb_tokens, weight_budget
+from ..model import tokens as tokens_mod
+from ..model.transformer import TransformerModel
+from ..observables import effective_mobility, wasserstein2
+from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .mean_field_heads import inputs_file
+from .registry import register
+
+__all__ = ["StabilityInputConfig", "StabilityInputStudy"]
+
+_WEIGHTS = {
+    "frozen": {"process": "constant"},
+    "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
+    "osc_per_head": {"process": "oscillating", "forcing": "s2", "phases": "per_head"},
+}
+
+
+class StabilityInputConfig(StudyConfig):
+    """Parameters of ``stability_input``; the defaults are the committed full run (docs/studies)."""
+
+    etas: list[float] = Field(
+        [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1],
+        min_length=2,
+        description="the perturbation radii eta (each > 0, W2 radius in radians)",
+        examples=[[1e-6, 1e-3, 1e-1]],
+    )
+    shapes: list[Literal["random", "eigen", "one_token"]] = Field(
+        ["random", "eigen", "one_token"],
+        min_length=1,
+        description="perturbation shapes",
+        examples=[["random"]],
+    )
+    regimes: list[Literal["frozen", "ou", "osc_per_head"]] = Field(
+        ["frozen", "ou", "osc_per_head"], min_length=1, description="weight regimes", examples=[["frozen"]]
+    )
+    directions: list[Literal["ascent", "descent"]] = Field(
+        ["ascent", "descent"], min_length=1, description="token directions", examples=[["ascent"]]
+    )
+    n: int = Field(32, ge=2, description="tokens (>= 2) on S^2", examples=[32])
+    H: PositiveInt = Field(4, description="heads", examples=[4])
+    noise_paths: PositiveInt = Field(2, description="noise realisations of the OU runs", examples=[2])
+    t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
+    dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
+    record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
+    layer_scaling: float | None = Field(
+        None,
+        gt=0,
+        description="t0 of the layer scaling c(t) = 1/((t0 + t) sqrt H) of Sec. 5 (None: no scaling)",
+        examples=[1.0],
+    )
+    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
+    inputs_dir: str | None = Field(
+        None, description="where token and head arrays are written (None: <tmp>/attnflow_study_inputs)"
+    )
+
+    @field_validator("etas")
+    @classmethod
+    def _radii(cls, v: list[float]) -> list[float]:
+        bad = [e for e in v if not (math.isfinite(e) and e > 0)]
+        if bad:
+            raise ValueError(
+                f"every eta must be a radius > 0 (eta = 0 is no perturbation): got {bad}; give e.g. "
+                "[1e-6, 1e-3, 1e-1]"
+            )
+        if len(set(v)) != len(v):
+            raise ValueError("the etas must be distinct")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _steps(self):
+        k = self.t1 / self.dt
+        if abs(k - round(k)) > 1e-9 * max(1.0, k):
+            raise ValueError(
+                f"t1 / dt must be a whole number of steps: got {self.t1:g}/{self.dt:g} = {k:g}; "
+                f"choose dt = {self.t1 / max(1, round(k)):g}"
+            )
+        if round(k) // self.record_every < 3:
+            raise ValueError(
+                f"the Gronwall fit needs at least 3 records: got {round(k) // self.record_every}; lower "
+                "record_every or raise t1"
+            )
+        return self
+
+
+def _mean_sd(v) -> dict:
+    v = np.asarray(v, float)
+    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+class StabilityInputStudy(Study):
+    """Gronwall estimate (127) and linear response for perturbed inputs (module docstring)."""
+
+    name = "stability_input"
+    description = (
+        "Sec. 5.1 of arXiv 2605.18870: W2(u^eta_t, u_t) <= C1 W2(u^eta_0, u_0) exp(C2 t), the fitted C2 "
+        "against the a-priori rate, and linear response as eta -> 0"
+    )
+    Config = StabilityInputConfig
+
+    def quick_params(self) -> dict:
+        return {
+            "etas": [1e-5, 1e-3, 1e-1],
+            "shapes": ["random", "one_token"],
+            "regimes": ["frozen", "ou"],
+            "directions": ["ascent"],
+            "n": 8,
+            "H": 2,
+            "noise_paths": 1,
+            "t1": 1.0,
+            "dt": 0.05,
+            "record_every": 5,
+        }
+
+    # -- inputs ----------------------------------------------------------------------------------------
+    def _inputs(self, config: StabilityInputConfig) -> tuple[np.ndarray, np.ndarray, list[tuple[str, float]]]:
+        x0 = tokens_mod.octahedral(1, config.n, 3, seed=config.seed)[0].numpy()
+        D = draw_heads("symmetric_gaussian", 1, config.H, 3, seed=config.seed + 11)[0]
+        cases = [(shape, eta) for shape in config.shapes for eta in config.etas]
+        return x0, D, cases
+
+    def _clouds(self, config: StabilityInputConfig) -> tuple[np.ndarray, np.ndarray, list[tuple[str, float]]]:
+        x0, D, cases = self._inputs(config)
+        clouds = [x0] + [perturb_tokens(x0, eta, shape, seed=config.seed + 5, D=D) for shape, eta in cases]
+        return np.stack(clouds), D, cases
+
+    @staticmethod
+    def _case_name(shape: str, eta: float) -> str:
+        return f"{shape}_eta{eta:.0e}".replace("+", "").replace("-0", "-").replace("e-", "em")
+
+    def plan(self, config: StabilityInputConfig) -> dict[str, dict]:
+        clouds, D, cases = self._clouds(config)
+        hfile = inputs_file(D, config.inputs_dir)
+        out = {}
+        for direction in config.directions:
+            for reg in config.regimes:
+                base = {
+                    "model": {"direction": direction, "layer_scaling": config.layer_scaling},
+                    "weights": _WEIGHTS[reg],
+                    "heads": {"init": "file", "H": config.H, "path": hfile},
+                    "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
+                    "record": {"every": config.record_every, "heads": reg != "frozen"},
+                    "seed": config.seed,
+                    "precision": "float64",
+                }
+                if reg == "ou":
+                    for k, cloud in enumerate(clouds):
+                        tag = "base" if k == 0 else self._case_name(*cases[k - 1])
+                        name = f"{direction}_{reg}_{tag}"
+                        out[name] = {
+                            **base,
+                            "name": name,
+                            "tokens": {"init": "file", "path": inputs_file(cloud, config.inputs_dir)},
+                            "paths": config.noise_paths,
+                        }
+                else:
+                    name = f"{direction}_{reg}"
+                    out[name] = {
+                        **base,
+                        "name": name,
+                        "tokens": {"init": "file", "path": inputs_file(clouds, config.inputs_dir)},
+                        "paths": len(clouds),
+                    }
+        return out
+
+    # -- analysis --------------------------------------------------------------------------------------
+    def _positions(self, runs: StudyRuns, direction: str, reg: str, cases, D: np.ndarray):
+        """Base positions [P, K, n, d], per case [P, K, n, d], times, heads [P or 1, K, H, d, d]."""
+        if reg == "ou":
+            base = runs.open(f"{direction}_{reg}_base")
+            pos = {
+                c: np.asarray(runs.open(f"{direction}_{reg}_{self._case_name(*c)}").positions.values)
+                for c in cases
+            }
+            times = np.asarray(base.time.values, float)
+            return np.asarray(base.positions.values), pos, times, np.asarray(base.heads.values)
+        ds = runs.open(f"{direction}_{reg}")
+        allpos = np.asarray(ds.positions.values)  # [1 + cases, K, n, d]: every cloud is a path
+        pos = {c: allpos[k + 1][None] for k, c in enumerate(cases)}
+        times = np.asarray(ds.time.values, float)
+        if reg == "frozen":
+            heads = np.broadcast_to(D, (1, len(times), *D.shape))
+        else:  # deterministic and shared by every path: path 0's record
+            heads = np.asarray(ds.heads.isel(path=[0]).values)
+        return allpos[0][None], pos, times, heads
+
+    def _one(self, config: StabilityInputConfig, direction: str, reg: str, runs: StudyRuns, D, cases) -> dict:
+        base, pos, times, heads = self._positions(runs, direction, reg, cases, D)
+        model = TransformerModel(direction=direction, layer_scaling=config.layer_scaling)
+        H = heads.shape[2]
+        bud = [weight_budget(heads[p], times, lambda t: model.head_scale(t, H)) for p in range(len(heads))]
+        R_T = float(np.mean([b["R"][-1] for b in bud]))
+        M_T = float(np.mean([b["M"][-1] for b in bud]))
+        xb = torch.as_tensor(base)
+        P = xb.shape[0]
+        DT = torch.as_tensor(np.array(np.broadcast_to(heads[:, -1], (P, *heads.shape[2:]))))
+        rows = {}
+        for case in cases:
+            xe = torch.as_tensor(pos[case])
+            W = np.stack([wasserstein2(xe[:, k], xb[:, k]).numpy() for k in range(len(times))], 1)  # [P, K]
+            b = torch.cat([effective_mobility(xe[:, -1], DT), effective_mobility(xb[:, -1], DT)], 1).numpy()
+            fits = [fit_gronwall(times, W[p]) for p in range(P) if np.all(W[p] > 0)]
+            C2 = [f["C2"] for f in fits]
+            rows[self._case_name(*case)] = {
+                "shape": case[0],
+                "eta": case[1],
+                "W2_0": _mean_sd(W[:, 0]),
+                "W2_T": _mean_sd(W[:, -1]),
+                "W2_t": W.mean(0).tolist(),
+                "amplification_T": _mean_sd(W[:, -1] / W[:, 0]),
+                "Wm2_band_T": [
+                    float(np.sqrt(b.min()) * W[:, -1].mean()),
+                    float(np.sqrt(b.max()) * W[:, -1].mean()),
+                ],
+                "gronwall_per_path": fits,
+                "C2": float(np.mean(C2)) if C2 else float("nan"),
+                "C2_ci": [min(f["C2_ci"][0] for f in fits), max(f["C2_ci"][1] for f in fits)] if fits else [],
+                "C1": float(np.mean([f["C1"] for f in fits])) if fits else float("nan"),
+                "max_ratio": float(max(f["max_ratio"] for f in fits)) if fits else float("nan"),
+            }
+        linear = {}  # linear response: the amplification at T across eta, per shape
+        for shape in config.shapes:
+            amp = [rows[self._case_name(shape, e)]["amplification_T"]["mean"] for e in config.etas]
+            rel = [abs(amp[i + 1] - amp[i]) / abs(amp[i]) for i in range(len(amp) - 1)]
+            linear[shape] = {"etas": list(config.etas), "amplification_T": amp, "relative_change": rel}
+        return {
+            "rows": rows,
+            "linear_response": linear,
+            "R_T": R_T,
+            "M_T": M_T,
+            "T": float(times[-1]),
+            "times": times.tolist(),
+        }
+
+    def analyse(
+        self,
+        config: StabilityInputConfig,
+        runs: StudyRuns,
+        out_dir: Path,
+        *,
+        figures: Callable[..., dict] | None = None,
+    ) -> StudyAnalysis:
+        _, D, cases = self._inputs(config)
+        res = {
+            f"{direction}_{reg}": self._one(config, direction, reg, runs, D, cases)
+            for direction in config.directions
+            for reg in config.regimes
+        }
+        summary = {
+            "variants": res,
+            "sizes": {
+                "n": config.n,
+                "H": config.H,
+                "T": config.t1,
+                "dt": config.dt,
+                "etas": list(config.etas),
+                "shapes": list(config.shapes),
+                "layer_scaling": config.layer_scaling,
+                "noise_paths": config.noise_paths,
+            },
+            "note": "C2 from log(W2(t)/W2(0)) = log C1 + C2 t over all records (95% t intervals); the "
+            "a-priori "
+            "rate R(T)/T and M_theta(T)/T are derived (NOTES.md §8) from the effective heads c(t) D_h (c = 1 "
+            "without layer scaling)",
+        }
+        files: dict[str, str] = {}
+        if figures is not None:
+            files = figures(summary, out_dir)
+            summary["figures"] = files
+        return StudyAnalysis(summary=summary, table=markdown_table(summary), figures=files)
+
+
+def markdown_table(summary: dict) -> str:
+    """Per variant and case: W2 at 0 and T, the fitted C2 [95% CI] and C1, the a-priori rates; linear
+    response across eta."""
+    s = summary["sizes"]
+    lines = [
+        f"Sizes: n = {s['n']} tokens on S^2 (octahedral), H = {s['H']} heads (one draw, shared), "
+        f"T = {s['T']:g}, layer scaling t0 = {s.get('layer_scaling')}, "
+        f"dt = {s['dt']:g}, etas {s['etas']}, OU with {s['noise_paths']} noise paths.",
+        "",
+        "| variant | case | W2(0) | W2(T) | C2 [95% CI] | C1 | max W/(W0 e^{C2 t}) | R(T)/T (derived) "
+        "| M(T)/T |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, v in summary["variants"].items():
+        for case, r in v["rows"].items():
+            c2 = f"{r['C2']:.3f} [{r['C2_ci'][0]:.3f}, {r['C2_ci'][1]:.3f}]" if r["C2_ci"] else "-"
+            lines.append(
+                f"| {key} | {case} | {r['W2_0']['mean']:.3g} | {r['W2_T']['mean']:.3g} | {c2} "
+                f"| {r['C1']:.3g} "
+                f"| {r['max_ratio']:.3g} | {v['R_T'] / v['T']:.3g} | {v['M_T'] / v['T']:.3g} |"
+            )
+    lines += [
+        "",
+        "| variant | shape | W2(T)/W2(0) for increasing eta | relative change between consecutive etas |",
+        "|---|---|---|---|",
+    ]
+    for key, v in summary["variants"].items():
+        for shape, lr in v["linear_response"].items():
+            lines.append(
+                f"| {key} | {shape} | {', '.join(f'{a:.4g}' for a in lr['amplification_T'])} "
+                f"| {', '.join(f'{r:.1e}' for r in lr['relative_change'])} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+register(StabilityInputStudy())
