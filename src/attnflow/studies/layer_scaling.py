@@ -37,6 +37,7 @@ from ..analysis.theorems import fit_rate, weight_budget
 from ..model.transformer import TransformerModel
 from ..observables import cluster_count_sensitivity, mean_pairwise_inner_product
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import mean_sd, whole_steps
 from .registry import register
 
 __all__ = ["LayerScalingConfig", "LayerScalingStudy"]
@@ -83,23 +84,13 @@ class LayerScalingConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = self.t1 / self.dt
-        if abs(k - round(k)) > 1e-9 * max(1.0, k):
-            raise ValueError(
-                f"t1 / dt must be a whole number of steps: got {self.t1:g}/{self.dt:g} = {k:g}; "
-                f"choose dt = {self.t1 / max(1, round(k)):g}"
-            )
+        k = whole_steps(self.t1, self.dt)
         if round(k) // self.record_every < 4:
             raise ValueError(
                 f"the run must hold at least 4 records: got {round(k) // self.record_every}; lower "
                 "record_every or raise t1"
             )
         return self
-
-
-def _mean_sd(v) -> dict:
-    v = np.asarray(v, float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
 class LayerScalingStudy(Study):
@@ -156,18 +147,18 @@ class LayerScalingStudy(Study):
         sens = cluster_count_sensitivity(xT, thresholds).values  # [P, 30]
         counts = cluster_count_sensitivity(xT, list(TABLE_THRESHOLDS)).values
         return {
-            "M_T": _mean_sd(M[:, -1]),
-            "M_half": _mean_sd(M[:, half]),
+            "M_T": mean_sd(M[:, -1]),
+            "M_half": mean_sd(M[:, half]),
             "M_t": M.mean(0).tolist(),
-            "R_T": _mean_sd(R[:, -1]),
-            "depth_exponent": _mean_sd(depth_exp),
-            "mean_inner_product_T": _mean_sd(mean_pairwise_inner_product(xT).numpy()),
-            "mean_inner_product_0": _mean_sd(
+            "R_T": mean_sd(R[:, -1]),
+            "depth_exponent": mean_sd(depth_exp),
+            "mean_inner_product_T": mean_sd(mean_pairwise_inner_product(xT).numpy()),
+            "mean_inner_product_0": mean_sd(
                 mean_pairwise_inner_product(
                     torch.as_tensor(np.asarray(ds.positions.isel(time=0).values))
                 ).numpy()
             ),
-            "cluster_counts_T": {f"{th:g}": _mean_sd(counts[:, i]) for i, th in enumerate(TABLE_THRESHOLDS)},
+            "cluster_counts_T": {f"{th:g}": mean_sd(counts[:, i]) for i, th in enumerate(TABLE_THRESHOLDS)},
             "sensitivity_thresholds": thresholds.tolist(),
             "sensitivity_mean_counts": sens.mean(0).tolist(),
             "times": times.tolist(),

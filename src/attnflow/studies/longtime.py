@@ -47,6 +47,7 @@ from ..analysis.theorems import (
 from ..model import tokens as tokens_mod
 from ..observables import strong_upper_gradient_sq
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import mean_sd, whole_steps
 from .registry import register
 
 __all__ = ["LongtimeConfig", "LongtimeStudy"]
@@ -99,12 +100,7 @@ class LongtimeConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = self.t1 / self.dt
-        if abs(k - round(k)) > 1e-9 * max(1.0, k):
-            raise ValueError(
-                f"t1 / dt must be a whole number of steps: got {self.t1:g}/{self.dt:g} = {k:g}; "
-                f"choose dt = {self.t1 / max(1, round(k)):g}"
-            )
+        k = whole_steps(self.t1, self.dt)
         records = round(k) // self.record_every
         if records < 4 * max(self.spacings):
             raise ValueError(
@@ -112,11 +108,6 @@ class LongtimeConfig(StudyConfig):
                 f"spacings {self.spacings}; lower record_every or the spacings, or raise t1"
             )
         return self
-
-
-def _mean_sd(v) -> dict:
-    v = np.asarray(v, float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
 def _window_avg(integral: np.ndarray, times: np.ndarray, ta: float, tb: float) -> np.ndarray:
@@ -196,7 +187,7 @@ class LongtimeStudy(Study):
         for s in config.spacings:
             idx = np.arange(0, K, s)
             Ls = [head_metric_derivative(heads[p, idx], times[idx])[1][-1] for p in range(P)]
-            by_spacing[str(s)] = {"spacing": float(times[idx[1]] - times[0]), "length_T": _mean_sd(Ls)}
+            by_spacing[str(s)] = {"spacing": float(times[idx[1]] - times[0]), "length_T": mean_sd(Ls)}
         fit_spacing = fit_rate(
             [v["spacing"] for v in by_spacing.values()], [v["length_T"]["mean"] for v in by_spacing.values()]
         )
@@ -208,9 +199,7 @@ class LongtimeStudy(Study):
         abs_dtE_late = np.trapezoid(np.abs(dtE[:, half:]), times[half:], axis=1)
         quarters = [(T * q / 4, T * (q + 1) / 4) for q in range(4)]
         G2q = {
-            var: [
-                _mean_sd(_window_avg(np.asarray(ds[f"int_{var}"].values), times, a, b)) for a, b in quarters
-            ]
+            var: [mean_sd(_window_avg(np.asarray(ds[f"int_{var}"].values), times, a, b)) for a, b in quarters]
             for var in ("G2", "Ghat2")
         }
         # stationarity of the late cloud for the limit law
@@ -225,9 +214,9 @@ class LongtimeStudy(Study):
         def test(label: str, g_late, g_rand, g_start, note: str) -> None:
             med = float(np.median(g_rand))
             stat[label] = {
-                "G2_late": _mean_sd(g_late),
+                "G2_late": mean_sd(g_late),
                 "G2_random_median": med,
-                "G2_initial_cloud": _mean_sd(g_start),
+                "G2_initial_cloud": mean_sd(g_start),
                 "ratio": float(np.mean(g_late) / med),
                 "ratio_to_initial": float(np.mean(g_late) / np.mean(g_start)),
                 "note": note,
@@ -288,9 +277,9 @@ class LongtimeStudy(Study):
             "weights": _WEIGHTS[reg],
             "T": T,
             "times": times.tolist(),
-            "length_pathwise_T": _mean_sd(lengths[:, -1]),
-            "length_pathwise_first_half": _mean_sd(lengths[:, half]),
-            "length_pathwise_second_half": _mean_sd(lengths[:, -1] - lengths[:, half]),
+            "length_pathwise_T": mean_sd(lengths[:, -1]),
+            "length_pathwise_first_half": mean_sd(lengths[:, half]),
+            "length_pathwise_second_half": mean_sd(lengths[:, -1] - lengths[:, half]),
             "length_pathwise_t": lengths.mean(0).tolist(),
             "length_by_spacing": by_spacing,
             "fit_length_vs_spacing": fit_spacing,
@@ -302,8 +291,8 @@ class LongtimeStudy(Study):
             "law_distance_to_T_at": {
                 f"{f:g}T": float(law_to_T[int(np.argmin(abs(times - f * T)))]) for f in (0.0, 0.25, 0.5, 0.75)
             },
-            "int_dtE_T": _mean_sd(int_dtE[:, -1]),
-            "int_abs_dtE_second_half": _mean_sd(abs_dtE_late),
+            "int_dtE_T": mean_sd(int_dtE[:, -1]),
+            "int_abs_dtE_second_half": mean_sd(abs_dtE_late),
             "G2_quarters": G2q["G2"],
             "Ghat2_quarters": G2q["Ghat2"],
             "G2_t": np.asarray(ds.G2.values).mean(0).tolist(),

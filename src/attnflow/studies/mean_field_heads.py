@@ -51,6 +51,7 @@ from ..observables import (
     wasserstein2,
 )
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import mean_sd, whole_steps
 from .registry import register
 
 __all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "inputs_file"]
@@ -174,13 +175,8 @@ class MeanFieldHeadsConfig(StudyConfig):
                 f"H_ref must exceed every H (the reference stands for H = infinity): got H_ref = "
                 f"{self.H_ref} <= max(H) = {max(self.H)}; raise H_ref or drop the largest H"
             )
-        for t1, dt, what in ((self.t1, self.dt, ""), (self.sec6_t1, self.sec6_dt, "sec6_")):
-            k = t1 / dt
-            if abs(k - round(k)) > 1e-9 * max(1.0, k):
-                raise ValueError(
-                    f"{what}t1 / {what}dt must be a whole number of steps: got {t1:g}/{dt:g} = {k:g}; "
-                    f"choose {what}dt = {t1 / max(1, round(k)):g}"
-                )
+        whole_steps(self.t1, self.dt)
+        whole_steps(self.sec6_t1, self.sec6_dt, "sec6_")
         return self
 
 
@@ -201,11 +197,6 @@ def inputs_file(array: np.ndarray, inputs_dir: str | None) -> str:
         np.save(tmp, arr)
         tmp.replace(path)
     return str(path)
-
-
-def _mean_sd(v) -> dict:
-    v = np.asarray(v, float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
 class MeanFieldHeadsStudy(Study):
@@ -309,17 +300,17 @@ class MeanFieldHeadsStudy(Study):
             E = np.asarray(ds.energy.values)
             G2 = np.asarray(ds.G2.values)
             per_H[str(H)] = {
-                "W2_T": _mean_sd(w2[:, -1]),
+                "W2_T": mean_sd(w2[:, -1]),
                 "W2_t": w2.mean(0).tolist(),
-                "SW2_T": _mean_sd(sw),
-                "absdE_T": _mean_sd(np.abs(E[:, -1] - E_ref[-1])),
+                "SW2_T": mean_sd(sw),
+                "absdE_T": mean_sd(np.abs(E[:, -1] - E_ref[-1])),
                 "dE_mc_mean_T": float(abs(E[:, -1].mean() - E_ref[-1])),
                 "dE_mc_mean_se_T": float(E[:, -1].std(ddof=1) / math.sqrt(E.shape[0]))
                 if E.shape[0] > 1
                 else float("nan"),
-                "absdG2_T": _mean_sd(np.abs(G2[:, -1] - G2_ref[-1])),
-                "G2_T": _mean_sd(G2[:, -1]),
-                "E_T": _mean_sd(E[:, -1]),
+                "absdG2_T": mean_sd(np.abs(G2[:, -1] - G2_ref[-1])),
+                "G2_T": mean_sd(G2[:, -1]),
+                "E_T": mean_sd(E[:, -1]),
             }
         Hs = np.array(config.H, float)
         hi = config.H_ref / config.fit_margin
@@ -404,7 +395,7 @@ class MeanFieldHeadsStudy(Study):
             g_inf_m, c_m = float(np.mean(g_inf)), float(np.mean(cs))
             pred = g_inf_m + c_m / H
             rows[str(H)] = {
-                "G2_late_measured": _mean_sd(measured),
+                "G2_late_measured": mean_sd(measured),
                 "G2_inf_on_clouds": g_inf_m,
                 "c_on_clouds": c_m,
                 "G2_predicted": pred,

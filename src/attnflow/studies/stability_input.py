@@ -43,6 +43,7 @@ from ..model import tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import mean_sd, whole_steps
 from .mean_field_heads import inputs_file
 from .registry import register
 
@@ -108,23 +109,13 @@ class StabilityInputConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = self.t1 / self.dt
-        if abs(k - round(k)) > 1e-9 * max(1.0, k):
-            raise ValueError(
-                f"t1 / dt must be a whole number of steps: got {self.t1:g}/{self.dt:g} = {k:g}; "
-                f"choose dt = {self.t1 / max(1, round(k)):g}"
-            )
+        k = whole_steps(self.t1, self.dt)
         if round(k) // self.record_every < 3:
             raise ValueError(
                 f"the Gronwall fit needs at least 3 records: got {round(k) // self.record_every}; lower "
                 "record_every or raise t1"
             )
         return self
-
-
-def _mean_sd(v) -> dict:
-    v = np.asarray(v, float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
 class StabilityInputStudy(Study):
@@ -243,10 +234,10 @@ class StabilityInputStudy(Study):
             rows[self._case_name(*case)] = {
                 "shape": case[0],
                 "eta": case[1],
-                "W2_0": _mean_sd(W[:, 0]),
-                "W2_T": _mean_sd(W[:, -1]),
+                "W2_0": mean_sd(W[:, 0]),
+                "W2_T": mean_sd(W[:, -1]),
                 "W2_t": W.mean(0).tolist(),
-                "amplification_T": _mean_sd(W[:, -1] / W[:, 0]),
+                "amplification_T": mean_sd(W[:, -1] / W[:, 0]),
                 "Wm2_band_T": [
                     float(np.sqrt(b.min()) * W[:, -1].mean()),
                     float(np.sqrt(b.max()) * W[:, -1].mean()),

@@ -32,6 +32,7 @@ from ..analysis.theorems import draw_heads, fit_rate
 from ..model import tokens as tokens_mod
 from ..observables import wasserstein2
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import mean_sd, whole_steps
 from .mean_field_heads import inputs_file
 from .registry import register
 
@@ -82,18 +83,8 @@ class StabilityWeightsConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = self.t1 / self.dt
-        if abs(k - round(k)) > 1e-9 * max(1.0, k):
-            raise ValueError(
-                f"t1 / dt must be a whole number of steps: got {self.t1:g}/{self.dt:g} = {k:g}; "
-                f"choose dt = {self.t1 / max(1, round(k)):g}"
-            )
+        whole_steps(self.t1, self.dt)
         return self
-
-
-def _mean_sd(v) -> dict:
-    v = np.asarray(v, float)
-    return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
 def _noise_name(e: float) -> str:
@@ -169,9 +160,9 @@ class StabilityWeightsStudy(Study):
         x0 = torch.as_tensor(np.asarray(base.positions.isel(time=-1).values))
         x1 = torch.as_tensor(np.asarray(pert.positions.isel(time=-1).values))
         return {
-            "abs_dE_T": _mean_sd(np.abs(E1 - E0)),
-            "abs_d_dtE_T": _mean_sd(np.abs(r1 - r0)),
-            "W2_T": _mean_sd(wasserstein2(x1, x0).numpy()),
+            "abs_dE_T": mean_sd(np.abs(E1 - E0)),
+            "abs_d_dtE_T": mean_sd(np.abs(r1 - r0)),
+            "W2_T": mean_sd(wasserstein2(x1, x0).numpy()),
         }
 
     def analyse(
