@@ -448,3 +448,21 @@ def test_huge_scores_go_to_the_torch_path() -> None:
         ValueError, match=r"backend='numba' takes scores up to beta \|D\|_F max\|x\|\^2 = 1e\+12: got 5.5"
     ):
         evaluate(af.TransformerModel(direction="ascent", backend="numba"), x, D, None, 0.0, ledger=False)
+
+
+def test_auto_backend_takes_fast_summation_for_many_tokens() -> None:
+    """n = 4000 on S^2 with moderate heads: "auto" picks the fast summation (n >= 8 L^2) and agrees with the
+    direct kernel to the guaranteed tolerance; 500 tokens stay on the direct kernel; causal never switches."""
+    from attnflow.dynamics.field import choose_backend, evaluate
+
+    D = af.heads.symmetric_gaussian(1, 2, 3, seed=1) * 0.3
+    x = af.tokens.uniform(1, 4000, 3, seed=0)
+    auto = af.TransformerModel(direction="ascent")
+    assert choose_backend(auto, x, True, None, D) == "fastsum"
+    assert choose_backend(auto, x[:, :500], True, None, D) == "numba"
+    assert choose_backend(af.TransformerModel(direction="ascent", causal=True), x, True, None, D) == "numba"
+    fast = evaluate(auto, x, D, None, 0.0)
+    direct = evaluate(auto, x, D, None, 0.0, backend="numba")
+    for name in ("velocity", "energy", "G2", "Ghat2"):
+        a, b = getattr(fast, name), getattr(direct, name)
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-9 * float(b.abs().max()), msg=name)

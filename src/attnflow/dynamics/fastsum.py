@@ -91,7 +91,9 @@ from .pairsums import PairSums
 from .threads import torch_threads
 
 __all__ = [
+    "AUTO_MIN_N",
     "L_MAX",
+    "auto_worthwhile",
     "pair_sums_fastsum",
     "relative_error_bound",
     "roundoff_estimate",
@@ -103,6 +105,37 @@ __all__ = [
 
 #: largest truncation degree :func:`pair_sums_fastsum` accepts by default (L^2 = 16384 features on S^2)
 L_MAX = 128
+#: fewest tokens for which ``backend="auto"`` considers the fast summation (below, the direct O(n^2)
+#: kernel always wins: measured break-even about 2-5 L^2 and L >= 6 for any useful tolerance)
+AUTO_MIN_N = 1024
+
+
+def auto_worthwhile(
+    x: torch.Tensor, D: torch.Tensor, beta: float, tol: float, *, factor: float = 8.0
+) -> bool:
+    """Whether ``backend="auto"`` should take the fast summation for tokens ``x`` and heads ``D``.
+
+    True when the tokens lie on S^1 or S^2 (d = 2, 3), n >= :data:`AUTO_MIN_N`, the truncation rule
+    accepts ``tol`` (:func:`truncation_degree` of r = beta max(|D^T x_i|, |D x_j|), else the direct kernel)
+    and n >= ``factor`` L^2. The factor 8 is the measured rule of docs/fastsum.md (cost ~1-1.6e-8 s per
+    token L^2 against 5-7e-9 s per pair for the fused kernel, with the ledger); float32 runs use 16.
+    """
+    P, n, d = x.shape
+    if d not in (2, 3) or n < AUTO_MIN_N:
+        return False
+    x64 = x.detach().to(torch.float64)
+    D64 = beta * D.detach().to(torch.float64)
+    r = max(
+        float(torch.linalg.vector_norm(x64[:, None] @ D64, dim=-1).max()),
+        float(torch.linalg.vector_norm(x64[:, None] @ D64.transpose(-1, -2), dim=-1).max()),
+    )
+    try:
+        L = truncation_degree(r, tol, d)
+    except ValueError:
+        return False
+    return n >= factor * L * L
+
+
 _EPS64 = float(np.finfo(np.float64).eps)
 _PARALLEL_WORK = 2**21  # n L^2 below which the numba passes run on one thread (a few ms of work)
 _ROUNDOFF_SAFETY = 8.0  # observed worst case (antipodal clouds) 1.1-2.2 eps e^{2r}; see the module docstring

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..model.transformer import BACKENDS, TransformerModel
-from . import numba_backend
+from . import fastsum, numba_backend
 from .assembly import FieldEval, assemble, ledger_rates
 from .fastsum import pair_sums_fastsum
 from .pairsums import PairSums
@@ -56,9 +56,12 @@ def choose_backend(
     ``"fastsum"``.
 
     ``backend`` (default: ``model.backend``) ``"numba"`` and ``"fastsum"`` are required when named (and
-    raise when they cannot apply); ``"auto"`` takes the numba kernel for softmax attention on CPU tensors
-    (the kernel's Ito sums assume unit tokens, so a ledger off the sphere goes through PyTorch), else
-    PyTorch; ``"torch"`` is always PyTorch. With the (effective) heads ``D`` given, scores beyond the kernel's
+    raise when they cannot apply). ``"auto"`` takes the fast summation for many tokens on S^1 / S^2 when
+    its error bound meets :data:`FASTSUM_TOL` and it is cheaper
+    (:func:`attnflow.dynamics.fastsum.auto_worthwhile`: n >= 8 L^2, non-causal softmax on CPU), else the
+    numba kernel for softmax attention on CPU tensors (the kernel's Ito sums assume unit tokens, so a
+    ledger off the sphere goes through PyTorch), else PyTorch;
+    ``"torch"`` is always PyTorch. With the (effective) heads ``D`` given, scores beyond the kernel's
     range (:data:`attnflow.dynamics.numba_backend.SCORE_MAX`) send ``"auto"`` to PyTorch and make ``"numba"``
     raise.
     """
@@ -98,6 +101,21 @@ def choose_backend(
                 f"geometry={model.geometry.name!r}, ledger={ledger}; use backend='auto' or 'torch'"
             )
         return "numba"
+    if (
+        D is not None
+        and x.device.type == "cpu"
+        and model.attention == "softmax"
+        and not model.causal
+        and model.geometry.unit_norm
+        and fastsum.auto_worthwhile(
+            x,
+            D,
+            float(model.beta),
+            FASTSUM_TOL.get(x.dtype, 1e-10),
+            factor=8.0 if x.dtype == torch.float64 else 16.0,
+        )
+    ):
+        return "fastsum"  # large n on S^1 / S^2: O(n L^2) at a guaranteed relative error (dynamics.fastsum)
     return "numba" if eligible and not huge and numba_backend.available() else "torch"
 
 
