@@ -100,7 +100,7 @@ def test_stability_input_quick_study(tmp_path):
     s = run_study("stability_input", tmp_path / "si", quick=True, params=params, workers=1)
     for key, v in s["variants"].items():
         rows = v["rows"]
-        r = rows["random_eta1em5"]
+        r = rows["random_eta1em05"]
         assert_allclose(r["W2_0"]["mean"], 1e-5, rtol=1e-6)
         assert math.isfinite(r["C2"]) and r["C2_ci"][0] <= r["C2"] <= r["C2_ci"][1]
         lo, hi = r["Wm2_band_T"]
@@ -111,7 +111,7 @@ def test_stability_input_quick_study(tmp_path):
     from attnflow.experiments import open_run
 
     a = open_run(tmp_path / "si" / "runs" / "ascent_ou_base").heads.values
-    b = open_run(tmp_path / "si" / "runs" / "ascent_ou_random_eta1em5").heads.values
+    b = open_run(tmp_path / "si" / "runs" / "ascent_ou_random_eta1em05").heads.values
     assert_allclose(a, b, rtol=0, atol=0)
 
 

@@ -426,13 +426,14 @@ def _parse_params(items: list[str] | None) -> dict:
 
 def _run_study_cli(name: str, out: Path, what: str, **kwargs) -> dict:
     """Run a study for the CLI, translating its errors into messages and exit codes."""
+    from .experiments.locking import DirectoryLockedError
     from .studies import StudyConfigError, StudyMismatchError, StudyRunError, UnknownStudyError, run_study
 
     try:
         return run_study(name, out, **kwargs)
     except (StudyConfigError, UnknownStudyError) as exc:
         raise _fail(str(exc), 2) from None
-    except (StudyMismatchError, StudyRunError) as exc:
+    except (StudyMismatchError, StudyRunError, DirectoryLockedError) as exc:
         raise _fail(str(exc)) from None
     except (ValueError, FileNotFoundError) as exc:  # a bad manifest or preset, a missing file
         raise _fail(str(exc), 2) from None

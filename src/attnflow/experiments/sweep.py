@@ -60,9 +60,9 @@ from .files import (
     utc_now,
     write_marker,
 )
-from .locking import LOCK_FILE, DirectoryLock
+from .locking import DirectoryLock
 from .schema import ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
-from .store import RUN_FILES, run_experiment
+from .store import META_FILE, RUN_FILES, run_experiment
 from .sweep_data import (
     SUMMARY_FILE,
     TASKS_FILE,
@@ -261,11 +261,8 @@ def _delete_task(out: Path, name: str) -> None:
         for tmp in path.glob(".*.tmp"):  # leftovers of atomic writes cut short
             tmp.unlink()
         (path / MARKER_FILE).unlink()
-    (path / LOCK_FILE).unlink(missing_ok=True)
-    try:
-        path.rmdir()  # only if nothing of anyone else is left in it
-    except OSError:
-        pass
+    # the lock file stays (attnflow.experiments.locking: deleting it would let two processes lock two
+    # different files), and with it the emptied directory; a rerun of the task reuses both
 
 
 def _prepare_dir(out: Path, base: ExperimentConfig, grid: dict, tasks: list, resume: bool) -> None:
@@ -515,19 +512,26 @@ def _run_pool(todo: list, out: Path, n_workers: int, finish) -> None:
                 attempts[name] += 1
                 cfg_json = cfg.model_dump(mode="json")
                 futs[pool.submit(_run_task, cfg_json, str(out / name), resume, threads)] = name
-            for fut in as_completed(futs):
-                name = futs[fut]
-                try:
-                    res = fut.result()
-                except BrokenProcessPool as exc:  # a worker died: this task did not finish
-                    broken = exc
-                    continue
-                except Exception as exc:  # noqa: BLE001 - reported as the task's failure
-                    res = _failure(exc)
-                pending.pop(name)
-                finish(name, {**res, "attempts": attempts[name]} if attempts[name] > 1 else res)
+            try:
+                for fut in as_completed(futs):
+                    name = futs[fut]
+                    try:
+                        res = fut.result()
+                    except BrokenProcessPool as exc:  # a worker died: this task did not finish
+                        broken = exc
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - reported as the task's failure
+                        res = _failure(exc)
+                    pending.pop(name)
+                    finish(name, {**res, "attempts": attempts[name]} if attempts[name] > 1 else res)
+            except BaseException:  # Ctrl-C or a failing callback: queued tasks must not start
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
         if broken is None:
             break
+        for name in pending:  # a task that never started is not charged for the broken pool
+            if not (out / name / META_FILE).is_file():
+                attempts[name] -= 1
         for name in list(pending):
             cfg, _ = pending[name]
             if attempts[name] >= MAX_ATTEMPTS:

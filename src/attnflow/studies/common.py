@@ -6,7 +6,7 @@ import numpy as np
 
 from ..simulation import n_steps_for
 
-__all__ = ["mean_sd", "whole_steps"]
+__all__ = ["mean_sd", "value_tag", "whole_steps"]
 
 
 def whole_steps(t1: float, dt: float, prefix: str = "") -> int:
@@ -23,6 +23,18 @@ def whole_steps(t1: float, dt: float, prefix: str = "") -> int:
     except ValueError as exc:
         k = max(1, round(float(t1) / float(dt)))
         raise ValueError(f"{prefix}t1 / {prefix}dt: {exc}; or choose {prefix}dt = {float(t1) / k:g}") from exc
+
+
+def value_tag(value: float) -> str:
+    """A file-name-safe tag of a number, distinct for distinct floats (from ``repr``): 0.0012 -> ``0p0012``,
+    1e-06 -> ``1em06``.
+
+    Examples
+    --------
+    >>> value_tag(1e-3), value_tag(1.2e-3)
+    ('0p001', '0p0012')
+    """
+    return repr(float(value)).replace("+", "").replace("-", "m").replace(".", "p")
 
 
 def mean_sd(values) -> dict:

@@ -30,6 +30,7 @@ import numpy as np
 from .._version import __version__
 from ..experiments.config import ConfigError, config_diff, load_config
 from ..experiments.files import atomic_write_text, utc_now
+from ..experiments.locking import DirectoryLock
 from ..experiments.store import CONFIG_FILE, META_FILE, read_meta
 from ..experiments.sweep import TASKS_FILE, run_tasks
 from .base import Study, StudyRuns
@@ -159,79 +160,87 @@ def run_study(
     config = study.config(params, quick=quick)
     configs = {name: load_config(cfg) for name, cfg in study.plan(config).items()}
     out = Path(out_dir)
-    root = out / RUNS_DIR
-    if resume:
-        _check_same_study(out, study.name)
-        _check_same_runs(root, configs)
     out.mkdir(parents=True, exist_ok=True)
-    header = {
-        "format": 1,
-        "study": study.name,
-        "description": study.description,
-        "quick": bool(quick),
-        "params": dict(params or {}),
-        "config": config.model_dump(mode="json"),
-        "runs": list(configs),
-        "attnflow_version": __version__,
-        "started": utc_now(),
-    }
-    _write_json(out / STUDY_FILE, header)
-    for stale in (SUMMARY_FILE, TABLE_FILE):  # until this call succeeds, the directory is not "done"
-        (out / stale).unlink(missing_ok=True)
+    with DirectoryLock(out, "study directory"):  # a second run_study on it is refused
+        root = out / RUNS_DIR
+        if resume:
+            _check_same_study(out, study.name)
+            _check_same_runs(root, configs)
+        header = {
+            "format": 1,
+            "study": study.name,
+            "description": study.description,
+            "quick": bool(quick),
+            "params": dict(params or {}),
+            "config": config.model_dump(mode="json"),
+            "runs": list(configs),
+            "attnflow_version": __version__,
+            "started": utc_now(),
+        }
+        _write_json(out / STUDY_FILE, header)
+        for stale in (SUMMARY_FILE, TABLE_FILE):  # until this call succeeds, the directory is not "done"
+            (out / stale).unlink(missing_ok=True)
 
-    count = {"k": 0}
+        count = {"k": 0}
 
-    def report(name: str, res: dict) -> None:
-        count["k"] += 1
-        if progress:
-            what = "already complete, skipped" if res.get("skipped") else res["status"]
-            took = f" in {res['elapsed_s']:.1f} s" if "elapsed_s" in res else ""
-            print(f"[study {study.name}] run {count['k']}/{len(configs)} {name}: {what}{took}", flush=True)
+        def report(name: str, res: dict) -> None:
+            count["k"] += 1
+            if progress:
+                what = "already complete, skipped" if res.get("skipped") else res["status"]
+                took = f" in {res['elapsed_s']:.1f} s" if "elapsed_s" in res else ""
+                print(
+                    f"[study {study.name}] run {count['k']}/{len(configs)} {name}: {what}{took}", flush=True
+                )
 
-    results = run_tasks(
-        configs,
-        root,
-        scheduler=scheduler,
-        workers=workers,
-        resume=resume,
-        progress=progress,
-        label=f"study {study.name}",
-        run_progress=progress,
-        on_result=report,
-    )
-    run_status = {
-        name: {"dir": f"{RUNS_DIR}/{name}", **{k: v for k, v in res.items() if k != "traceback"}}
-        for name, res in results.items()
-    }
-    failed = {name: res for name, res in results.items() if res["status"] != "done"}
-    generic = {
-        "study": study.name,
-        "description": study.description,
-        "config": config.model_dump(mode="json"),
-        "quick": bool(quick),
-        "attnflow_version": header["attnflow_version"],
-        "versions": versions(),
-        "command": " ".join(sys.argv),
-        "started": header["started"],
-        "runs": run_status,
-    }
-    if failed:
-        summary = {**generic, "status": "failed", "ended": utc_now(), "wall_time_s": time.time() - t_start}
-        _write_json(out / SUMMARY_FILE, summary)
-        lines = "\n  ".join(f"{name}: {res.get('error')}" for name, res in failed.items())
-        raise StudyRunError(
-            f"{len(failed)} of {len(configs)} runs of study {study.name!r} failed:\n  {lines}\n(each run's "
-            f"meta.json under {root} keeps its traceback; rerun the same command to resume)"
+        results = run_tasks(
+            configs,
+            root,
+            scheduler=scheduler,
+            workers=workers,
+            resume=resume,
+            progress=progress,
+            label=f"study {study.name}",
+            run_progress=progress,
+            on_result=report,
         )
-    analysis = study.analyse(config, StudyRuns(root, configs, results), out, figures=figures)
-    summary = {**analysis.summary, **generic, "status": "done"}
-    if analysis.figures:
-        summary["figures"] = analysis.figures
-    atomic_write_text(out / TABLE_FILE, analysis.table)
-    summary["ended"] = utc_now()
-    summary["wall_time_s"] = time.time() - t_start
-    _write_json(out / SUMMARY_FILE, summary)
-    return summary
+        run_status = {
+            name: {"dir": f"{RUNS_DIR}/{name}", **{k: v for k, v in res.items() if k != "traceback"}}
+            for name, res in results.items()
+        }
+        failed = {name: res for name, res in results.items() if res["status"] != "done"}
+        generic = {
+            "study": study.name,
+            "description": study.description,
+            "config": config.model_dump(mode="json"),
+            "quick": bool(quick),
+            "attnflow_version": header["attnflow_version"],
+            "versions": versions(),
+            "command": " ".join(sys.argv),
+            "started": header["started"],
+            "runs": run_status,
+        }
+        if failed:
+            summary = {
+                **generic,
+                "status": "failed",
+                "ended": utc_now(),
+                "wall_time_s": time.time() - t_start,
+            }
+            _write_json(out / SUMMARY_FILE, summary)
+            lines = "\n  ".join(f"{name}: {res.get('error')}" for name, res in failed.items())
+            raise StudyRunError(
+                f"{len(failed)} of {len(configs)} runs of study {study.name!r} failed:\n  {lines}\n"
+                f"(each run's meta.json under {root} keeps its traceback; rerun the same command to resume)"
+            )
+        analysis = study.analyse(config, StudyRuns(root, configs, results), out, figures=figures)
+        summary = {**analysis.summary, **generic, "status": "done"}
+        if analysis.figures:
+            summary["figures"] = analysis.figures
+        atomic_write_text(out / TABLE_FILE, analysis.table)
+        summary["ended"] = utc_now()
+        summary["wall_time_s"] = time.time() - t_start
+        _write_json(out / SUMMARY_FILE, summary)
+        return summary
 
 
 def study_info(out_dir: str | Path) -> dict:

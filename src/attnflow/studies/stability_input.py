@@ -43,7 +43,7 @@ from ..model import tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import mean_sd, whole_steps
+from .common import mean_sd, value_tag, whole_steps
 from .mean_field_heads import inputs_file
 from .registry import register
 
@@ -156,7 +156,7 @@ class StabilityInputStudy(Study):
 
     @staticmethod
     def _case_name(shape: str, eta: float) -> str:
-        return f"{shape}_eta{eta:.0e}".replace("+", "").replace("-0", "-").replace("e-", "em")
+        return f"{shape}_eta{value_tag(eta)}"
 
     def plan(self, config: StabilityInputConfig) -> dict[str, dict]:
         clouds, D, cases = self._clouds(config)

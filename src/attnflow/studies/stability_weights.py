@@ -32,7 +32,7 @@ from ..analysis.theorems import draw_heads, fit_rate
 from ..model import tokens as tokens_mod
 from ..observables import wasserstein2
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import mean_sd, whole_steps
+from .common import mean_sd, value_tag, whole_steps
 from .mean_field_heads import inputs_file
 from .registry import register
 
@@ -88,7 +88,7 @@ class StabilityWeightsConfig(StudyConfig):
 
 
 def _noise_name(e: float) -> str:
-    return f"noise_eps{e:.0e}".replace("+", "").replace("-0", "-").replace("e-", "em")
+    return f"noise_eps{value_tag(e)}"
 
 
 class StabilityWeightsStudy(Study):

@@ -1,0 +1,31 @@
+"""Helpers shared by the studies: run-name tags, the whole-step rule, and the study directory lock."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnflow.experiments.locking import DirectoryLock, DirectoryLockedError
+from attnflow.studies import run_study
+from attnflow.studies.common import value_tag, whole_steps
+
+
+def test_value_tags_are_distinct_and_file_name_safe() -> None:
+    values = [1e-3, 1.2e-3, 1.5e-3, 2e-3, 1e-6, 1e-5, 0.5, 5.0]
+    tags = [value_tag(v) for v in values]
+    assert len(set(tags)) == len(values), tags
+    assert all(ch.isalnum() for tag in tags for ch in tag), tags
+
+
+def test_whole_steps_uses_the_core_rule_and_names_the_keys() -> None:
+    assert whole_steps(1.0, 0.25) == 4
+    with pytest.raises(
+        ValueError, match=r"sec6_t1 / sec6_dt: \(t1 - t0\)/dt must be a whole number.*or choose sec6_dt = "
+    ):
+        whole_steps(1.0, 0.3, "sec6_")
+
+
+def test_a_study_directory_in_use_is_refused(tmp_path) -> None:
+    out = tmp_path / "study"
+    out.mkdir()
+    with DirectoryLock(out, "study directory"), pytest.raises(DirectoryLockedError, match="study directory"):
+        run_study("stability_weights", out, quick=True)
