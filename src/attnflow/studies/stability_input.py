@@ -244,6 +244,7 @@ class StabilityInputStudy(Study):
                 ],
                 "gronwall_per_path": fits,
                 "C2": float(np.mean(C2)) if C2 else float("nan"),
+                # the envelope of the per-path 95% intervals (not an interval of the mean)
                 "C2_ci": [min(f["C2_ci"][0] for f in fits), max(f["C2_ci"][1] for f in fits)] if fits else [],
                 "C1": float(np.mean([f["C1"] for f in fits])) if fits else float("nan"),
                 "max_ratio": float(max(f["max_ratio"] for f in fits)) if fits else float("nan"),
@@ -309,7 +310,7 @@ def markdown_table(summary: dict) -> str:
         f"T = {s['T']:g}, layer scaling t0 = {s.get('layer_scaling')}, "
         f"dt = {s['dt']:g}, etas {s['etas']}, OU with {s['noise_paths']} noise paths.",
         "",
-        "| variant | case | W2(0) | W2(T) | C2 [95% CI] | C1 | max W/(W0 e^{C2 t}) | R(T)/T (derived) "
+        "| variant | case | W2(0) | W2(T) | C2, path mean [envelope of per-path 95% CIs] | C1 | max W/(W0 e^{C2 t}) | R(T)/T (derived) "
         "| M(T)/T |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
