@@ -310,8 +310,8 @@ def markdown_table(summary: dict) -> str:
         f"T = {s['T']:g}, layer scaling t0 = {s.get('layer_scaling')}, "
         f"dt = {s['dt']:g}, etas {s['etas']}, OU with {s['noise_paths']} noise paths.",
         "",
-        "| variant | case | W2(0) | W2(T) | C2, path mean [envelope of per-path 95% CIs] | C1 | max W/(W0 e^{C2 t}) | R(T)/T (derived) "
-        "| M(T)/T |",
+        "| variant | case | W2(0) | W2(T) | C2, path mean [envelope of per-path 95% CIs] | C1 "
+        "| max W/(W0 e^{C2 t}) | R(T)/T (derived) | M(T)/T |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for key, v in summary["variants"].items():
