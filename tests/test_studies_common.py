@@ -29,3 +29,17 @@ def test_a_study_directory_in_use_is_refused(tmp_path) -> None:
     out.mkdir()
     with DirectoryLock(out, "study directory"), pytest.raises(DirectoryLockedError, match="study directory"):
         run_study("stability_weights", out, quick=True)
+
+
+def test_distinct_and_positive_parameters_name_the_value_and_the_fix() -> None:
+    from attnflow.studies.common import distinct_sorted, positive_distinct
+
+    assert distinct_sorted([3, 1, 2], "head counts") == [1, 2, 3]
+    with pytest.raises(
+        ValueError, match=r"the head counts must be distinct: got \[2\] more than once in \[1, 2, 2\]"
+    ):
+        distinct_sorted([1, 2, 2], "head counts")
+    with pytest.raises(
+        ValueError, match=r"every eta must be > 0 \(eta = 0 is no perturbation\): got \[0.0\]; give e.g."
+    ):
+        positive_distinct([0.0, 1e-3], "eta", "etas", "eta = 0 is no perturbation", "[1e-6, 1e-3]")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 
 from ..simulation import n_steps_for
+from .base import StudyAnalysis
 
-__all__ = ["mean_sd", "value_tag", "whole_steps"]
+__all__ = ["distinct_sorted", "finish_analysis", "mean_sd", "positive_distinct", "value_tag", "whole_steps"]
 
 
 def whole_steps(t1: float, dt: float, prefix: str = "") -> int:
@@ -41,3 +45,34 @@ def mean_sd(values) -> dict:
     """``{"mean", "sd"}`` of a sample (sd with ddof = 1; 0 for a single value)."""
     v = np.asarray(values, float)
     return {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+def distinct_sorted(values: list, what: str) -> list:
+    """``values`` sorted, refusing repeats (rule, the repeated values, the fix)."""
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise ValueError(
+            f"the {what} must be distinct: got {repeated} more than once in {values}; list each once"
+        )
+    return sorted(values)
+
+
+def positive_distinct(
+    values: list[float], what: str, plural: str, meaning: str, example: str, *, noun: str = ""
+) -> list[float]:
+    """Distinct finite positive ``values``, sorted (``meaning``: why 0 is excluded; ``example``: the fix)."""
+    bad = [v for v in values if not (np.isfinite(v) and v > 0)]
+    if bad:
+        raise ValueError(f"every {what} must be {noun}> 0 ({meaning}): got {bad}; give e.g. {example}")
+    return distinct_sorted(values, plural)
+
+
+def finish_analysis(
+    summary: dict, table: Callable[[dict], str], out_dir: Path, figures: Callable[..., dict] | None
+) -> StudyAnalysis:
+    """Draw the figures (when the plot layer passed its callback), record them, build the table."""
+    files: dict[str, str] = {}
+    if figures is not None:
+        files = figures(summary, out_dir)
+        summary["figures"] = files
+    return StudyAnalysis(summary=summary, table=table(summary), figures=files)

@@ -37,7 +37,7 @@ from ..analysis.theorems import fit_rate, weight_budget
 from ..model.transformer import TransformerModel
 from ..observables import cluster_count_sensitivity, mean_pairwise_inner_product
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import mean_sd, whole_steps
+from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
 from .registry import register
 
 __all__ = ["LayerScalingConfig", "LayerScalingStudy"]
@@ -78,9 +78,7 @@ class LayerScalingConfig(StudyConfig):
     @field_validator("H")
     @classmethod
     def _distinct(cls, v: list[int]) -> list[int]:
-        if len(set(v)) != len(v):
-            raise ValueError("the head counts must be distinct")
-        return sorted(v)
+        return distinct_sorted(v, "head counts")
 
     @model_validator(mode="after")
     def _steps(self):
@@ -197,11 +195,7 @@ class LayerScalingStudy(Study):
             "note": "M uses the effective heads c(t) D_h and the normalised head law (1/H) sum_h; with "
             "Theta as a sum of H Dirac masses multiply by H. depth exponent = log(M(T)/M(T/2))/log 2.",
         }
-        files: dict[str, str] = {}
-        if figures is not None:
-            files = figures(summary, out_dir)
-            summary["figures"] = files
-        return StudyAnalysis(summary=summary, table=markdown_table(summary), figures=files)
+        return finish_analysis(summary, markdown_table, out_dir, figures)
 
 
 def markdown_table(summary: dict) -> str:

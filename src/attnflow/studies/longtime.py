@@ -47,7 +47,7 @@ from ..analysis.theorems import (
 from ..model import tokens as tokens_mod
 from ..observables import strong_upper_gradient_sq
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import mean_sd, whole_steps
+from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
 from .registry import register
 
 __all__ = ["LongtimeConfig", "LongtimeStudy"]
@@ -94,9 +94,7 @@ class LongtimeConfig(StudyConfig):
     @field_validator("spacings")
     @classmethod
     def _distinct(cls, v: list[int]) -> list[int]:
-        if len(set(v)) != len(v):
-            raise ValueError("the spacings must be distinct")
-        return sorted(v)
+        return distinct_sorted(v, "spacings")
 
     @model_validator(mode="after")
     def _steps(self):
@@ -323,11 +321,7 @@ class LongtimeStudy(Study):
             "fit_note": "length(T) = a spacing^b over the record spacings; 95% t intervals. b = -1/2: a "
             "Brownian (infinite-length) path; b = 0: a rectifiable path",
         }
-        files: dict[str, str] = {}
-        if figures is not None:
-            files = figures(summary, out_dir)
-            summary["figures"] = files
-        return StudyAnalysis(summary=summary, table=markdown_table(summary), figures=files)
+        return finish_analysis(summary, markdown_table, out_dir, figures)
 
 
 def _f(x: dict) -> str:

@@ -51,7 +51,7 @@ from ..observables import (
     wasserstein2,
 )
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import mean_sd, whole_steps
+from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
 from .registry import register
 
 __all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "inputs_file"]
@@ -164,9 +164,7 @@ class MeanFieldHeadsConfig(StudyConfig):
     @field_validator("H", "sec6_H")
     @classmethod
     def _distinct(cls, v: list[int]) -> list[int]:
-        if len(set(v)) != len(v):
-            raise ValueError("the head counts must be distinct")
-        return sorted(v)
+        return distinct_sorted(v, "head counts")
 
     @model_validator(mode="after")
     def _ref_largest(self):
@@ -438,11 +436,7 @@ class MeanFieldHeadsStudy(Study):
             "intervals; expected b = -1/2 per draw (W2, |E - E_ref|), -1 for the G^2 excess at frozen "
             "tokens (derived: E G^2(mu; Theta^H) = G2_inf + c/H)",
         }
-        files: dict[str, str] = {}
-        if figures is not None:
-            files = figures(summary, out_dir)
-            summary["figures"] = files
-        return StudyAnalysis(summary=summary, table=markdown_table(summary), figures=files)
+        return finish_analysis(summary, markdown_table, out_dir, figures)
 
 
 def _ci(f: dict) -> str:

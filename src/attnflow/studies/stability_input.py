@@ -29,7 +29,6 @@ Token clouds and heads are written under ``inputs_dir`` as in ``mean_field_heads
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -43,7 +42,7 @@ from ..model import tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import mean_sd, value_tag, whole_steps
+from .common import finish_analysis, mean_sd, positive_distinct, value_tag, whole_steps
 from .mean_field_heads import inputs_file
 from .registry import register
 
@@ -97,15 +96,9 @@ class StabilityInputConfig(StudyConfig):
     @field_validator("etas")
     @classmethod
     def _radii(cls, v: list[float]) -> list[float]:
-        bad = [e for e in v if not (math.isfinite(e) and e > 0)]
-        if bad:
-            raise ValueError(
-                f"every eta must be a radius > 0 (eta = 0 is no perturbation): got {bad}; give e.g. "
-                "[1e-6, 1e-3, 1e-1]"
-            )
-        if len(set(v)) != len(v):
-            raise ValueError("the etas must be distinct")
-        return sorted(v)
+        return positive_distinct(
+            v, "eta", "etas", "eta = 0 is no perturbation", "[1e-6, 1e-3, 1e-1]", noun="a radius "
+        )
 
     @model_validator(mode="after")
     def _steps(self):
@@ -294,11 +287,7 @@ class StabilityInputStudy(Study):
             "rate R(T)/T and M_theta(T)/T are derived (NOTES.md §8) from the effective heads c(t) D_h (c = 1 "
             "without layer scaling)",
         }
-        files: dict[str, str] = {}
-        if figures is not None:
-            files = figures(summary, out_dir)
-            summary["figures"] = files
-        return StudyAnalysis(summary=summary, table=markdown_table(summary), figures=files)
+        return finish_analysis(summary, markdown_table, out_dir, figures)
 
 
 def markdown_table(summary: dict) -> str:

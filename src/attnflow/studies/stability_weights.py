@@ -19,7 +19,6 @@ expected rate is eps^1.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -32,7 +31,7 @@ from ..analysis.theorems import draw_heads, fit_rate
 from ..model import tokens as tokens_mod
 from ..observables import wasserstein2
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import mean_sd, value_tag, whole_steps
+from .common import finish_analysis, mean_sd, positive_distinct, value_tag, whole_steps
 from .mean_field_heads import inputs_file
 from .registry import register
 
@@ -71,15 +70,9 @@ class StabilityWeightsConfig(StudyConfig):
     @field_validator("epsilons")
     @classmethod
     def _sizes(cls, v: list[float]) -> list[float]:
-        bad = [e for e in v if not (math.isfinite(e) and e > 0)]
-        if bad:
-            raise ValueError(
-                f"every eps must be > 0 (eps = 0 is the unperturbed run, always included): got {bad}; "
-                "give e.g. [1e-4, 1e-3, 1e-2]"
-            )
-        if len(set(v)) != len(v):
-            raise ValueError("the epsilons must be distinct")
-        return sorted(v)
+        return positive_distinct(
+            v, "eps", "epsilons", "eps = 0 is the unperturbed run, always included", "[1e-4, 1e-3, 1e-2]"
+        )
 
     @model_validator(mode="after")
     def _steps(self):
@@ -205,11 +198,7 @@ class StabilityWeightsStudy(Study):
             "fit_note": "y = a eps^b over all eps, 95% t intervals; expected b = 1 (derived: Lipschitz on "
             "[0, T]); abs_d_dtE_T is 0 for frozen heads (no weight-driven energy change)",
         }
-        files: dict[str, str] = {}
-        if figures is not None:
-            files = figures(summary, out_dir)
-            summary["figures"] = files
-        return StudyAnalysis(summary=summary, table=markdown_table(summary), figures=files)
+        return finish_analysis(summary, markdown_table, out_dir, figures)
 
 
 def markdown_table(summary: dict) -> str:
