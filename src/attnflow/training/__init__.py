@@ -1,0 +1,1 @@
+"""Training attention flows: differentiable simulation, adjoints, trainable heads (issue 15)."""
