@@ -133,3 +133,26 @@ def test_full_state_with_values_and_many_tokens(direction: str) -> None:
     model = af.TransformerModel(direction=direction, beta=beta, backend="torch")
     t, x = _rk4(model, x0, D, T, dt, values=torch.as_tensor(V))
     assert_allclose(x, tokens_full(x0, D, t, beta, "softmax", SIGN[direction], V=V), atol=2e-6)
+
+
+@pytest.mark.parametrize("beta", [1.0, 50.0, 800.0, 1e5])
+def test_equiangular_weights_and_entropy_stay_finite_at_large_beta(beta: float) -> None:
+    """The reduced softmax model at extreme beta: weights sum to one, entropy finite in [0, log n]
+    (beta = 800 used to give exp overflow and a NaN entropy), and the closed forms agree with the
+    attention entropy of the equiangular particle configuration."""
+    from attnflow.analysis.reduced import EquiangularModel, equiangular_tokens
+
+    n, rho = 8, np.array([0.0, 0.3, 0.9])
+    m = EquiangularModel(n=n, beta=beta, a=[1.0, 0.5], w=[0.5, 0.5])
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # underflow to 0 is benign
+        Ad, Ao, S = m.self_weight(rho), m.off_weight(rho), m.entropy(rho)
+        slope = m.rate_slope(rho)
+    assert np.all(np.isfinite(S)) and np.all(np.isfinite(slope))
+    assert_allclose(Ad + (n - 1) * Ao, 1.0, rtol=1e-14)
+    assert np.all((S >= 0) & (S <= np.log(n) + 1e-12))
+    # independent reference: the row entropy of the actual equiangular cloud (log-softmax in torch)
+    for k, r in enumerate(rho):
+        x = equiangular_tokens(n, float(r))
+        D = torch.stack([a * torch.eye(n, dtype=torch.float64) for a in (1.0, 0.5)])
+        S_ref = af.observables.attention_entropy(x, D, beta)[0, :, 0].numpy()
+        assert_allclose(S[:, k], S_ref, rtol=1e-9, atol=1e-12)

@@ -30,8 +30,10 @@ import numpy as np
 import torch
 from scipy.integrate import solve_ivp
 from scipy.interpolate import CubicSpline
+from scipy.special import entr
 
 from ..model.transformer import TransformerModel
+from ..observables.entropy import attention_entropy
 from ..simulation import Simulator
 
 __all__ = [
@@ -155,7 +157,10 @@ class EquiangularModel:
         rho = np.asarray(rho, dtype=float)
         a = np.asarray(self.a).reshape((-1,) + (1,) * rho.ndim)
         if self.attention == "softmax":
-            return 1.0 / (np.exp(self.beta * a * (1.0 - rho)) + self.n - 1)
+            # 1 / (e^z + n - 1) written as e^{-z} / (1 + (n - 1) e^{-z}) for z > 0: no overflow at large beta
+            z = self.beta * a * (1.0 - rho)
+            e = np.exp(-np.abs(z))
+            return np.where(z > 0, e / (1.0 + (self.n - 1) * e), 1.0 / (e + self.n - 1))
         if self.attention == "usa":
             return np.exp(self.beta * a * rho) / self.n
         return np.maximum(self.beta * a * rho, 0.0) / self.n
@@ -184,8 +189,9 @@ class EquiangularModel:
         w = np.asarray(self.w).reshape((-1,) + (1,) * rho.ndim)
         ba = self.beta * a
         if self.attention == "softmax":
-            e = np.exp(ba * (1.0 - rho))
-            dalpha = ba * e / (e + self.n - 1) ** 2
+            # ba e^z / (e^z + n - 1)^2 = ba alpha (1 - (n - 1) alpha), alpha = off_weight: no overflow
+            alpha = self.off_weight(rho)
+            dalpha = ba * alpha * (1.0 - (self.n - 1) * alpha)
         elif self.attention == "usa":
             dalpha = ba * np.exp(ba * rho) / self.n
         else:
@@ -213,7 +219,8 @@ class EquiangularModel:
         r"""Softmax row entropy :math:`S^h(\rho) = -A_{ii}\log A_{ii} - (n-1)\alpha\log\alpha`,
         shape=[H, ...]."""
         Ad, Ao = self.self_weight(rho), self.off_weight(rho)
-        return -(Ad * np.log(Ad)) - (self.n - 1) * Ao * np.log(Ao)
+        # entr(p) = -p log p with entr(0) = 0: a one-hot row at large beta has entropy 0, not NaN
+        return entr(Ad) + (self.n - 1) * entr(Ao)
 
     def solve(self, rho0: float, times, *, linear: bool = False, rtol: float = 1e-10):
         r""":math:`\rho(t)` at ``times`` (solve_ivp DOP853, rtol, atol = rtol * 1e-2), shape=[len(times)]."""
@@ -300,7 +307,7 @@ def equiangular_particles(
         out["time"].append(rec.time)
         out["rho"].append(float(mean_pairwise_inner_product(x)[0]))
         out["spread"].append(float(G.max() - G.min()))
-        out["entropy"].append(_row_entropy(x[0], D, model.beta))
+        out["entropy"].append(attention_entropy(x[0], D, model.beta)[0, :, 0].numpy())
 
     steps = int(round(t1 / dt))
     on(sim.record())
@@ -308,12 +315,6 @@ def equiangular_particles(
     if steps % record_every:
         on(sim.record())
     return {k: np.asarray(v) for k, v in out.items()}
-
-
-def _row_entropy(x: torch.Tensor, D: torch.Tensor, beta: float) -> np.ndarray:
-    s = beta * torch.einsum("d,hde,je->hj", x[0], D, x)
-    logA = torch.log_softmax(s, dim=-1)
-    return (-(logA.exp() * logA).sum(-1)).numpy()
 
 
 def crossing_time(times, values, level: float) -> float:
