@@ -43,3 +43,21 @@ def test_distinct_and_positive_parameters_name_the_value_and_the_fix() -> None:
         ValueError, match=r"every eta must be > 0 \(eta = 0 is no perturbation\): got \[0.0\]; give e.g."
     ):
         positive_distinct([0.0, 1e-3], "eta", "etas", "eta = 0 is no perturbation", "[1e-6, 1e-3]")
+
+
+def test_fit_order_interval_covers_and_two_points_are_exact() -> None:
+    """fit_order: exact two-point slope without an interval; with noisy points, the 95% interval
+    covers the true order and shrinks with more points."""
+    import numpy as np
+
+    from attnflow.studies.multihead_common import fit_order
+
+    two = fit_order([1.0, 4.0], [2.0, 32.0])
+    assert two["order"] == pytest.approx(2.0, abs=1e-12) and two["order_ci"] is None
+    rng = np.random.default_rng(0)
+    x = np.logspace(-3, -1, 8)
+    y = 3.0 * x**1.5 * np.exp(0.05 * rng.standard_normal(x.size))
+    f = fit_order(x, y)
+    lo, hi = f["order_ci"]
+    assert lo < 1.5 < hi and hi - lo < 0.3 and f["points"] == 8
+    assert fit_order([1.0, 2.0], [0.0, -1.0])["order"] is None

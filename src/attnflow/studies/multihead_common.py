@@ -12,6 +12,7 @@ import math
 import numpy as np
 import torch
 
+from ..analysis.fits import fit_power_law
 from ..dynamics.threads import torch_threads
 
 __all__ = ["HEAD_FAMILIES", "fit_order", "head_family", "jsonable", "one_thread"]
@@ -68,13 +69,19 @@ def head_family(family: str, paths: int, H: int, d: int, *, seed: int, scale: fl
 
 
 def fit_order(x, y) -> dict:
-    """Least-squares slope of log y on log x (the order p of y ~ C x^p) over the positive pairs."""
+    """The order p of y ~ C x^p over the positive pairs: least squares in log-log through
+    :func:`~attnflow.analysis.fits.fit_power_law`, with its 95% interval ``order_ci`` when at least three
+    points leave a degree of freedom (None with two points: the slope through them is exact)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     ok = (x > 0) & (y > 0) & np.isfinite(y)
-    if ok.sum() < 2:
-        return {"order": None, "C": None, "points": int(ok.sum())}
-    p, c = np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)
-    return {"order": float(p), "C": float(math.exp(c)), "points": int(ok.sum())}
+    m = int(ok.sum())
+    if m < 2:
+        return {"order": None, "C": None, "order_ci": None, "points": m}
+    if m == 2:
+        p, c = np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)
+        return {"order": float(p), "C": float(math.exp(c)), "order_ci": None, "points": m}
+    f = fit_power_law(x[ok], y[ok])
+    return {"order": f["b"], "C": f["a"], "order_ci": [float(v) for v in f["b_ci"]], "points": m}
 
 
 def jsonable(v):
