@@ -160,7 +160,9 @@ class TrainableFlow(torch.nn.Module):
             raise ValueError(f"t1 (the depth T) must be a finite number > 0: got {t1!r}")
         self.t1 = float(t1)
         if param not in HEAD_PARAMS:
-            raise ValueError(f"unknown head parameterisation param={param!r}; valid: {', '.join(HEAD_PARAMS)}")
+            raise ValueError(
+                f"unknown head parameterisation param={param!r}; valid: {', '.join(HEAD_PARAMS)}"
+            )
         self.param = param
         if integrator not in INTEGRATORS:
             raise ValueError(f"unknown integrator {integrator!r}; valid: {', '.join(INTEGRATORS)}")
@@ -247,9 +249,7 @@ class TrainableFlow(torch.nn.Module):
         return D.clone(), V.clone()
 
     # -- one step and the forward pass ----------------------------------------------------------------
-    def step(
-        self, x: torch.Tensor, D: torch.Tensor, V: torch.Tensor | None, k: int
-    ) -> torch.Tensor:
+    def step(self, x: torch.Tensor, D: torch.Tensor, V: torch.Tensor | None, k: int) -> torch.Tensor:
         """Tokens after step k from x (shape (P, n, d)) with the layer heads D, V (shape (H, d, d)).
 
         The one step map both gradient methods differentiate (the adjoint by one-step vector-Jacobian
