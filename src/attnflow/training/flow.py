@@ -151,6 +151,7 @@ class TrainableFlow(torch.nn.Module):
                 f"{type(model.weights).__name__}; build the model with the default weights"
             )
         grad_backend(model)
+        self.requested_backend = model.backend
         self.model = dataclasses.replace(model, backend="torch")
         self.d = _positive_int("d", d, 2 if model.geometry.unit_norm else 1)
         self.layers = _positive_int("layers (L)", layers)
@@ -214,6 +215,7 @@ class TrainableFlow(torch.nn.Module):
         return {
             "grad": True,
             "backend": self.backend,
+            "requested_backend": self.requested_backend,
             "model": self.model.describe(),
             "d": self.d,
             "layers": self.layers,
