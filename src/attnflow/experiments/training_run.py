@@ -205,16 +205,16 @@ def _final_outputs(out: Path, trainer: Trainer, cfg: TrainingConfig, wall_s: flo
                 return measure_loss(trainer.loss_name, xT, y)
             return logistic_loss(trainer.logits(xT), y)
 
-        grid = torch.linspace(-1.5, 1.5, 15, dtype=torch.float64)
         sub = slice(0, min(8, task.x0.shape[0]))  # a few paths suffice for the picture
         y = y if task.kind == "measure" else y[sub]
         arrays = {}
         for layer in range(flow.layers):
-            r = risk_landscape(flow, task.x0[sub], risk, layer, grid, grid)
+            r = risk_landscape(flow, task.x0[sub], risk, layer)
+            arrays[f"grid_{layer}"] = r["grid"].numpy()
             arrays[f"psi_{layer}"] = r["psi"].numpy()
             arrays[f"heads_{layer}"] = r["heads"].numpy()
             arrays[f"force_{layer}"] = r["force"].numpy()
-        np.savez(out / "landscape.npz", grid=grid.numpy(), directions=np.array(r["directions"]), **arrays)
+        np.savez(out / "landscape.npz", directions=np.array(r["directions"]), **arrays)
     else:
         landscape_note = "no risk landscape: it is written for projected Euler without layer scaling"
     summary = {
@@ -308,13 +308,20 @@ def run_training(
                 out, status="diverged", step=err.step, last_finite_loss=err.last_finite_loss, error=str(err)
             )
             raise
+        except BaseException as exc:  # Ctrl-C, a failed step: the last checkpoint stays, a rerun resumes
+            _write_meta(out, status="interrupted", error=f"{type(exc).__name__}: {exc}")
+            raise
         finally:
             bar.close()
         _save_checkpoint(out, trainer)
-        summary = _final_outputs(out, trainer, cfg, time.perf_counter() - t0)
-        if figures is not None:
-            summary["figures"] = list(figures(out))
-            _write_json(out / "summary.json", summary)
+        try:
+            summary = _final_outputs(out, trainer, cfg, time.perf_counter() - t0)
+            if figures is not None:
+                summary["figures"] = list(figures(out))
+                _write_json(out / "summary.json", summary)
+        except Exception as exc:
+            _write_meta(out, status="failed", error=f"final outputs: {type(exc).__name__}: {exc}")
+            raise
         _write_meta(out, status="done", step=trainer.step_count)
         return summary
 

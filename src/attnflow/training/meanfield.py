@@ -169,36 +169,45 @@ def risk_landscape(
     x0: torch.Tensor,
     loss_fn: Callable[[torch.Tensor], torch.Tensor],
     layer: int,
-    alphas: torch.Tensor,
-    betas: torch.Tensor,
+    *,
+    points: int = 15,
 ) -> dict:
     r""":math:`\Psi_l` on the plane :math:`\bar\theta + \alpha E_1 + \beta E_2` through the layer's mean head.
+
+    The square grid of ``points`` x ``points`` values of (alpha, beta) spans [-R, R]^2 with
+    R = max(1, 1.25 max |head coordinate|), so that every head's projection lies inside it.
 
     Returns
     -------
     dict
-        ``psi`` (len(alphas), len(betas)); ``heads`` (H, 2): the heads' coordinates along E1, E2
-        relative to the mean head; ``force`` (H, 2): :math:`-\nabla\Psi_l` at the heads along E1, E2;
-        ``directions``: the names of E1 and E2.
+        ``grid`` (points,); ``psi`` (points, points), indexed [alpha, beta]; ``heads`` (H, 2): the heads'
+        coordinates along E1, E2 relative to the mean head; ``force`` (H, 2): :math:`-\nabla\Psi_l` at
+        the heads along E1, E2 (projected on the plane); ``directions``: the names of E1 and E2.
     """
     _check_flow(flow)
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise ValueError(f"points must be an integer >= 2: got {points!r}")
     e1, e2, names = landscape_directions(flow)
     heads = {name: getattr(flow, name)[layer].detach() for name in flow.param_names()}
     mean = {name: h.mean(0) for name, h in heads.items()}
-    A, B = torch.meshgrid(alphas.to(flow.dtype), betas.to(flow.dtype), indexing="ij")
-    grid = {
-        name: mean[name] + A.reshape(-1, 1, 1) * e1[name] + B.reshape(-1, 1, 1) * e2[name] for name in heads
-    }
-    psi, _ = risk_first_variation(flow, x0, loss_fn, layer, grid)
-    _, g = risk_first_variation(flow, x0, loss_fn, layer, heads)
 
     def along(tensors, e):
         return sum((tensors[name] * e[name]).sum(dim=(-1, -2)) for name in tensors)
 
     dev = {name: heads[name] - mean[name] for name in heads}
+    coords = torch.stack([along(dev, e1), along(dev, e2)], dim=-1)
+    extent = max(1.0, 1.25 * float(coords.abs().max()))
+    grid = torch.linspace(-extent, extent, points, dtype=flow.dtype)
+    A, B = torch.meshgrid(grid, grid, indexing="ij")
+    plane = {
+        name: mean[name] + A.reshape(-1, 1, 1) * e1[name] + B.reshape(-1, 1, 1) * e2[name] for name in heads
+    }
+    psi, _ = risk_first_variation(flow, x0, loss_fn, layer, plane)
+    _, g = risk_first_variation(flow, x0, loss_fn, layer, heads)
     return {
+        "grid": grid,
         "psi": psi.reshape(A.shape),
-        "heads": torch.stack([along(dev, e1), along(dev, e2)], dim=-1),
+        "heads": coords,
         "force": -torch.stack([along(g, e1), along(g, e2)], dim=-1),
         "directions": names,
     }
