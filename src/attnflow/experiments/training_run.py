@@ -283,7 +283,7 @@ def run_training(
             _load_checkpoint(out, trainer)
         attrs = {**trainer.flow.attrs(), "gradient": trainer.gradient, "adjoint_state": trainer.adjoint_state}
         _write_meta(
-            out, status="running", error=None, step=trainer.step_count, steps=cfg.train.steps, attrs=attrs, pid=None
+            out, status="running", error=None, step=trainer.step_count, steps=cfg.train.steps, attrs=attrs
         )
         every = cfg.train.checkpoint_every
         bar = ProgressBar(

@@ -18,11 +18,13 @@ product of a single step, taped and freed at once: the autograd graph is never l
 
 The forward states the recursion needs come from ``state``:
 
-* ``"recomputed"`` (default, O(1) memory): only x_N is kept; x_k is recovered from x_{k+1} by inverting
-  the step, the fixed point :math:`x \leftarrow \mathrm{retract}(x + x_{k+1} - \Phi_k(x))` (a contraction
-  with factor about dt Lip(F)), iterated to round-off. The reconstructed x_0 is compared with the true one;
-  the error is stored in ``flow.adjoint_info``. Backward reconstruction amplifies round-off by the
-  backward flow's growth, so it suits moderate depths T (errors reported, never hidden);
+* ``"recomputed"`` (default, O(1) memory): only x_0 and x_N are kept; x_k is recovered from x_{k+1} by
+  inverting the step, the fixed point :math:`x \leftarrow \mathrm{retract}(x + x_{k+1} - \Phi_k(x))` (a
+  contraction with factor about dt Lip(F)), iterated to round-off. Where it does not contract (large
+  heads, large dt) x_k is recomputed exactly by running the first k steps again from x_0 (O(k) time, still
+  no stored states). ``flow.adjoint_info`` reports the iterations, the number of such recomputed steps
+  and the error of the reconstructed x_0 against the true one (backward reconstruction amplifies
+  round-off by the backward flow's growth: errors are reported, never hidden);
 * ``"stored"``: the N + 1 states are kept during the forward pass (memory N P n d numbers, still far
   below autograd's graph of attention matrices, P H n^2 per stage per step).
 """
@@ -33,13 +35,15 @@ import torch
 
 from .flow import TrainableFlow, check_tokens
 
-__all__ = ["ADJOINT_STATES", "InverseStepError", "adjoint_flow"]
+__all__ = ["ADJOINT_STATES", "InverseStepError", "adjoint_flow", "invert_step", "recompute_state"]
 
 #: how the adjoint obtains the forward states: recomputed backwards (O(1) memory) or stored
 ADJOINT_STATES = ("recomputed", "stored")
 #: the fixed point of the step inversion stops once max |Phi(x) - x_{k+1}| is below this
 INVERSE_TOL = 1e-15
 INVERSE_MAX_ITER = 200
+#: ... or once it stalls below this (a stall above it after INVERSE_MAX_ITER iterations is an error)
+STALL_TOL = 1e-12
 
 
 class InverseStepError(RuntimeError):
@@ -56,19 +60,33 @@ def invert_step(flow: TrainableFlow, y: torch.Tensor, D, V, k: int) -> tuple[tor
     """
     geometry = flow.model.geometry
     x = y
-    best = float("inf")
+    best = prev = float("inf")
     for it in range(1, INVERSE_MAX_ITER + 1):
         res = y - flow.step(x, D, V, k)
         err = float(res.abs().max())
-        if err <= INVERSE_TOL or (err >= best and err < 1e-12):
+        # done at round-off, or once the contraction stalls below STALL_TOL (the round-off floor of the
+        # step, which a slowly contracting fixed point approaches without ever reaching INVERSE_TOL)
+        if err <= INVERSE_TOL or (err < STALL_TOL and err > 0.5 * prev):
             return x, it
-        best = min(best, err)
+        if it > 10 and err > 0.9 * prev and err >= STALL_TOL:
+            break  # not contracting (dt Lip(F) near or above 1): give up early
+        best, prev = min(best, err), err
         x = geometry.retract(x + res)
     raise InverseStepError(
-        f"inverting step {k} did not converge in {INVERSE_MAX_ITER} iterations (residual {best:.2e}): the "
-        f"step dt = {flow.dt:g} is too large for the contraction dt Lip(F) < 1; use state='stored' or more "
+        f"inverting step {k} did not converge in {it} iterations (residual {min(best, err):.2e}): the step "
+        f"dt = {flow.dt:g} is too large for the contraction dt Lip(F) < 1; use state='stored' or more "
         "steps per layer"
     )
+
+
+def recompute_state(flow: TrainableFlow, x0: torch.Tensor, k: int) -> torch.Tensor:
+    """x_k by running the first k steps again from x0 (exact, O(k) time, no stored states)."""
+    m = flow.steps_per_layer
+    x = x0
+    for j in range(k):
+        D, V = flow.layer_heads(j // m)
+        x = flow.step(x, D, V, j)
+    return x
 
 
 class _AdjointFlow(torch.autograd.Function):
@@ -99,7 +117,7 @@ class _AdjointFlow(torch.autograd.Function):
         m, L = flow.steps_per_layer, flow.layers
         a = g[L].clone()
         x = xN
-        iterations = 0
+        iterations = forward_recomputed = 0
         for k in range(flow.n_steps - 1, -1, -1):
             layer = k // m
             with torch.no_grad():
@@ -107,8 +125,12 @@ class _AdjointFlow(torch.autograd.Function):
                 if state == "stored":
                     x = stored[k]
                 else:
-                    x, it = invert_step(flow, x, D, V, k)
-                    iterations += it
+                    try:
+                        x, it = invert_step(flow, x, D, V, k)
+                        iterations += it
+                    except InverseStepError:
+                        x = recompute_state(flow, x0, k)
+                        forward_recomputed += 1
             with torch.enable_grad():
                 xk = x.detach().requires_grad_(True)
                 D, V = flow.layer_heads(layer)
@@ -124,6 +146,7 @@ class _AdjointFlow(torch.autograd.Function):
             "state": state,
             "reconstruction_error": float((x - x0).abs().max()) if state == "recomputed" else 0.0,
             "inverse_iterations": iterations,
+            "forward_recomputed_steps": forward_recomputed,
         }
         return (None, None, a, *grads)
 
