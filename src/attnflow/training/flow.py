@@ -117,7 +117,7 @@ class TrainableFlow(torch.nn.Module):
     Examples
     --------
     >>> import attnflow as af
-    >>> from attnflow.training import TrainableFlow
+    >>> from attnflow.training.flow import TrainableFlow
     >>> flow = TrainableFlow(af.TransformerModel(direction="ascent"), d=3, layers=2, heads=2, t1=1.0,
     ...                      steps_per_layer=2, seed=0)
     >>> flow(af.tokens.uniform(1, 8, 3, seed=0)).shape
