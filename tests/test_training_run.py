@@ -207,3 +207,45 @@ def test_measure_training_lowers_the_loss_and_records_the_head_law():
     law = trainer.head_law()
     assert law["steps"].tolist() == [0, 10, 20, 30]
     assert law["D"].shape == (4, 2, 2, 3, 3) and not torch.equal(law["D"][0], law["D"][-1])
+
+
+def test_trainer_and_tasks_refuse_bad_inputs():
+    import attnflow as af
+    from attnflow.training.flow import TrainableFlow
+    from attnflow.training.meanfield import risk_landscape
+    from attnflow.training.tasks import MeasureTask, TwoClassTask
+    from attnflow.training.trainer import Trainer
+
+    flow = TrainableFlow(af.TransformerModel(direction="ascent"), d=3, layers=1, heads=1, t1=1.0)
+    measure = MeasureTask.make(paths=2, n=4, d=3, seed=0)
+    classes = TwoClassTask.make(paths=2, n=4, d=3, seed=0)
+    with pytest.raises(ValueError, match="measure task takes a measure loss: got loss='logistic'"):
+        Trainer(flow, measure, loss="logistic", lr=0.1)
+    with pytest.raises(ValueError, match="two-class task takes loss 'logistic': got loss='mmd'"):
+        Trainer(flow, classes, loss="mmd", lr=0.1)
+    with pytest.raises(ValueError, match="lr \\(the learning rate\\) must be a finite number > 0: got 0"):
+        Trainer(flow, measure, loss="mmd", lr=0)
+    with pytest.raises(ValueError, match="unknown gradient method 'fd'; valid: autograd, adjoint"):
+        Trainer(flow, measure, loss="mmd", lr=0.1, gradient="fd")
+    with pytest.raises(ValueError, match="unknown adjoint state 'disk'"):
+        Trainer(flow, measure, loss="mmd", lr=0.1, adjoint_state="disk")
+    with pytest.raises(ValueError, match="batch must be None or an integer in \\[1, 2\\].*got 3"):
+        Trainer(flow, measure, loss="mmd", lr=0.1, batch=3)
+    with pytest.raises(ValueError, match="record_every must be an integer >= 1: got 0"):
+        Trainer(flow, measure, loss="mmd", lr=0.1, record_every=0)
+    with pytest.raises(ValueError, match="kappa must be a finite number > 0: got -1"):
+        MeasureTask.make(paths=2, n=4, d=3, kappa=-1.0)
+    with pytest.raises(ValueError, match="n must be an integer >= 2: got 1"):
+        MeasureTask.make(paths=2, n=1, d=3)
+    with pytest.raises(ValueError, match="target_factor must be an integer >= 1: got 0"):
+        MeasureTask.make(paths=2, n=4, d=3, target_factor=0)
+    with pytest.raises(ValueError, match="spread must be a finite number >= 0: got -0.5"):
+        TwoClassTask.make(paths=2, n=4, d=3, spread=-0.5)
+    with pytest.raises(ValueError, match="paths must be an integer >= 2: got 1"):
+        TwoClassTask.make(paths=1, n=4, d=3)
+    with pytest.raises(ValueError, match="points must be an integer >= 2: got 1"):
+        risk_landscape(flow, measure.x0, lambda x: x.sum(), 0, points=1)
+    with pytest.raises(ValueError, match="thetas must give exactly the flow's head parameters"):
+        from attnflow.training.meanfield import risk_first_variation
+
+        risk_first_variation(flow, measure.x0, lambda x: x.sum(), 0, {"D": flow.D[0].detach()})

@@ -93,6 +93,8 @@ class Trainer:
             raise ValueError(f"unknown gradient method {gradient!r}; valid: {', '.join(GRADIENTS)}")
         if adjoint_state not in ADJOINT_STATES:
             raise ValueError(f"unknown adjoint state {adjoint_state!r}; valid: {', '.join(ADJOINT_STATES)}")
+        if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
+            raise ValueError(f"record_every must be an integer >= 1: got {record_every!r}")
         paths = task.x0.shape[0]
         if batch is not None and (
             isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= paths
