@@ -91,10 +91,12 @@ def recompute_state(flow: TrainableFlow, x0: torch.Tensor, k: int) -> torch.Tens
 
 class _AdjointFlow(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, flow: TrainableFlow, state: str, x0: torch.Tensor, *params: torch.Tensor):
+    def forward(
+        ctx, flow: TrainableFlow, state: str, trajectory: bool, x0: torch.Tensor, *params: torch.Tensor
+    ):
         m = flow.steps_per_layer
         x = x0.detach()
-        boundaries = [x]
+        boundaries = [x]  # kept only for trajectory=True (else the output is the final state alone)
         stored = [x] if state == "stored" else None
         with torch.no_grad():
             for layer in range(flow.layers):
@@ -103,19 +105,20 @@ class _AdjointFlow(torch.autograd.Function):
                     x = flow.step(x, D, V, layer * m + j)
                     if stored is not None:
                         stored.append(x)
-                boundaries.append(x)
-        ctx.flow, ctx.state, ctx.stored = flow, state, stored
+                if trajectory:
+                    boundaries.append(x)
+        ctx.flow, ctx.state, ctx.stored, ctx.trajectory = flow, state, stored, trajectory
         ctx.save_for_backward(x0.detach(), x)
-        return torch.stack(boundaries)
+        return torch.stack(boundaries) if trajectory else x.clone()
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
-        flow, state, stored = ctx.flow, ctx.state, ctx.stored
+        flow, state, stored, trajectory = ctx.flow, ctx.state, ctx.stored, ctx.trajectory
         x0, xN = ctx.saved_tensors
         params = [getattr(flow, name) for name in flow.param_names()]
         grads = [torch.zeros_like(p) for p in params]
         m, L = flow.steps_per_layer, flow.layers
-        a = g[L].clone()
+        a = (g[L] if trajectory else g).clone()
         x = xN
         iterations = forward_recomputed = 0
         for k in range(flow.n_steps - 1, -1, -1):
@@ -140,7 +143,7 @@ class _AdjointFlow(torch.autograd.Function):
             for acc, gp in zip(grads, out[1:], strict=True):
                 if gp is not None:
                     acc += gp
-            if k % m == 0:
+            if trajectory and k % m == 0:
                 a = a + g[k // m]
         flow.adjoint_info = {
             "state": state,
@@ -148,7 +151,7 @@ class _AdjointFlow(torch.autograd.Function):
             "inverse_iterations": iterations,
             "forward_recomputed_steps": forward_recomputed,
         }
-        return (None, None, a, *grads)
+        return (None, None, None, a, *grads)
 
 
 def adjoint_flow(
@@ -176,5 +179,4 @@ def adjoint_flow(
         raise ValueError(f"unknown adjoint state {state!r}; valid: {', '.join(ADJOINT_STATES)}")
     x0 = check_tokens(flow, x0)
     params = [getattr(flow, name) for name in flow.param_names()]
-    out = _AdjointFlow.apply(flow, state, x0, *params)
-    return out if trajectory else out[-1]
+    return _AdjointFlow.apply(flow, state, bool(trajectory), x0, *params)
