@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from attnflow.cli import app
 from attnflow.experiments.errors import ConfigError
+from attnflow.experiments.files import CorruptFileError
 from attnflow.experiments.schema import load_yaml
 from attnflow.experiments.store import RunConfigMismatchError
 from attnflow.experiments.training_config import EXAMPLE_TRAINING_YAML, load_training_config
@@ -172,6 +173,15 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_checkpoint(tmp_path, monk
     state = torch.load(out / "checkpoint.pt", weights_only=True)["trainer"]
     # the periodic checkpoint of step 4 is kept as it was (the steps after it are not written over it)
     assert state["step"] == 4 and len(state["losses"]) == 4
+    # a torn checkpoint is reported, not loaded; a directory attnflow did not create is not written into
+    (out / "checkpoint.pt").write_bytes(b"torn")
+    with pytest.raises(CorruptFileError, match="checkpoint.pt cannot be resumed.*start afresh"):
+        run_training(_cfg(train__gradient="autograd"), out)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(RunConfigMismatchError, match="not empty and was not created by attnflow"):
+        run_training(_cfg(), foreign)
 
 
 def test_cli_trains_writes_figures_and_records_the_torch_path(tmp_path):
