@@ -619,6 +619,49 @@ def check_edi(
             raise _fail(str(exc), 2) from None
 
 
+# -- training (issue 15): attnflow train CONFIG --out DIR ------------------------------------------------
+@app.command()
+def train(
+    config: Annotated[
+        Path | None, typer.Argument(help="Training YAML config (see `attnflow train --example`).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Training run directory.")] = None,
+    example: Annotated[bool, typer.Option("--example", help="Print an example training config.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+) -> None:
+    """Train an attention flow's heads with AdamW; rerun the same command to resume an interrupted run.
+
+    Writes checkpoint.pt, history.json, summary.json, head_law.npz, clouds.npz, landscape.npz and
+    figures/ (loss, token clouds, head law, risk landscape) into the run directory.
+    """
+    from .experiments.errors import ConfigError
+    from .experiments.files import CorruptFileError
+    from .experiments.locking import DirectoryLockedError
+    from .experiments.store import RunConfigMismatchError
+    from .experiments.training_config import EXAMPLE_TRAINING_YAML
+    from .experiments.training_run import run_training
+    from .plot.training import training_figures
+    from .training.trainer import NonFiniteLossError
+
+    if example:
+        typer.echo(EXAMPLE_TRAINING_YAML, nl=False)
+        return
+    if config is None or out is None:
+        raise _fail("attnflow train needs a CONFIG and --out DIR (or --example)", 2)
+    try:
+        summary = run_training(config, out, progress=not quiet, figures=training_figures)
+    except ConfigError as exc:
+        raise _fail(str(exc), 2) from None
+    except (RunConfigMismatchError, DirectoryLockedError, CorruptFileError) as exc:
+        raise _fail(str(exc)) from None
+    except NonFiniteLossError as exc:
+        raise _fail(f"{exc} (run directory {out}: meta.json says 'diverged')") from None
+    if not quiet:
+        final = summary["final"]
+        metrics = ", ".join(f"{k} {v:.4g}" for k, v in final.items() if k != "step")
+        typer.echo(f"done: {out} (step {summary['steps']}: {metrics})")
+
+
 def main() -> None:
     """Entry point of the ``attnflow`` script (pyproject: ``attnflow = "attnflow.cli:main"``)."""
     app()

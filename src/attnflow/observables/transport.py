@@ -156,7 +156,7 @@ def _stiefel_projections(dim: int, n_projections: int, seed: int, like: torch.Te
 
 
 def sliced_wasserstein_sphere(
-    x: torch.Tensor, y: torch.Tensor, *, n_projections: int = 200, seed: int = 0
+    x: torch.Tensor, y: torch.Tensor, *, n_projections: int = 200, seed: int = 0, grad: bool = False
 ) -> torch.Tensor:
     r"""Spherical sliced 2-Wasserstein distance (Bonet et al., 2023), in radians.
 
@@ -172,7 +172,8 @@ def sliced_wasserstein_sphere(
     geodesic :math:`W_2` of :func:`wasserstein2` up to the binary-search tolerance. The same seed gives
     the same frames for every path, so values of different paths are comparable. POT runs on detached
     CPU NumPy copies (its torch backend is about 20 times slower for this solver), so the result
-    carries no gradient; use :func:`wasserstein2` when one is needed.
+    carries no gradient, unless ``grad=True``: then POT runs on the torch tensors themselves and the
+    value is differentiable in ``x`` and ``y`` (training losses, :mod:`attnflow.training.losses`).
 
     Parameters
     ----------
@@ -184,6 +185,8 @@ def sliced_wasserstein_sphere(
         Number ``L`` of random great circles, >= 1.
     seed : int
         Seed of the private generator of the frames, >= 0.
+    grad : bool
+        Keep the autograd graph (POT's torch backend) instead of detached NumPy copies.
 
     Returns
     -------
@@ -198,6 +201,13 @@ def sliced_wasserstein_sphere(
     n_projections = _check_count(n_projections, "n_projections", 1)
     seed = _check_count(seed, "seed", 0)
     xb, yb = _paired_clouds(x, y)
+    if grad:
+        frames_t = _stiefel_projections(xb.shape[-1], n_projections, seed, xb)
+        values_t = [
+            ot.sliced_wasserstein_sphere(xp, yp, n_projections=n_projections, projections=frames_t, p=2)
+            for xp, yp in zip(xb, yb, strict=True)
+        ]
+        return 2.0 * math.pi * torch.stack(values_t)
     frames = _stiefel_projections(xb.shape[-1], n_projections, seed, xb).cpu().numpy()
     # POT's circle binary search is a Python loop; its NumPy backend runs it ~20x faster than torch
     xs, ys = xb.detach().cpu().numpy(), yb.detach().cpu().numpy()

@@ -1,0 +1,337 @@
+"""Training runs as experiments: a locked run directory, checkpoints, bit-for-bit resume, figures.
+
+``run_training(config, out_dir)`` trains a :class:`~attnflow.training.TrainableFlow` with AdamW on the
+config's task. The directory holds
+
+* ``config.yaml``, ``meta.json`` (status ``running`` / ``done`` / ``diverged``, step, the flow's attributes,
+  among them ``backend: torch`` and ``grad: true``), ``.attnflow`` (the marker) and the lock file;
+* ``checkpoint.pt``: parameters, AdamW state, step and history (:meth:`Trainer.state_dict`), written
+  atomically every ``train.checkpoint_every`` steps (data first, then ``os.replace``);
+* ``history.json`` (losses and evaluations), and when done ``summary.json``, ``head_law.npz`` (every
+  layer's heads at every recorded step), ``clouds.npz`` (test clouds before and after training, targets)
+  and ``landscape.npz`` (the risk's first variation on a plane of parameter space, projected Euler only);
+* ``figures/``: written by the figure function the caller injects (the CLI passes
+  :func:`attnflow.plot.training.training_figures`; this layer never imports plot).
+
+Rerunning on the same directory resumes from the checkpoint (a finished run is returned as is); a
+different config is refused. A non-finite loss stops the run: ``meta.json`` says ``diverged`` with the
+step and the last finite loss, the last checkpoint is kept, and :class:`NonFiniteLossError` is raised.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..model.transformer import TransformerModel
+from ..training.flow import TrainableFlow
+from ..training.losses import logistic_loss, measure_loss
+from ..training.meanfield import risk_landscape
+from ..training.tasks import MeasureTask, TwoClassTask
+from ..training.trainer import NonFiniteLossError, Trainer
+from .files import (
+    CorruptFileError,
+    atomic_write_bytes,
+    atomic_write_text,
+    has_marker,
+    read_json,
+    utc_now,
+    write_marker,
+)
+from .locking import LOCK_FILE, DirectoryLock
+from .progress import ProgressBar
+from .store import RunConfigMismatchError
+from .training_config import TrainingConfig, dump_training_config, load_training_config
+
+__all__ = ["build_trainer", "read_training_run", "run_training"]
+
+CHECKPOINT = "checkpoint.pt"
+CONFIG = "config.yaml"
+META = "meta.json"
+FORMAT = 1
+
+
+def build_trainer(config: TrainingConfig | dict | str | Path) -> Trainer:
+    """The trainer (flow, task, AdamW) a training config describes, at step 0."""
+    cfg = load_training_config(config)
+    m = cfg.model
+    model = TransformerModel(
+        direction=m.direction,
+        attention=m.attention,
+        beta=m.beta,
+        geometry=m.geometry,
+        causal=m.causal,
+        layer_scaling=m.layer_scaling,
+        sinkhorn_iters=m.sinkhorn_iters,
+        backend=m.backend,
+    )
+    f = cfg.flow
+    flow = TrainableFlow(
+        model,
+        d=f.d,
+        layers=f.layers,
+        heads=f.heads,
+        t1=f.t1,
+        steps_per_layer=f.steps_per_layer,
+        param=f.param,
+        head_dim=f.head_dim,
+        integrator=f.integrator,
+        init_scale=f.init_scale,
+        seed=cfg.seed,
+    )
+    t = cfg.task
+    if t.kind == "measure":
+        task = MeasureTask.make(
+            paths=t.paths,
+            n=t.n,
+            d=f.d,
+            clusters=t.clusters,
+            kappa=t.kappa,
+            target_factor=t.target_factor,
+            seed=cfg.seed,
+        )
+    else:
+        task = TwoClassTask.make(paths=t.paths, n=t.n, d=f.d, angle=t.angle, spread=t.spread, seed=cfg.seed)
+    tr = cfg.train
+    return Trainer(
+        flow,
+        task,
+        loss=t.loss,
+        lr=tr.lr,
+        weight_decay=tr.weight_decay,
+        gradient=tr.gradient,
+        adjoint_state=tr.adjoint_state,
+        batch=tr.batch,
+        seed=cfg.seed,
+        record_every=tr.record_every,
+    )
+
+
+def _write_json(path: Path, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, allow_nan=True) + "\n")
+
+
+def _write_meta(out: Path, **fields) -> None:
+    meta = read_json(out / META, "meta file", "delete the run directory") if (out / META).is_file() else {}
+    meta.update(fields, updated=utc_now())
+    _write_json(out / META, meta)
+
+
+def _save_checkpoint(out: Path, trainer: Trainer) -> None:
+    state = {"format": FORMAT, "trainer": trainer.state_dict()}
+
+    def write(fh):
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        fh.write(buf.getvalue())
+
+    atomic_write_bytes(out / CHECKPOINT, write)
+    _write_json(out / "history.json", {"losses": trainer.losses, "evals": trainer.evals})
+
+
+def _load_checkpoint(out: Path, trainer: Trainer) -> None:
+    fix = "delete the run directory (or choose another --out) to start afresh"
+    try:
+        state = torch.load(out / CHECKPOINT, weights_only=True)
+        if not (isinstance(state, dict) and state.get("format") == FORMAT):
+            raise ValueError(f"not a training checkpoint of format {FORMAT}")
+        trainer.load_state_dict(state["trainer"])
+    except Exception as exc:  # noqa: BLE001 - truncated, foreign or crafted files all end here
+        raise CorruptFileError(
+            f"{out / CHECKPOINT} cannot be resumed ({type(exc).__name__}: {exc}); {fix}"
+        ) from None
+
+
+def _claim(out: Path, cfg: TrainingConfig) -> bool:
+    """Whether the directory holds a run of this config to resume; refuses another config or foreign files."""
+    cfg_path = out / CONFIG
+    if cfg_path.is_file():
+        old = load_training_config(cfg_path)
+        if old != cfg:
+            a, b = old.model_dump(), cfg.model_dump()
+            diff = [
+                f"{s}.{k}"
+                for s in a
+                for k in (a[s] if isinstance(a[s], dict) else {})
+                if a[s][k] != b[s].get(k)
+            ]
+            diff += [s for s in a if not isinstance(a[s], dict) and a[s] != b[s]]
+            raise RunConfigMismatchError(
+                f"{out} holds a training run with a different config (differing keys: "
+                f"{', '.join(diff) or 'task'}); "
+                "choose another --out directory, or delete that one to start afresh"
+            )
+        if not has_marker(out):
+            raise RunConfigMismatchError(
+                f"{out} holds {CONFIG} that attnflow did not mark as its own; choose another --out"
+            )
+        return (out / CHECKPOINT).is_file()
+    if any(p.name != LOCK_FILE for p in out.iterdir()) and not has_marker(out):
+        raise RunConfigMismatchError(
+            f"{out} is not empty and was not created by attnflow; choose an empty or new --out directory"
+        )
+    write_marker(out, "training run")
+    atomic_write_text(cfg_path, dump_training_config(cfg))
+    return False
+
+
+def _final_outputs(out: Path, trainer: Trainer, cfg: TrainingConfig, wall_s: float) -> dict:
+    law = trainer.head_law()
+    np.savez(out / "head_law.npz", steps=law["steps"].numpy(), D=law["D"].numpy(), V=law["V"].numpy())
+    task, flow = trainer.task, trainer.flow
+    show = min(4, task.x0_test.shape[0])
+    x0 = task.x0_test[:show]
+    with torch.no_grad():
+        x_final = flow(x0)
+        x_init = _flow_with_heads(flow, law["D"][0], law["V"][0], x0)
+    clouds = {"x0": x0.numpy(), "x_init": x_init.numpy(), "x_final": x_final.numpy()}
+    if task.kind == "measure":
+        clouds["target"] = task.target_test[0].numpy()
+    else:
+        clouds["labels"] = task.labels_test[:show].numpy()
+    np.savez(out / "clouds.npz", **clouds)
+    landscape_note = None
+    if flow.integrator.name == "euler" and flow.model.layer_scaling is None:
+        y = task.target if task.kind == "measure" else task.labels
+
+        def risk(xT):
+            if task.kind == "measure":
+                return measure_loss(trainer.loss_name, xT, y)
+            return logistic_loss(trainer.logits(xT), y)
+
+        sub = slice(0, min(8, task.x0.shape[0]))  # a few paths suffice for the picture
+        y = y if task.kind == "measure" else y[sub]
+        arrays = {}
+        for layer in range(flow.layers):
+            r = risk_landscape(flow, task.x0[sub], risk, layer)
+            arrays[f"grid_{layer}"] = r["grid"].numpy()
+            arrays[f"psi_{layer}"] = r["psi"].numpy()
+            arrays[f"heads_{layer}"] = r["heads"].numpy()
+            arrays[f"force_{layer}"] = r["force"].numpy()
+        np.savez(out / "landscape.npz", directions=np.array(r["directions"]), **arrays)
+    else:
+        landscape_note = "no risk landscape: it is written for projected Euler without layer scaling"
+    summary = {
+        "name": cfg.name,
+        "steps": trainer.step_count,
+        "initial": trainer.evals[0],
+        "final": trainer.evals[-1],
+        "final_batch_loss": trainer.losses[-1] if trainer.losses else None,
+        "wall_s_this_process": round(wall_s, 3),
+        "attrs": {**flow.attrs(), "gradient": trainer.gradient, "adjoint_state": trainer.adjoint_state},
+        "landscape": landscape_note,
+    }
+    _write_json(out / "summary.json", summary)
+    return summary
+
+
+def _flow_with_heads(flow: TrainableFlow, D: torch.Tensor, V: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
+    """Final tokens of ``flow``'s steps run with recorded heads D, V of shape (L, H, d, d)."""
+    x = x0
+    m = flow.steps_per_layer
+    for layer in range(flow.layers):
+        for j in range(m):
+            x = flow.step(x, D[layer], V[layer], layer * m + j)
+    return x
+
+
+def run_training(
+    config: TrainingConfig | dict | str | Path,
+    out_dir: str | Path,
+    *,
+    progress: bool = False,
+    figures: Callable[[Path], list[str]] | None = None,
+) -> dict:
+    """Train into ``out_dir``, resuming an interrupted run of the same config; returns the summary.
+
+    Parameters
+    ----------
+    config : TrainingConfig, dict or path of a YAML file
+    out_dir : path
+        Created if needed; locked while the run writes it.
+    progress : bool
+        Draw a progress bar on stderr (when it is a terminal).
+    figures : callable or None
+        ``figures(out_dir) -> [file names]``, called once the run is done (the CLI injects
+        :func:`attnflow.plot.training.training_figures`).
+
+    Raises
+    ------
+    NonFiniteLossError
+        The loss became nan or inf (``meta.json``: ``status: diverged``, the step, the last finite loss).
+    RunConfigMismatchError
+        ``out_dir`` holds a run of another config.
+    """
+    cfg = load_training_config(config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with DirectoryLock(out, "training run directory"):
+        resumable = _claim(out, cfg)
+        if resumable and (out / META).is_file():
+            meta = read_json(out / META, "meta file", "delete the run directory")
+            if meta.get("status") == "done" and (out / "summary.json").is_file():
+                return read_json(out / "summary.json", "summary", "delete the run directory")
+        torch.set_num_threads(1)
+        trainer = build_trainer(cfg)
+        if resumable:
+            _load_checkpoint(out, trainer)
+        attrs = {**trainer.flow.attrs(), "gradient": trainer.gradient, "adjoint_state": trainer.adjoint_state}
+        _write_meta(
+            out, status="running", error=None, step=trainer.step_count, steps=cfg.train.steps, attrs=attrs
+        )
+        every = cfg.train.checkpoint_every
+        bar = ProgressBar(
+            cfg.train.steps,
+            cfg.name,
+            unit="step",
+            initial=trainer.step_count,
+            enabled=None if progress else False,
+        )
+        t0 = time.perf_counter()
+
+        def on_step(tr: Trainer) -> None:
+            bar.update(1, extra=f"loss {tr.losses[-1]:.4g}")
+            if tr.step_count % every == 0 or tr.step_count == cfg.train.steps:
+                _save_checkpoint(out, tr)
+                _write_meta(out, step=tr.step_count)
+
+        try:
+            trainer.train(cfg.train.steps, on_step)
+        except NonFiniteLossError as err:
+            _write_meta(
+                out, status="diverged", step=err.step, last_finite_loss=err.last_finite_loss, error=str(err)
+            )
+            raise
+        except BaseException as exc:  # Ctrl-C, a failed step: the last checkpoint stays, a rerun resumes
+            _write_meta(out, status="interrupted", error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            bar.close()
+        _save_checkpoint(out, trainer)
+        try:
+            summary = _final_outputs(out, trainer, cfg, time.perf_counter() - t0)
+            if figures is not None:
+                summary["figures"] = list(figures(out))
+                _write_json(out / "summary.json", summary)
+        except Exception as exc:
+            _write_meta(out, status="failed", error=f"final outputs: {type(exc).__name__}: {exc}")
+            raise
+        _write_meta(out, status="done", step=trainer.step_count)
+        return summary
+
+
+def read_training_run(out_dir: str | Path) -> dict:
+    """``meta.json``, ``history.json`` and (when done) ``summary.json`` of a training run directory."""
+    out = Path(out_dir)
+    fix = "rerun `attnflow train` on it to finish or rebuild it"
+    res = {"meta": read_json(out / META, "meta file", fix)}
+    for name in ("history", "summary"):
+        if (out / f"{name}.json").is_file():
+            res[name] = read_json(out / f"{name}.json", name, fix)
+    return res
