@@ -427,14 +427,15 @@ def collect_verdicts(summary: Any, prefix: str = "") -> dict[str, str]:
 
 def theory_check_sections(text: str, study: str, dirname: str) -> list[str]:
     """The sections (``##``/``###``) of a theory-checks Markdown page about a study: the heading names
-    it in backquotes or the text cites ``docs/studies/<dirname>/``."""
+    it in backquotes, the text cites ``docs/studies/<dirname>/``, or a measurement opens with
+    ``(`<study>` `` (the page's convention for the study a number comes from)."""
     blocks = re.split(r"(?m)^(?=#{2,3} )", text)
     picked = []
     for b in blocks:
         heading = b.splitlines()[0] if b else ""
         if not heading.startswith("#"):
             continue
-        if f"`{study}`" in heading or f"docs/studies/{dirname}/" in b:
+        if f"`{study}`" in heading or f"docs/studies/{dirname}/" in b or f"(`{study}`" in b:
             picked.append(b.strip())
     return picked
 

@@ -83,7 +83,7 @@ def thin_cloud(ds: xr.Dataset, *, max_tokens: int = 400, max_frames: int = 60, p
     else:
         x = x[..., :3]
     parts = [f"path {path} of {P}"]
-    parts.append(f"{len(tok)} of {n} tokens" + (f" (every {step}th)" if step > 1 else ""))
+    parts.append(f"{len(tok)} of {n} tokens" + (f" (every {step}-th)" if step > 1 else ""))
     parts.append(
         f"{len(ti)} of {T} recorded times" + (" (evenly spaced, first and last kept)" if len(ti) < T else "")
     )
