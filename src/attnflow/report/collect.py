@@ -91,7 +91,8 @@ class Page:
     figures : dict
         Element id -> Plotly figure ``{"data": [...], "layout": {...}}``.
     clouds : list of dict
-        Per run: ``name``, ``times`` [F], ``x``/``y``/``z`` [F][m], ``note`` (the thinning).
+        Per run: ``name``, ``times`` (F values), ``x``, ``y``, ``z`` (F lists of m coordinates),
+        ``note`` (the thinning).
     notes : list of str
         Thinning and omissions, shown at the top of the page.
     """
