@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -110,3 +111,15 @@ def test_missing_browser_is_a_clear_error(monkeypatch, tmp_path):
     assert find_chromium() is None
     with pytest.raises(BrowserError, match="no Chromium found .*install one, e.g. apt-get install chromium"):
         Browser()
+
+
+def test_cli_check_loads_the_page(report, tmp_path):
+    from typer.testing import CliRunner
+
+    from attnflow.cli import app
+
+    res = CliRunner().invoke(
+        app, ["report", str(report.parent), "--output", str(tmp_path / "r.html"), "--check"]
+    )
+    assert res.exit_code == 0, res.output
+    assert re.search(r"loaded in headless Chromium in \d+\.\d\d s, 0 console errors", res.output), res.output
