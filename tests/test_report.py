@@ -273,3 +273,40 @@ def test_report_size_is_plotly_plus_thinned_data(run_dir, tmp_path):
 
     size = os.path.getsize(write_report(run_dir, tmp_path / "s.html"))
     assert len(plotly_js()) < size < len(plotly_js()) + 200_000
+
+
+def test_run_without_positions_has_no_cloud(tmp_path):
+    out = tmp_path / "nopos"
+    run_experiment(tiny(record={"every": 5, "positions": False}), out)
+    page = collect(out)
+    assert "tokens" not in [s.id for s in page.sections] and page.clouds == []
+    assert "no run recorded token positions: no token cloud" in page.notes
+    assert "ledger" in [s.id for s in page.sections]
+
+
+def test_thin_cloud_errors_and_low_dimensions():
+    import xarray as xr
+
+    from attnflow.report.thin import thin_cloud
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 4, 5, 2))
+    ds = xr.Dataset(
+        {"positions": (("path", "time", "token", "dim"), x)}, coords={"time": np.linspace(0, 1, 4)}
+    )
+    cf = thin_cloud(ds, path=1)
+    np.testing.assert_array_equal(cf.frames[..., :2], x[1])
+    np.testing.assert_array_equal(cf.frames[..., 2], 0.0)
+    assert "d = 2: drawn in the plane z = 0" in cf.note and cf.note.startswith("path 1 of 2")
+    x5 = rng.normal(size=(1, 2, 3, 5))
+    cf5 = thin_cloud(
+        xr.Dataset({"positions": (("path", "time", "token", "dim"), x5)}, coords={"time": [0.0, 1.0]})
+    )
+    np.testing.assert_array_equal(cf5.frames, x5[0, :, :, :3])
+    assert "first 3 of 5 coordinates" in cf5.note
+    with pytest.raises(ValueError, match=r"path must lie in \[0, 1\]: got 2; choose a recorded path"):
+        thin_cloud(ds, path=2)
+    with pytest.raises(ValueError, match=r"max_tokens and max_frames must be >= 1: got 0, 60"):
+        thin_cloud(ds, max_tokens=0)
+    with pytest.raises(ValueError, match=r"recorded no token positions .* record.positions: true"):
+        thin_cloud(ds.drop_vars("positions"))
