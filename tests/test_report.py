@@ -169,6 +169,13 @@ def test_sweep_report(sweep_dir):
     for task in tasks:
         tr = next(tr for tr in figs["fig-g2"]["data"] if tr["name"] == f"{task}: G2")
         np.testing.assert_allclose(tr["y"], _stored(sweep_dir / task, "G2").mean(axis=0), rtol=1e-5)
+    # several runs: one figure per variable, one mean line (and band) per run
+    assert list(figs) == ["fig-g2", "fig-ghat2", "fig-energy", "fig-residual-paper", "fig-residual-exact"]
+    for task in tasks:
+        tr = next(tr for tr in figs["fig-residual-exact"]["data"] if tr["name"] == f"{task}: residual_exact")
+        np.testing.assert_allclose(
+            tr["y"], _stored(sweep_dir / task, "residual_exact").mean(axis=0), rtol=1e-5, atol=1e-12
+        )
     assert "heads.H=1" in text and "heads.H=3" in text
     only_one = write_report(sweep_dir, sweep_dir / "one.html", limits=ReportLimits(max_runs=1)).read_text()
     assert len(_embedded(only_one, "af-clouds")) == 1

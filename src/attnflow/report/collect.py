@@ -34,6 +34,13 @@ KINDS = ("run", "sweep", "study", "reproduction")
 #: the time series drawn with bands (when the run recorded them), by figure
 LEDGER_VARS = ("energy", "residual_paper", "residual_exact")
 G2_VARS = ("G2", "Ghat2")
+VAR_TITLES = {
+    "G2": "G^2 (the paper's, harmonic-mean mobility; Lemma 4.12)",
+    "Ghat2": "Ghat^2 (exact chain rule)",
+    "energy": "energy E(t)",
+    "residual_paper": "ledger residual R_paper of identity (147)",
+    "residual_exact": "ledger residual R_exact (exact dissipation)",
+}
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 
 
@@ -298,14 +305,18 @@ def _curves_and_cloud(page: Page, runs: dict[str, Path], page_dir: Path, limits:
     paths = sorted({int(ds.sizes.get("path", 1)) for ds in datasets.values()})
     band = f"lines: mean over paths ({'/'.join(map(str, paths))}); bands: 10-90% quantiles over paths"
     body = [f"<p>{_esc(band)}.</p>"]
-    fig = _series_figure(datasets, G2_VARS, "G^2 and Ghat^2 (Lemma 4.12; exact chain rule)", limits)
-    if fig:
-        page.figures["fig-g2"] = fig
-        body.append('<div class="plot" id="fig-g2"></div>')
-    fig = _series_figure(datasets, LEDGER_VARS, "energy E(t) and ledger residuals of identity (147)", limits)
-    if fig:
-        page.figures["fig-ledger"] = fig
-        body.append('<div class="plot" id="fig-ledger"></div>')
+    if len(datasets) == 1:  # one run: G^2 with Ghat^2, the energy with the two residuals
+        plan = [
+            ("fig-g2", G2_VARS, "G^2 and Ghat^2 (Lemma 4.12; exact chain rule)"),
+            ("fig-ledger", LEDGER_VARS, "energy E(t) and ledger residuals of identity (147)"),
+        ]
+    else:  # several runs: one figure per variable, one band per run
+        plan = [(f"fig-{v.lower().replace('_', '-')}", (v,), VAR_TITLES[v]) for v in (*G2_VARS, *LEDGER_VARS)]
+    for fig_id, variables, title in plan:
+        fig = _series_figure(datasets, variables, title, limits)
+        if fig:
+            page.figures[fig_id] = fig
+            body.append(f'<div class="plot" id="{fig_id}"></div>')
     if len(body) > 1:
         page.sections.append(Section("ledger", "Energy ledger and G^2", "".join(body)))
     for n in shown:
