@@ -247,6 +247,8 @@ def _series_figure(runs: dict[str, xr.Dataset], variables: tuple[str, ...], titl
     layout = {
         "title": {"text": title},
         "xaxis": {"title": {"text": "t"}},
+        # G^2 and Ghat^2 are >= 0 and span decades (an initial transient, then a plateau): log scale
+        "yaxis": {"type": "log" if set(variables) <= set(G2_VARS) else "linear"},
         "height": 420,
         "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
         "legend": {"font": {"size": 10}},

@@ -4,8 +4,8 @@ No network at view time: plotly.js (the ``plotly`` package's bundled minified bu
 the figures and token clouds are embedded as JSON, PNG figures as base64 ``data:`` URIs. Why plotly:
 the 3-D token cloud needs WebGL scatter with rotation and zoom, and the ledger plots need filled bands
 and log axes; plotly is maintained, already an optional dependency (``attnflow[report]``), and one file
-of ~4.6 MiB that Chromium parses in well under a second (the measured size and load time of a report
-are in ``docs/report.md``). A hand-written canvas viewer would be smaller but is not a maintained library.
+of ~4.6 MiB, the bulk of every page (measured sizes and load times: ``docs/report.md``). A hand-written
+canvas viewer would be smaller but is not a maintained library.
 """
 
 from __future__ import annotations
