@@ -24,8 +24,13 @@ for H in (1, 10):
         ds = af.simulate(model, x0, D0, t1=0.5, dt=dt, record_every=int(round(0.5 / dt)), seed=0)
         last = ds.isel(time=-1)
         rows.append(
-            (H, dt, float(np.abs(last.residual_exact).mean()), float(np.abs(last.residual_paper).mean()),
-             float((ds.G2 - ds.Ghat2).isel(time=0).mean()))
+            (
+                H,
+                dt,
+                float(np.abs(last.residual_exact).mean()),
+                float(np.abs(last.residual_paper).mean()),
+                float((ds.G2 - ds.Ghat2).isel(time=0).mean()),
+            )
         )
 print("  H     dt   mean|R_exact(T)|  mean|R_paper(T)|   G^2 - Ghat^2 at t=0")
 for H, dt, re, rp, gap in rows:
@@ -40,10 +45,13 @@ for H, dt, re, rp, gap in rows:
 # are equal, e.g. H = 1.
 
 # %%
-re = {H: [r[2] for r in rows if r[0] == H] for H in (1, 10)}
-rp = {H: [r[3] for r in rows if r[0] == H] for H in (1, 10)}
+r_exact = {H: [r[2] for r in rows if r[0] == H] for H in (1, 10)}
+r_paper = {H: [r[3] for r in rows if r[0] == H] for H in (1, 10)}
 for H in (1, 10):
-    print(f"H = {H:2d}: R_exact ratio per halving {np.round(np.array(re[H][:-1]) / re[H][1:], 2).tolist()}, "
-          f"R_paper ratio {np.round(np.array(rp[H][:-1]) / rp[H][1:], 2).tolist()}")
-assert all(1.7 < a / b < 2.3 for a, b in zip(re[10][:-1], re[10][1:]))  # first order
-assert all(0.8 < a / b < 1.25 for a, b in zip(rp[10][:-1], rp[10][1:]))  # no convergence
+    ratio_exact = np.round(np.array(r_exact[H][:-1]) / r_exact[H][1:], 2).tolist()
+    ratio_paper = np.round(np.array(r_paper[H][:-1]) / r_paper[H][1:], 2).tolist()
+    print(f"H = {H:2d}: R_exact ratio per halving {ratio_exact}, R_paper ratio {ratio_paper}")
+assert all(1.7 < a / b < 2.3 for a, b in zip(r_exact[10][:-1], r_exact[10][1:], strict=True))  # first order
+assert all(
+    0.8 < a / b < 1.25 for a, b in zip(r_paper[10][:-1], r_paper[10][1:], strict=True)
+)  # no convergence

@@ -8,7 +8,6 @@
 # other machines work the same way, with `scheduler="tcp://host:8786"`.
 
 # %%
-import tempfile
 from pathlib import Path
 
 from dask.distributed import LocalCluster
@@ -25,7 +24,7 @@ base = {
     "record": {"every": 10},
     "paths": 2,
 }
-out = Path(tempfile.mkdtemp()) / "sweep"
+out = Path("out") / "tutorial_sweep"  # where the script runs (the site build: a temporary directory)
 with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
     summary = run_sweep(base, {"heads.H": [1, 4, 16]}, out, scheduler=cluster.scheduler_address)
 print({k: v for k, v in summary.items() if k in ("done", "failed")})
@@ -40,5 +39,5 @@ for name, row in info["tasks"].items():
 ds = open_sweep(out, variables=["G2", "Ghat2"])
 print(ds)
 avg = ds.G2.sel(time=slice(0.5, None)).mean(["time", "path"])
-for H, v in zip(ds[list(ds.G2.dims)[0]].values, avg.values):
+for H, v in zip(avg["heads_H"].values, avg.values, strict=True):
     print(f"H = {H}: time-averaged G^2 over [0.5, 1] = {v:.4f}")

@@ -8,7 +8,6 @@
 # under a perturbation of the heads).
 
 # %%
-import tempfile
 from pathlib import Path
 
 from attnflow.plot.studies import figures_for
@@ -19,10 +18,10 @@ for name, claim in available_studies().items():
     print(f"{name:28s} {claim[:90]}")
 
 # %%
-out = Path(tempfile.mkdtemp()) / "stability_weights"
+out = Path("out") / "tutorial_stability_weights"
 summary = run_study("stability_weights", out, quick=True, workers=1, figures=figures_for("stability_weights"))
 info = study_info(out)
-print("status:", info["status"], "| runs:", info["counts"], "| wall time: %.1f s" % summary["wall_time_s"])
+print(f"status: {info['status']} | runs: {info['counts']} | wall time: {summary['wall_time_s']:.1f} s")
 print(info["table"])
 
 # %% [markdown]
