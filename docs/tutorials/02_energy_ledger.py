@@ -39,10 +39,11 @@ for H, dt, re, rp, gap in rows:
 # %% [markdown]
 # For H = 1 both residuals halve with dt (first order: a discretisation error). For H = 10 the exact
 # residual halves while the paper's stays put: G^2 and Ghat^2 differ at every time, so the paper's
-# ledger is off by s * int (Ghat^2 - G^2) dt however small dt is. The reason: Ghat^2 is the pairing of
-# the velocity with the true gradient of E, whose per-head weights are the per-head mobilities, while
-# the harmonic mean b mixes the heads before the square is taken; the two agree only when all m_h(x_i)
-# are equal, e.g. H = 1.
+# ledger is off by s * int (Ghat^2 - G^2) dt however small dt is. The reason (NOTES.md section 3): at
+# frozen symmetric heads dE/dt = s Ghat^2 with Ghat^2 = (1/n) sum_i <v_i, (1/H) sum_h m_h(x_i) V^h_i>,
+# the velocity paired with the per-head fields each weighted by its own mobility m_h, whereas the paper's
+# G^2 = (1/n) sum_i b(x_i) |v_i|^2 weights the averaged field by one harmonic mean b of the m_h. The two
+# coincide for H = 1 or identical heads, not in general.
 
 # %%
 r_exact = {H: [r[2] for r in rows if r[0] == H] for H in (1, 10)}
