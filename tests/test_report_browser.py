@@ -19,7 +19,7 @@ from attnflow.experiments.store import run_experiment
 from attnflow.report import write_report
 from attnflow.report.browser import Browser, BrowserError, find_chromium
 
-pytestmark = pytest.mark.skipif(
+needs_browser = pytest.mark.skipif(
     find_chromium() is None,
     reason="no Chromium browser found ($ATTNFLOW_CHROMIUM, chromium, chromium-browser, google-chrome); "
     "scripts/setup.sh installs Debian's chromium when it runs as root with apt",
@@ -42,6 +42,7 @@ def browser():
         yield b
 
 
+@needs_browser
 def test_report_loads_renders_and_the_slider_moves(report, browser, tmp_path):
     load_s = browser.open(report)
     assert 0 < load_s < 60
@@ -76,6 +77,7 @@ def test_report_loads_renders_and_the_slider_moves(report, browser, tmp_path):
     assert browser.console_errors == []
 
 
+@needs_browser
 def test_screenshot_of_the_token_cloud(report, browser, tmp_path):
     browser.open(report)
     browser.evaluate("document.getElementById('tokens').scrollIntoView()")
@@ -91,6 +93,7 @@ def test_screenshot_of_the_token_cloud(report, browser, tmp_path):
     assert browser.console_errors == []
 
 
+@needs_browser
 def test_console_errors_are_caught(browser, tmp_path):
     # the check above can fail: a page that throws is reported
     page = tmp_path / "bad.html"
@@ -113,6 +116,7 @@ def test_missing_browser_is_a_clear_error(monkeypatch, tmp_path):
         Browser()
 
 
+@needs_browser
 def test_cli_check_loads_the_page(report, tmp_path):
     from typer.testing import CliRunner
 
