@@ -7,16 +7,15 @@
 The layer sits between ``cli`` and ``plot`` (pyproject's import-linter contract).
 """
 
-from .collect import (
+from .collect import collect as collect, detect_kind as detect_kind
+from .html import REPORT_FILE as REPORT_FILE, page_html as page_html
+from .page import (
     KINDS as KINDS,
     NotReportableError as NotReportableError,
     Page as Page,
     ReportLimits as ReportLimits,
     Section as Section,
-    collect as collect,
-    detect_kind as detect_kind,
 )
-from .html import REPORT_FILE as REPORT_FILE, page_html as page_html
 from .writer import write_report as write_report
 
 __all__ = [

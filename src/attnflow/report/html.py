@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from .._version import __version__
-from .collect import Page
+from .page import Page
 
 __all__ = ["REPORT_FILE", "page_html", "plotly_js"]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .collect import ReportLimits, collect
+from .collect import collect
 from .html import REPORT_FILE, write_page
+from .page import ReportLimits
 
 __all__ = ["write_report"]
 
