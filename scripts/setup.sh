@@ -20,3 +20,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
+# Headless Chromium for the browser tests of `attnflow report` (tests/test_report_browser.py): installed
+# only when missing, only as root with apt-get, tried once per .venv, never failing the set-up (without it
+# those tests skip).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+  && [ ! -f "$venv/.chromium-tried" ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    touch "$venv/.chromium-tried" || true
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } \
+      >/dev/null 2>&1 || echo "setup: could not install chromium; the browser tests will skip" >&2
+  fi
+fi

@@ -30,17 +30,23 @@ from typing import Annotated
 import click
 import typer
 
+#: Plain (click) help pages: a flag is shown as a flag (``-q, --quiet``), not with a ``<bool>`` placeholder
+#: as typer's rich help pages print it; ``--install-completion`` / ``--show-completion`` add shell
+#: completion (docs/cli.md).
+HELP_STYLE = {"rich_markup_mode": None}
 app = typer.Typer(
     name="attnflow",
     help="Simulate multi-head attention dynamics on the sphere: run experiments, sweeps, plots.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    **HELP_STYLE,
 )
-config_app = typer.Typer(help="Experiment config files.", no_args_is_help=True)
+config_app = typer.Typer(help="Experiment config files.", no_args_is_help=True, **HELP_STYLE)
 app.add_typer(config_app, name="config")
 study_app = typer.Typer(
     help="Registered studies: a claim, its runs (resumable, local or Dask), summary.json, table.md, figures.",
     no_args_is_help=True,
+    **HELP_STYLE,
 )
 app.add_typer(study_app, name="study")
 
@@ -660,6 +666,76 @@ def train(
         final = summary["final"]
         metrics = ", ".join(f"{k} {v:.4g}" for k, v in final.items() if k != "step")
         typer.echo(f"done: {out} (step {summary['steps']}: {metrics})")
+
+
+# -- version, report (issue 18) --------------------------------------------------------------------
+def _print_version(value: bool) -> None:
+    if value:
+        from ._version import __version__
+
+        typer.echo(f"attnflow {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the attnflow version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Simulate multi-head attention dynamics on the sphere: run experiments, sweeps, studies, reports."""
+
+
+@app.command()
+def report(
+    directory: Annotated[Path, typer.Argument(help="A run, sweep, study or reproduction directory.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="HTML file (default DIR/report.html).")
+    ] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Tokens per cloud frame.")] = 400,
+    max_frames: Annotated[int, typer.Option("--max-frames", min=1, help="Frames of the token cloud.")] = 60,
+    max_points: Annotated[int, typer.Option("--max-points", min=2, help="Times per curve.")] = 400,
+    max_runs: Annotated[int, typer.Option("--max-runs", min=1, help="Runs drawn (sweeps and studies).")] = 12,
+    theory_checks: Annotated[
+        Path | None,
+        typer.Option("--theory-checks", help="Markdown page of verdicts (default: ../../theory_checks.md)."),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Load it in headless Chromium: load time, console errors.")
+    ] = False,
+) -> None:
+    """One self-contained HTML page of a directory: config, ledger and G^2 with bands, tables, verdicts,
+    figures, a 3-D token cloud with a time slider (thinned, as the page states), links to the data."""
+    from .report import NotReportableError, ReportLimits, write_report
+
+    if output is not None:
+        _check_output_dir(output, "--output")
+    with _reported(f"cannot report on {directory}"):
+        try:
+            limits = ReportLimits(
+                max_tokens=max_tokens, max_frames=max_frames, max_points=max_points, max_runs=max_runs
+            )
+            path = write_report(directory, output, limits=limits, theory_checks=theory_checks)
+        except NotReportableError as exc:
+            raise _fail(str(exc), 2) from None
+        typer.echo(f"{path} ({_size(path.stat().st_size)})")
+        if check:
+            from .report.browser import Browser, BrowserError
+
+            try:
+                with Browser() as b:
+                    load = b.open(path)
+                    errors = b.console_errors
+            except BrowserError as exc:
+                raise _fail(f"--check: {exc}") from None
+            typer.echo(f"loaded in headless Chromium in {load:.2f} s, {len(errors)} console errors")
+            for e in errors:
+                typer.echo(f"  {e}", err=True)
+            if errors:
+                raise typer.Exit(1)
 
 
 def main() -> None:

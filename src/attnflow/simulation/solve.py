@@ -9,6 +9,7 @@ import xarray as xr
 from ..model.transformer import TransformerModel
 from .dataset import records_to_dataset, run_attrs
 from .driver import MemorySink, integrate
+from .progress import ProgressBar
 from .simulator import NonFiniteStateError, Simulator
 from .spec import SimulationSpec, n_steps_for
 
@@ -33,7 +34,7 @@ def simulate(
     dtype="float64",
     device="cpu",
     paths: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: bool | Callable[[int], None] | None = None,
 ) -> xr.Dataset:
     """Integrate the multi-head attention dynamics and return a labelled dataset.
 
@@ -61,8 +62,9 @@ def simulate(
         ``"cpu"`` or ``"cuda"``.
     paths : int or None
         Number of paths when ``x0`` is one cloud (n, d).
-    progress : callable or None
-        Called with 1 after every step.
+    progress : bool, callable or None
+        ``True`` draws a progress bar on stderr (steps, rate, time left; :class:`ProgressBar`);
+        a callable is called with 1 after every step; ``None`` or ``False``: no progress.
 
     Returns
     -------
@@ -85,6 +87,11 @@ def simulate(
     >>> ds.positions.shape
     (2, 11, 16, 3)
     """
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise TypeError(
+            "progress must be True (a progress bar on stderr), False/None (none) or a callable taking "
+            f"the number of steps done: got {type(progress).__name__} {progress!r}; pass progress=True"
+        )
     sim = Simulator(
         model,
         x0,
@@ -99,7 +106,12 @@ def simulate(
         device=device,
         paths=paths,
     )
-    return _run(sim, n_steps_for(t0, t1, sim.dt), t1, record_every, record_heads, positions, progress)
+    n_steps = n_steps_for(t0, t1, sim.dt)
+    if progress is True:
+        label = f"simulate ({sim.x.shape[0]} paths, n={sim.x.shape[1]})"
+        with ProgressBar(n_steps, label, unit="steps", enabled=True) as bar:
+            return _run(sim, n_steps, t1, record_every, record_heads, positions, bar)
+    return _run(sim, n_steps, t1, record_every, record_heads, positions, progress or None)
 
 
 def simulate_spec(spec: SimulationSpec, *, progress: Callable[[int], None] | None = None) -> xr.Dataset:

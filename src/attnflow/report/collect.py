@@ -1,0 +1,293 @@
+"""Read a run, a sweep, a study or a reproduction directory into a :class:`Page`: its sections (HTML),
+its interactive figures (Plotly JSON) and its token cloud (thinned), ready for :mod:`attnflow.report.html`.
+
+Every number on a page comes from the directory's own files (``config.yaml``, ``meta.json``,
+``data.zarr``, ``tasks.json``, ``study.json``, ``summary.json``, ``table.md``, PNG figures); nothing is
+recomputed but means and 10-90% quantiles over paths for the bands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..experiments.reproduce import available_reproductions
+from ..experiments.store import CONFIG_FILE, DATA_DIR, META_FILE, read_meta
+from ..experiments.sweep import TASKS_FILE, read_index, sweep_info
+from ..studies.runner import RUNS_DIR, STUDY_FILE, SUMMARY_FILE, TABLE_FILE, study_info
+from .figures import curves_and_cloud, figures_section, g2_against_h, run_links
+from .markdown import markdown_to_html
+from .page import (
+    KINDS,
+    NotReportableError,
+    Page,
+    ReportLimits,
+    Section,
+    details,
+    esc,
+    kv_table,
+    link,
+    pre,
+)
+
+__all__ = [
+    "KINDS",
+    "NotReportableError",
+    "Page",
+    "ReportLimits",
+    "Section",
+    "collect",
+    "collect_verdicts",
+    "detect_kind",
+    "theory_check_sections",
+]
+
+
+# -- kind ------------------------------------------------------------------------------------------
+def detect_kind(directory: str | Path) -> str:
+    """``run``, ``sweep``, ``study`` or ``reproduction``, from the files the directory holds.
+
+    Raises
+    ------
+    NotReportableError
+        If the directory holds none of ``tasks.json``, ``study.json``, ``meta.json``/``config.yaml``/
+        ``data.zarr``.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise NotReportableError(
+            f"cannot report on {d}: no such directory; pass a run, sweep, study or reproduction directory"
+        )
+    if (d / TASKS_FILE).is_file():
+        return "sweep"
+    if (d / STUDY_FILE).is_file():
+        try:
+            name = json.loads((d / STUDY_FILE).read_text()).get("study")
+        except (json.JSONDecodeError, AttributeError):
+            name = None
+        return "reproduction" if name in available_reproductions() else "study"
+    if any((d / f).exists() for f in (META_FILE, CONFIG_FILE, DATA_DIR)):
+        return "run"
+    raise NotReportableError(
+        f"cannot report on {d}: it holds no {TASKS_FILE} (sweep), {STUDY_FILE} (study or reproduction) or "
+        f"{META_FILE}/{CONFIG_FILE}/{DATA_DIR} (run); pass a directory written by `attnflow run`, "
+        "`attnflow sweep`, `attnflow study run` or `attnflow reproduce`"
+    )
+
+
+# -- kinds -----------------------------------------------------------------------------------------
+def _collect_run(d: Path, page_dir: Path, limits: ReportLimits) -> Page:
+    meta = read_meta(d)
+    title = f"run {meta.get('name') or d.name}"
+    page = Page(title=title, kind="run", directory=str(d))
+    overview = {
+        k: meta.get(k)
+        for k in ("name", "status", "step", "n_steps", "records", "started", "ended")
+        if k in meta
+    }
+    page.sections.append(Section("overview", "Overview", kv_table(overview)))
+    if (d / CONFIG_FILE).is_file():
+        page.sections.append(Section("config", "Config", pre((d / CONFIG_FILE).read_text())))
+    rest = {k: v for k, v in meta.items() if k not in overview}
+    if rest:
+        page.sections.append(Section("metadata", "Metadata", details("meta.json", pre(rest), open_=True)))
+    if meta.get("status") not in (None, "done"):
+        page.notes.append(
+            f"the run is not finished (status {meta.get('status')}): data shown as far as stored"
+        )
+    curves_and_cloud(page, {d.name: d}, page_dir, limits)
+    fig = figures_section(d, page_dir)
+    if fig:
+        page.sections.append(fig)
+    links = [
+        link(d / f, page_dir, f)
+        for f in (CONFIG_FILE, META_FILE, DATA_DIR, "checkpoint.pt")
+        if (d / f).exists()
+    ]
+    page.sections.append(Section("data", "Stored data", "<p>" + " &middot; ".join(links) + "</p>"))
+    return page
+
+
+def _collect_sweep(d: Path, page_dir: Path, limits: ReportLimits) -> Page:
+    info = sweep_info(d)
+    index = read_index(d)
+    page = Page(title=f"sweep {info['name'] or d.name}", kind="sweep", directory=str(d))
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(info["counts"].items()))
+    overview = {
+        "tasks": counts,
+        "grid": json.dumps(info["grid"]),
+        "started": info["started"],
+        "ended": info["ended"],
+    }
+    page.sections.append(Section("overview", "Overview", kv_table(overview)))
+    page.sections.append(Section("config", "Base config", pre(index["base"])))
+    rows = []
+    for name, row in info["tasks"].items():
+        params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
+        rows.append(
+            f"<tr><td>{link(d / name, page_dir, name)}</td><td>{esc(params)}</td>"
+            f"<td>{esc(row['status'])}</td>"
+            f"<td>{esc(row.get('error', ''))}</td></tr>"
+        )
+    table = (
+        "<table><thead><tr><th>task</th><th>parameters</th><th>status</th><th>error</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    page.sections.append(Section("tasks", "Tasks", table))
+    curves_and_cloud(page, {n: d / n for n in index["tasks"]}, page_dir, limits)
+    links = [link(d / f, page_dir, f) for f in (TASKS_FILE, "sweep.json") if (d / f).exists()]
+    page.sections.append(Section("data", "Stored data", "<p>" + " &middot; ".join(links) + "</p>"))
+    return page
+
+
+def collect_verdicts(summary: Any, prefix: str = "") -> dict[str, str]:
+    """Every ``verdict*`` entry of a summary (nested dicts and lists), keyed by its path.
+
+    Examples
+    --------
+    >>> collect_verdicts({"a": {"verdict": "holds"}, "b": [{"verdict_x": "fails"}]})
+    {'a.verdict': 'holds', 'b[0].verdict_x': 'fails'}
+    """
+    out: dict[str, str] = {}
+    if isinstance(summary, dict):
+        for k, v in summary.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if str(k).startswith("verdict") and isinstance(v, str):
+                out[key] = v
+            else:
+                out.update(collect_verdicts(v, key))
+    elif isinstance(summary, list):
+        for i, v in enumerate(summary):
+            out.update(collect_verdicts(v, f"{prefix}[{i}]"))
+    return out
+
+
+def theory_check_sections(text: str, study: str, dirname: str) -> list[str]:
+    """The sections (``##``/``###``) of a theory-checks Markdown page about a study: the heading names
+    it in backquotes, the text cites ``docs/studies/<dirname>/``, or a measurement opens with
+    ``(`<study>` `` (the page's convention for the study a number comes from)."""
+    blocks = re.split(r"(?m)^(?=#{2,3} )", text)
+    picked = []
+    for b in blocks:
+        heading = b.splitlines()[0] if b else ""
+        if not heading.startswith("#"):
+            continue
+        if f"`{study}`" in heading or f"docs/studies/{dirname}/" in b or f"(`{study}`" in b:
+            picked.append(b.strip())
+    return picked
+
+
+def _collect_study(
+    d: Path, page_dir: Path, limits: ReportLimits, kind: str, theory_checks: Path | None
+) -> Page:
+    info = study_info(d)
+    summary = json.loads((d / SUMMARY_FILE).read_text()) if (d / SUMMARY_FILE).is_file() else {}
+    label = "reproduction" if kind == "reproduction" else "study"
+    page = Page(title=f"{label} {info['study']}", kind=kind, directory=str(d))
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(info["counts"].items()))
+    overview = {
+        "study": info["study"],
+        "claim": info["description"],
+        "status": info["status"],
+        "variant": "quick" if info["quick"] else "full",
+        "runs": counts,
+        "started": info["started"],
+        "ended": info["ended"],
+        "wall time (s)": None if info["wall_time_s"] is None else f"{info['wall_time_s']:.0f}",
+        "attnflow version": summary.get("attnflow_version") or summary.get("versions", {}).get("attnflow"),
+    }
+    page.sections.append(Section("overview", "Overview", kv_table(overview)))
+    page.sections.append(Section("config", "Config", pre(info["config"])))
+    if info["table"]:
+        page.sections.append(Section("tables", "Tables", markdown_to_html(info["table"])))
+    verdict_parts = []
+    found = collect_verdicts(summary)
+    if found:
+        rows = "".join(f"<tr><td><code>{esc(k)}</code></td><td>{esc(v)}</td></tr>" for k, v in found.items())
+        verdict_parts.append(
+            "<p>verdict entries of summary.json:</p>"
+            f"<table><thead><tr><th>entry</th><th>verdict</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    if theory_checks is not None and theory_checks.is_file():
+        for block in theory_check_sections(theory_checks.read_text(), info["study"], d.name):
+            verdict_parts.append(f'<div class="verdict">{markdown_to_html(block)}</div>')
+        verdict_parts.append(f"<p class='note'>from {esc(theory_checks.name)}</p>")
+    if not verdict_parts:
+        verdict_parts.append(
+            "<p>no verdict stored with this study (summary.json holds no verdict entry and no "
+            "theory-checks page was given: pass --theory-checks docs/theory_checks.md)</p>"
+        )
+    page.sections.append(Section("verdicts", "Verdicts", "".join(verdict_parts)))
+    if kind == "reproduction" and isinstance(summary.get("regimes"), dict):
+        fig = g2_against_h(summary)
+        if fig:
+            page.figures["fig-g2-h"] = fig
+            page.sections.append(
+                Section(
+                    "g2-vs-h",
+                    "G^2 against H",
+                    "<p>time-averaged G^2 over the window "
+                    f"{esc(summary.get('window'))}: mean over paths with 95% bands (mean +- 1.96 se); "
+                    "dashed: the least-squares fit k(H) = a H^b of summary.json</p>"
+                    '<div class="plot" id="fig-g2-h"></div>',
+                )
+            )
+    runs_root = d / RUNS_DIR
+    runs = {n: runs_root / n for n in info["runs"]}
+    if runs_root.is_dir():
+        curves_and_cloud(page, runs, page_dir, limits)
+    else:
+        page.notes.append(
+            f"run directories not stored here ({RUNS_DIR}/ absent, e.g. committed results): no per-run "
+            f"curves and no token cloud; `attnflow study run {info['study']} --out DIR` writes them"
+        )
+    fig = figures_section(d, page_dir, list(summary.get("figures", {}).values()) or None)
+    if fig:
+        page.sections.append(fig)
+    parts = [link(d / f, page_dir, f) for f in (STUDY_FILE, SUMMARY_FILE, TABLE_FILE) if (d / f).exists()]
+    body = "<p>" + " &middot; ".join(parts) + "</p>"
+    if runs_root.is_dir():
+        body += run_links(runs, page_dir)
+    if summary:
+        body += details("summary.json", pre(summary))
+    page.sections.append(Section("data", "Stored data", body))
+    return page
+
+
+def collect(
+    directory: str | Path,
+    *,
+    page_dir: str | Path | None = None,
+    limits: ReportLimits | None = None,
+    theory_checks: str | Path | None = None,
+) -> Page:
+    """The report page of a run, sweep, study or reproduction directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+        The directory (its kind is detected: :func:`detect_kind`).
+    page_dir : str or Path or None
+        Where the page will be written (links to the stored data are relative to it); default ``directory``.
+    limits : ReportLimits or None
+        Thinning limits (default :class:`ReportLimits`).
+    theory_checks : str or Path or None
+        A theory-checks Markdown page whose sections about the study are shown as its verdicts.
+
+    Raises
+    ------
+    NotReportableError
+        If the directory is none of the four kinds.
+    """
+    d = Path(directory)
+    kind = detect_kind(d)
+    pdir = Path(page_dir) if page_dir is not None else d
+    lim = limits or ReportLimits()
+    tc = Path(theory_checks) if theory_checks is not None else None
+    if kind == "run":
+        return _collect_run(d, pdir, lim)
+    if kind == "sweep":
+        return _collect_sweep(d, pdir, lim)
+    return _collect_study(d, pdir, lim, kind, tc)
