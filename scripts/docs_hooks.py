@@ -174,6 +174,17 @@ API_PAGES = {
     "attnflow.experiments": "Configs, the run store, sweeps, reproductions.",
     "attnflow.studies": "Registered studies: config, runs, analysis.",
     "attnflow.report": "HTML reports of runs, sweeps, studies and reproductions.",
+    "attnflow.training": (
+        "Differentiable flows, the adjoint, tasks, losses, AdamW training, the risk's first variation.",
+        [
+            "attnflow.training.flow",
+            "attnflow.training.adjoint",
+            "attnflow.training.tasks",
+            "attnflow.training.losses",
+            "attnflow.training.trainer",
+            "attnflow.training.meanfield",
+        ],
+    ),
 }
 
 
