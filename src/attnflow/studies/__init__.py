@@ -46,6 +46,10 @@ from .multihead_reduced import (
     ReluVsSoftmaxStudy as ReluVsSoftmaxStudy,
     SuperadditivityStudy as SuperadditivityStudy,
 )
+from .ntk_injectivity import (  # registers it
+    NtkInjectivityConfig as NtkInjectivityConfig,
+    NtkInjectivityStudy as NtkInjectivityStudy,
+)
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -76,6 +80,8 @@ __all__ = [
     "MeanFieldHeadsConfig",
     "MeanFieldHeadsStudy",
     "NotAStudyDirectoryError",
+    "NtkInjectivityConfig",
+    "NtkInjectivityStudy",
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",
