@@ -4,7 +4,8 @@ NOTES.md §9, :mod:`attnflow.analysis.ntk`).
 For each token law (a single Dirac, a discrete law, the uniform law on :math:`S^{d-1}`, a Gaussian
 mixture) the log-partition features :math:`\varphi_\theta(x) = \log\int e^{\langle Qx, Ky\rangle}d\mu(y)` are
 sampled at N query points on the sphere for P random parameters, the affine functions of x are projected
-out, and the smallest singular value of the normalised feature matrix is recorded as P grows (nested parameter sets).
+out, and the smallest singular value of the normalised feature matrix is recorded as P grows (nested
+parameter sets).
 The claim checked: discrete, uniform and Gaussian-mixture laws give linearly independent features modulo
 affine functions (injective: the smallest singular value settles at a positive value once P exceeds the
 dimension), while a single Dirac gives affine features (non-injective: singular values at the rounding
