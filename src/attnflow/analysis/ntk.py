@@ -308,7 +308,8 @@ def injectivity_curve(
     Returns
     -------
     dict
-        ``P``, ``sigma_min``, ``rel_min``, ``sigma_max`` (one entry per P), ``dim``, ``sv_last`` (all singular
+        ``P``, ``sigma_min``, ``rel_min``, ``sigma_max``, ``scale`` (one entry per P), ``dim``,
+        ``sv_last`` (all singular
         values at the largest P), and ``injective``: rel_min at the largest P > rtol and largest P >= dim.
     """
     Ps = sorted(int(p) for p in P_values)
@@ -323,6 +324,7 @@ def injectivity_curve(
         "sigma_min": [r["sigma_min"] for r in rows],
         "rel_min": [r["rel_min"] for r in rows],
         "sigma_max": [float(r["sv"][0]) for r in rows],
+        "scale": [r["scale"] for r in rows],
         "dim": last["dim"],
         "sv_last": last["sv"].tolist(),
         "injective": bool(Ps[-1] >= last["dim"] and last["rel_min"] > rtol),

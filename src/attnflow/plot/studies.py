@@ -25,7 +25,7 @@ from .theorems import (
     plot_stability_input,
     plot_stability_weights,
 )
-from .training import plot_ntk_injectivity
+from .training import plot_depth_limit, plot_ntk_injectivity
 
 __all__ = ["figures_for", "register_figures"]
 
@@ -53,7 +53,7 @@ _FIGURES.update(
 )
 
 # the training studies (issue 15)
-_FIGURES.update(ntk_injectivity=plot_ntk_injectivity)
+_FIGURES.update(ntk_injectivity=plot_ntk_injectivity, depth_limit=plot_depth_limit)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

@@ -17,6 +17,7 @@ from .base import (
     StudyRuns as StudyRuns,
     validate_params as validate_params,
 )
+from .depth_limit import DepthLimitConfig as DepthLimitConfig, DepthLimitStudy as DepthLimitStudy  # registers
 from .errors import (
     NotAStudyDirectoryError as NotAStudyDirectoryError,
     StudyConfigError as StudyConfigError,
@@ -68,6 +69,8 @@ from .stability_weights import (  # registers it
 
 __all__ = [
     "CriticalBetaStudy",
+    "DepthLimitConfig",
+    "DepthLimitStudy",
     "EntropyStudy",
     "MonotonicityStudy",
     "ReluVsSoftmaxStudy",
