@@ -86,29 +86,34 @@ def plot_depth_limit(data: dict, out_dir: Path) -> dict[str, str]:
         ax.legend(fontsize=6)
     out = _save(fig, out_dir, "depth_limit.png")
 
-    fig = Figure(figsize=(9, 3.6))
-    for k, var in enumerate(("err_x", "err_p")):
-        ax = fig.add_subplot(1, 2, k + 1)
-        keys = sorted({(r["state"], r["L"], r["H"]) for r in data["n_rows"]}, key=str)
-        for j, key in enumerate(keys):
-            pts = sorted(
-                (r["n"], r[var])
-                for r in data["n_rows"]
-                if (r["state"], r["L"], r["H"]) == key and r[var] is not None
-            )
-            if pts:
-                ls = "-" if key[0] == "init" else "--"
-                ax.loglog(
-                    *zip(*pts, strict=True),
-                    ls,
-                    marker="o",
-                    ms=3,
-                    color=f"C{j % 10}",
-                    lw=0.8,
-                    label=f"{key[0]} L={key[1]} H={key[2]}",
-                )
-        ax.set_xlabel("tokens n")
-        ax.set_ylabel(f"max |{var[4:]} error|")
-        ax.legend(fontsize=5, ncol=2)
+    fig = Figure(figsize=(9, 6.4))
+    rows = data["n_rows"]
+    H_all = list(dict.fromkeys(r["H"] for r in rows))
+    L_all = sorted({r["L"] for r in rows})
+    styles = ["-", "--", ":", "-."]
+    for i, state in enumerate(("init", "trained")):
+        for k, var in enumerate(("err_x", "err_p")):
+            ax = fig.add_subplot(2, 2, 2 * i + k + 1)
+            for H in H_all:
+                for L in L_all:
+                    pts = sorted(
+                        (r["n"], r[var])
+                        for r in rows
+                        if r["state"] == state and r["L"] == L and r["H"] == H and r[var] is not None
+                    )
+                    if pts:
+                        ax.loglog(
+                            *zip(*pts, strict=True),
+                            styles[L_all.index(L) % len(styles)],
+                            marker="o",
+                            ms=3,
+                            lw=0.9,
+                            color=f"C{H_all.index(H) % 10}",
+                            label=f"L={L} H={H}",
+                        )
+            ax.set_title(f"{state}: {var[4:]}", fontsize=8)
+            ax.set_xlabel("tokens n")
+            ax.set_ylabel("max |error|")
+            ax.legend(fontsize=5, ncol=3)
     out.update(_save(fig, out_dir, "depth_limit_tokens.png"))
     return out
