@@ -214,6 +214,7 @@ def test_fit_depth_width_recovers_parameters():
         (lambda a: ResidualAttention(a, 0, 1), "L must be an integer >= 1"),
         (lambda a: ResidualAttention(a, 2, 1)(torch.zeros(3, 3)), r"x must have shape \[B, n, d\]"),
         (lambda a: limit_flow(torch.zeros(1, 2, 3), a, steps=0), "steps must be an integer >= 1"),
+        (lambda a: limit_flow(torch.zeros(2, 3), a), r"x0 must have shape \[B, n, d\] with d = 3"),
         (lambda a: contraction_task(torch.zeros(1, 2, 3), 2.0), "kappa must lie in"),
         (
             lambda a: train_adamw(

@@ -200,6 +200,11 @@ def limit_flow(x0: torch.Tensor, atoms, *, steps: int = 256, t1: float = 1.0) ->
     """
     _check_int("steps", steps, 1)
     Q, K, V = atoms
+    if x0.ndim != 3 or x0.shape[-1] != Q.shape[-1]:
+        raise ValueError(
+            f"x0 must have shape [B, n, d] with d = {Q.shape[-1]} (the atoms' size): got {tuple(x0.shape)}; "
+            "add a batch axis with x0[None]"
+        )
     w = torch.full((Q.shape[0],), 1.0 / Q.shape[0], dtype=torch.float64)
 
     def f(x):
