@@ -256,6 +256,8 @@ def test_quick_study(tmp_path):
         e1 > e2 for (_, e1), (_, e2) in zip(inf, inf[1:], strict=False)
     )  # mean-field network: error falls with L
     assert s["rk4_half_step_difference"] < 1e-4
+    # the reference's error estimate is honest at init: the extrapolation error is below the spread
+    assert s["richardson_error_at_init"] < s["richardson_spread_at_init"][0]
     for key in ("init_x", "init_p", "trained_x", "trained_p"):
         assert set(s["fits"][key]) >= {"alpha", "alpha_ci", "gamma", "gamma_ci"}
     assert all(r["loss_final"] < r["loss_initial"] for r in s["train_rows"])

@@ -14,7 +14,8 @@ independent of the number of tokens n.
 * Reference after training: the trained limit has no closed form. Each trained network at (L, H) is
   compared with the Richardson extrapolation :math:`2x^{(2L_r)} - x^{(L_r)}` of the mean-field networks
   (:math:`H = \infty`) at depths :math:`L_r` and :math:`2L_r`, trained with the same data and settings.
-  At initialisation the same extrapolation is checked against the exact limit (``richardson_error_at_init``).
+  At initialisation the same extrapolation is checked against the exact limit (``richardson_error_at_init``);
+  the spread between the extrapolations from (L_r/2, L_r) and (L_r, 2L_r) estimates its error after training.
 * Fits of :math:`e = aL^{-\alpha} + bL^{-\gamma}H^{-1/2}` with 95% intervals
   (:func:`attnflow.analysis.fits.fit_depth_width`) on the seed-mean errors, for x and p, initial and trained.
 * Token count: errors at a subgrid for n in ``n_sweep`` (same heads, new inputs), the log-log slope of the
@@ -207,7 +208,9 @@ class DepthLimitStudy(Study):
             "rk4_half_step_difference": _err(half_x, ref_x),
             "richardson_error_at_init": max(_err(rich["x"], ref_x), 0.0),
             "richardson_error_at_init_p": _err(rich["p"], ref_p),
+            "richardson_spread_at_init": [rich["spread_x"], rich["spread_p"]],
             "trained_ref_correction": trained_ref["correction"],
+            "trained_ref_spread": [trained_ref["spread_x"], trained_ref["spread_p"]],
             "trained_ref_loss": ref_loss,
             "fits": {
                 "init_x": _fit(init_rows, "err_x"),
@@ -225,10 +228,10 @@ class DepthLimitStudy(Study):
 
     @staticmethod
     def _reference_nets(atoms, Lr: int, train: dict | None) -> tuple[list[ResidualAttention], float | None]:
-        """The mean-field networks at depths Lr and 2 Lr (trained when ``train`` is given) and the final
-        training loss of the deeper one."""
+        """The mean-field networks at depths Lr/2, Lr and 2 Lr (trained when ``train`` is given) and the final
+        training loss of the deepest one."""
         nets, loss = [], None
-        for L in (Lr, 2 * Lr):
+        for L in (Lr // 2, Lr, 2 * Lr):
             net = ResidualAttention(atoms, L, None)
             if train is not None:
                 loss = train_adamw(
@@ -244,9 +247,18 @@ class DepthLimitStudy(Study):
 
     @staticmethod
     def _extrapolate(nets: list[ResidualAttention], x_in, y_in) -> dict:
-        """Richardson extrapolation 2 f(2 Lr) - f(Lr) of x and p, and the correction |x(2 Lr) - x(Lr)|."""
-        (x1, p1), (x2, p2) = (adjoint_variables(net, x_in, y_in) for net in nets)
-        return {"x": 2 * x2 - x1, "p": 2 * p2 - p1, "correction": _err(x2, x1)}
+        """Richardson extrapolation 2 f(2 Lr) - f(Lr) of x and p, the correction |x(2 Lr) - x(Lr)|, and the
+        spread |R(Lr, 2 Lr) - R(Lr/2, Lr)| of two extrapolations (an estimate of the reference's own error:
+        with an O(1/L^2) remainder the finer extrapolation's error is about a third of the spread)."""
+        (x0, p0), (x1, p1), (x2, p2) = (adjoint_variables(net, x_in, y_in) for net in nets)
+        x, p = 2 * x2 - x1, 2 * p2 - p1
+        return {
+            "x": x,
+            "p": p,
+            "correction": _err(x2, x1),
+            "spread_x": _err(x, 2 * x1 - x0),
+            "spread_p": _err(p, 2 * p1 - p0),
+        }
 
     @staticmethod
     def _n_sweep(c, atoms, nets: dict, ref_nets: list[ResidualAttention]) -> list[dict]:
@@ -394,7 +406,11 @@ def _table(s: dict) -> str:
         f"Reference accuracy: RK4 half-step difference {s['rk4_half_step_difference']:.2e}; Richardson "
         f"extrapolation at init vs the exact limit {s['richardson_error_at_init']:.2e} (x), "
         f"{s['richardson_error_at_init_p']:.2e} (p); trained reference correction |x(2Lr) - x(Lr)| = "
-        f"{s['trained_ref_correction']:.2e}; trained reference loss {s['trained_ref_loss']:.4g}.",
+        f"{s['trained_ref_correction']:.2e}; spread of the extrapolations from (Lr/2, Lr) and (Lr, 2Lr): "
+        f"{s['richardson_spread_at_init'][0]:.2e} / {s['richardson_spread_at_init'][1]:.2e} (x / p) at "
+        "init, "
+        f"{s['trained_ref_spread'][0]:.2e} / {s['trained_ref_spread'][1]:.2e} trained; trained reference loss "
+        f"{s['trained_ref_loss']:.4g}.",
         "",
         "Uniform errors (seed mean), x / p:",
         "",
