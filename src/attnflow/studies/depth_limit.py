@@ -409,8 +409,8 @@ def _table(s: dict) -> str:
         f"{s['trained_ref_correction']:.2e}; spread of the extrapolations from (Lr/2, Lr) and (Lr, 2Lr): "
         f"{s['richardson_spread_at_init'][0]:.2e} / {s['richardson_spread_at_init'][1]:.2e} (x / p) at "
         "init, "
-        f"{s['trained_ref_spread'][0]:.2e} / {s['trained_ref_spread'][1]:.2e} trained; trained reference loss "
-        f"{s['trained_ref_loss']:.4g}.",
+        f"{s['trained_ref_spread'][0]:.2e} / {s['trained_ref_spread'][1]:.2e} trained; trained reference "
+        f"loss {s['trained_ref_loss']:.4g}.",
         "",
         "Uniform errors (seed mean), x / p:",
         "",
