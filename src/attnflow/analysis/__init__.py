@@ -6,7 +6,11 @@ from .edi import (
     check_edi_table as check_edi_table,
     run_audit as run_audit,
 )
-from .fits import fit_power_law as fit_power_law, power_law_band as power_law_band
+from .fits import (
+    fit_depth_width as fit_depth_width,
+    fit_power_law as fit_power_law,
+    power_law_band as power_law_band,
+)
 from .reduced import (
     EquiangularModel as EquiangularModel,
     ReducedModelError as ReducedModelError,
@@ -26,6 +30,7 @@ __all__ = [
     "crossing_time",
     "equiangular_particles",
     "equiangular_tokens",
+    "fit_depth_width",
     "fit_power_law",
     "power_law_band",
     "run_audit",

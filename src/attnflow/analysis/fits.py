@@ -129,3 +129,94 @@ def power_law_band(fit: dict, H) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     C = np.asarray(fit["cov"])
     half = fit["t"] * np.sqrt(np.einsum("ki,ij,kj->k", u, C, u))
     return np.exp(mid), np.exp(mid - half), np.exp(mid + half)
+
+
+def fit_depth_width(L, H, y, *, level: float = 0.95, gamma_bounds: tuple[float, float] = (0.0, 3.0)) -> dict:
+    r"""Fit the depth-width error law :math:`e(L, H) = a L^{-\alpha} + b L^{-\gamma} H^{-1/2}` (the rate
+    :math:`O(L^{-1} + L^{-1/3}H^{-1/2})` of arXiv 2605.11059) by least squares on :math:`\log e`.
+
+    Parameters
+    ----------
+    L, H : array-like, shape=[m]
+        Depths (> 0) and head counts (> 0; ``inf`` for the mean-field network, where the second term
+        vanishes).
+    y : array-like, shape=[m]
+        Errors (> 0).
+    level : float
+        Confidence level of the intervals.
+    gamma_bounds : (float, float)
+        Bounds of :math:`\alpha` and :math:`\gamma` during the fit (a, b > 0 through their logarithms).
+
+    Returns
+    -------
+    dict
+        ``a``, ``alpha``, ``b``, ``gamma`` and their intervals ``*_ci`` (:math:`\hat\theta \pm t\,
+        \mathrm{se}`, for a and b the interval of the logarithm exponentiated), the covariance ``cov`` of
+        (log a, alpha, log b, gamma) from the Gauss-Newton matrix scaled by the residual variance, ``dof``
+        = m - 4, ``t``, ``rms_log_residual``.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 5 points, non-positive values, mismatched lengths, or no finite H (b and gamma would
+        not be identifiable).
+    """
+    from scipy.optimize import least_squares
+
+    Ls = _as_positive("L", L)
+    Hs = np.asarray(H, dtype=float).ravel()
+    ys = _as_positive("y", y)
+    if not (Ls.shape == Hs.shape == ys.shape):
+        raise ValueError(f"L, H and y must have one length: got {Ls.size}, {Hs.size}, {ys.size}")
+    if np.any(np.isnan(Hs)) or np.any(Hs <= 0):
+        raise ValueError(f"H must be > 0 (inf for the mean-field network): got {Hs.tolist()}")
+    m = ys.size
+    if m < 5:
+        raise ValueError(f"a four-parameter fit with intervals needs at least 5 points: got {m}")
+    if not np.any(np.isfinite(Hs)) or np.ptp(np.log(Ls)) == 0:
+        raise ValueError("the fit needs at least one finite H and two distinct L")
+    if not (0 < level < 1):
+        raise ValueError(f"level must lie in (0, 1): got {level!r}")
+    lL, ih = np.log(Ls), np.where(np.isfinite(Hs), 1.0 / np.sqrt(Hs), 0.0)
+    Y = np.log(ys)
+
+    def resid(p):
+        return np.log(np.exp(p[0] - p[1] * lL) + np.exp(p[2] - p[3] * lL) * ih) - Y
+
+    lo, hi = gamma_bounds
+    finite = np.isfinite(Hs)
+    best = None
+    for a0 in (0.5, 1.0, 2.0):
+        for g0 in (0.25, 0.5, 1.0):
+            p0 = np.array([Y.max() + a0 * lL.min(), a0, Y[finite].max(), g0])
+            p0[1], p0[3] = np.clip(p0[1], lo + 1e-6, hi - 1e-6), np.clip(p0[3], lo + 1e-6, hi - 1e-6)
+            r = least_squares(
+                resid,
+                p0,
+                bounds=([-np.inf, lo, -np.inf, lo], [np.inf, hi, np.inf, hi]),
+                xtol=1e-14,
+                ftol=1e-14,
+            )
+            if best is None or r.cost < best.cost:
+                best = r
+    p, J = best.x, best.jac
+    dof = m - 4
+    s2 = 2.0 * best.cost / dof
+    cov = s2 * np.linalg.pinv(J.T @ J)
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    t = float(stats.t.ppf(0.5 + level / 2, dof))
+    return {
+        "a": math.exp(p[0]),
+        "alpha": float(p[1]),
+        "b": math.exp(p[2]),
+        "gamma": float(p[3]),
+        "a_ci": [math.exp(p[0] - t * se[0]), math.exp(p[0] + t * se[0])],
+        "alpha_ci": [float(p[1] - t * se[1]), float(p[1] + t * se[1])],
+        "b_ci": [math.exp(p[2] - t * se[2]), math.exp(p[2] + t * se[2])],
+        "gamma_ci": [float(p[3] - t * se[3]), float(p[3] + t * se[3])],
+        "cov": cov.tolist(),
+        "dof": dof,
+        "t": t,
+        "level": level,
+        "rms_log_residual": float(np.sqrt(np.mean(best.fun**2))),
+    }

@@ -25,6 +25,7 @@ from .theorems import (
     plot_stability_input,
     plot_stability_weights,
 )
+from .training_studies import plot_depth_limit, plot_ntk_injectivity
 
 __all__ = ["figures_for", "register_figures"]
 
@@ -50,6 +51,9 @@ _FIGURES.update(
     stability_input=plot_stability_input,
     stability_weights=plot_stability_weights,
 )
+
+# the training studies (issue 15)
+_FIGURES.update(ntk_injectivity=plot_ntk_injectivity, depth_limit=plot_depth_limit)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

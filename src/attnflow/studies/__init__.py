@@ -17,6 +17,7 @@ from .base import (
     StudyRuns as StudyRuns,
     validate_params as validate_params,
 )
+from .depth_limit import DepthLimitConfig as DepthLimitConfig, DepthLimitStudy as DepthLimitStudy  # registers
 from .errors import (
     NotAStudyDirectoryError as NotAStudyDirectoryError,
     StudyConfigError as StudyConfigError,
@@ -46,6 +47,10 @@ from .multihead_reduced import (
     ReluVsSoftmaxStudy as ReluVsSoftmaxStudy,
     SuperadditivityStudy as SuperadditivityStudy,
 )
+from .ntk_injectivity import (  # registers it
+    NtkInjectivityConfig as NtkInjectivityConfig,
+    NtkInjectivityStudy as NtkInjectivityStudy,
+)
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -64,6 +69,8 @@ from .stability_weights import (  # registers it
 
 __all__ = [
     "CriticalBetaStudy",
+    "DepthLimitConfig",
+    "DepthLimitStudy",
     "EntropyStudy",
     "MonotonicityStudy",
     "ReluVsSoftmaxStudy",
@@ -76,6 +83,8 @@ __all__ = [
     "MeanFieldHeadsConfig",
     "MeanFieldHeadsStudy",
     "NotAStudyDirectoryError",
+    "NtkInjectivityConfig",
+    "NtkInjectivityStudy",
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",

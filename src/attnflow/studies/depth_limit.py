@@ -1,0 +1,456 @@
+r"""Study ``depth_limit``: L-layer, H-head residual attention against its McKean-Vlasov limit, at
+initialisation and after AdamW training (arXiv 2605.11059; NOTES.md §9, :mod:`attnflow.training.residual`).
+
+Claim checked: hidden states and backpropagated variables of the network converge, uniformly over the
+input, to the forward-backward limit ODE at rate :math:`O(L^{-1} + L^{-1/3}H^{-1/2})`, with constants
+independent of the number of tokens n.
+
+* Heads iid from :math:`\nu_0` = uniform law on M Xavier-uniform atoms (exact limit field, see
+  :mod:`attnflow.training.residual`); the same seeds draw the heads of the initial and the trained network.
+* Error = max over a set of input clouds (n tokens uniform on the sphere) and tokens of
+  :math:`|x^L_i - x_i(1)|` and of :math:`|p^0_i - p_i(0)|`, p the backpropagated variable of the token loss.
+* Reference at initialisation: the limit ODE :math:`\dot x = \Gamma(x;\nu_0)` by RK4 (``ref_steps``), and
+  its adjoint through the same RK4 by autograd.
+* Reference after training: the trained limit has no closed form. Each trained network at (L, H) is
+  compared with the Richardson extrapolation :math:`2x^{(2L_r)} - x^{(L_r)}` of the mean-field networks
+  (:math:`H = \infty`) at depths :math:`L_r` and :math:`2L_r`, trained with the same data and settings.
+  At initialisation the same extrapolation is checked against the exact limit (``richardson_error_at_init``);
+  the spread between the extrapolations from (L_r/2, L_r) and (L_r, 2L_r) estimates its error after training.
+* Fits of :math:`e = aL^{-\alpha} + bL^{-\gamma}H^{-1/2}` with 95% intervals
+  (:func:`attnflow.analysis.fits.fit_depth_width`) on the seed-mean errors, for x and p, initial and trained.
+* Token count: errors at a subgrid for n in ``n_sweep`` (same heads, new inputs), the log-log slope of the
+  error against n per (L, H).
+
+It computes in ``analyse`` (``plan`` returns no runs).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from pydantic import Field, PositiveFloat, conint
+
+from ..analysis.fits import fit_depth_width
+from ..training.depth import contraction_task, sphere_clouds, train_adamw
+from ..training.residual import ResidualAttention, adjoint_variables, limit_flow, xavier_atoms
+from .base import Study, StudyConfig, StudyRuns
+from .common import finish_analysis
+from .multihead_common import jsonable, one_thread
+from .registry import register
+
+__all__ = ["DepthLimitConfig", "DepthLimitStudy"]
+
+_IntList = list[conint(ge=1)]
+
+
+class DepthLimitConfig(StudyConfig):
+    d: conint(ge=1, le=16) = Field(4, description="token dimension", examples=[4])
+    atoms: conint(ge=1) = Field(8, description="atoms M of the initial head law", examples=[8])
+    gain: PositiveFloat = Field(1.0, description="Xavier gain of the atoms", examples=[1.0])
+    L: _IntList = Field(
+        [2, 4, 8, 16, 32, 64, 128, 256], min_length=2, description="depths", examples=[[2, 8]]
+    )
+    H: _IntList = Field(
+        [1, 4, 16, 64, 256], min_length=1, description="finite head counts", examples=[[1, 16]]
+    )
+    seeds: list[conint(ge=0)] = Field([0, 1, 2], min_length=1, description="seeds of the head draws")
+    n: conint(ge=2) = Field(32, description="tokens per input cloud (main grid)", examples=[32])
+    inputs: conint(ge=1) = Field(4, description="input clouds of the uniform error", examples=[4])
+    ref_steps: conint(ge=8) = Field(128, description="RK4 steps of the limit ODE", examples=[128])
+    train_L: _IntList = Field(
+        [2, 4, 8, 16, 32, 64, 128], min_length=2, description="depths trained", examples=[[2, 8]]
+    )
+    train_H: _IntList = Field(
+        [1, 4, 16, 64, 256], min_length=1, description="finite H trained", examples=[[1, 16]]
+    )
+    train_seeds: list[conint(ge=0)] = Field([0, 1], min_length=1, description="seeds of the trained networks")
+    ref_L: conint(ge=2) = Field(256, description="L_r of the trained reference (uses L_r, 2 L_r)")
+    steps: conint(ge=1) = Field(20, description="AdamW steps", examples=[20])
+    lr: PositiveFloat = Field(2e-2, description="AdamW learning rate", examples=[0.02])
+    weight_decay: float = Field(1e-2, ge=0, description="AdamW weight decay", examples=[0.01])
+    train_n: conint(ge=2) = Field(16, description="tokens per training cloud", examples=[16])
+    train_inputs: conint(ge=1) = Field(4, description="training clouds", examples=[4])
+    kappa: float = Field(0.5, ge=0, le=1, description="target: fraction of each cloud's spread kept")
+    n_sweep: _IntList = Field([8, 32, 128, 512], min_length=2, description="token counts of the n check")
+    n_sweep_L: _IntList = Field([4, 16, 64], min_length=1, description="depths of the n check")
+    n_sweep_H: _IntList = Field([1, 16], min_length=1, description="finite H of the n check")
+    n_sweep_inputs: conint(ge=1) = Field(2, description="input clouds per n in the n check")
+    n_trained_max: conint(ge=2) = Field(128, description="largest n of the trained n check (cost)")
+    adjoint_n_max: conint(ge=2) = Field(128, description="largest n with backpropagated variables (cost)")
+
+
+def _err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max over inputs and tokens of the Euclidean distance."""
+    return float(torch.linalg.vector_norm(a - b, dim=-1).max())
+
+
+def _label(H: int | None) -> str:
+    return "inf" if H is None else str(H)
+
+
+class DepthLimitStudy(Study):
+    name = "depth_limit"
+    description = (
+        "arXiv 2605.11059: L-layer H-head residual attention vs its limit ODE, at init and after AdamW, "
+        "error fitted to a L^-alpha + b L^-gamma H^-1/2 (claim: alpha = 1, gamma = 1/3, n-independent)"
+    )
+    Config = DepthLimitConfig
+
+    def quick_params(self) -> dict:
+        return {
+            "atoms": 4,
+            "L": [2, 4, 8, 16],
+            "H": [1, 16],
+            "seeds": [0],
+            "n": 8,
+            "inputs": 2,
+            "ref_steps": 32,
+            "train_L": [2, 4, 8],
+            "train_H": [1, 16],
+            "train_seeds": [0],
+            "ref_L": 16,
+            "steps": 3,
+            "train_n": 6,
+            "train_inputs": 2,
+            "n_sweep": [4, 16],
+            "n_sweep_L": [4],
+            "n_sweep_H": [1],
+            "n_sweep_inputs": 1,
+            "n_trained_max": 16,
+            "adjoint_n_max": 16,
+        }
+
+    def plan(self, config) -> dict:
+        return {}
+
+    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+        c = config
+        timing: dict[str, float] = {}  # wall clock (shared machine) and CPU time of this process (one thread)
+        cpu: dict[str, float] = {}
+        with one_thread():
+            atoms = xavier_atoms(c.atoms, c.d, seed=10_000, gain=c.gain)
+            x_in = sphere_clouds(c.inputs, c.n, c.d, seed=20_000)
+            y_in = contraction_task(x_in, c.kappa)
+            x_tr = sphere_clouds(c.train_inputs, c.train_n, c.d, seed=30_000)
+            y_tr = contraction_task(x_tr, c.kappa)
+            Hs: list[int | None] = [*sorted(set(c.H)), None]
+
+            # -- initialisation: against the exact limit ODE
+            t0, c0 = time.perf_counter(), time.process_time()
+            ref_x, ref_p = adjoint_variables(lambda x: limit_flow(x, atoms, steps=c.ref_steps), x_in, y_in)
+            half_x = limit_flow(x_in, atoms, steps=c.ref_steps // 2)
+            init_rows = []
+            for H in Hs:
+                for L in sorted(set(c.L)):
+                    for seed in c.seeds if H is not None else c.seeds[:1]:
+                        net = ResidualAttention(atoms, L, H, seed=seed)
+                        out, p = adjoint_variables(net, x_in, y_in)
+                        init_rows.append(
+                            {
+                                "L": L,
+                                "H": _label(H),
+                                "seed": seed,
+                                "err_x": _err(out, ref_x),
+                                "err_p": _err(p, ref_p),
+                            }
+                        )
+            rich = self._extrapolate(self._reference_nets(atoms, c.ref_L, None)[0], x_in, y_in)
+            timing["init_s"], cpu["init_s"] = time.perf_counter() - t0, time.process_time() - c0
+
+            # -- training: the same seeds, against the extrapolated mean-field networks
+            t0, c0 = time.perf_counter(), time.process_time()
+            tr = dict(x=x_tr, y=y_tr, steps=c.steps, lr=c.lr, weight_decay=c.weight_decay)
+            ref_nets, ref_loss = self._reference_nets(atoms, c.ref_L, tr)
+            trained_ref = self._extrapolate(ref_nets, x_in, y_in)
+            train_rows, nets = [], {}
+            for H in [*sorted(set(c.train_H)), None]:
+                for L in sorted(set(c.train_L)):
+                    for seed in c.train_seeds if H is not None else c.train_seeds[:1]:
+                        net = ResidualAttention(atoms, L, H, seed=seed)
+                        losses = train_adamw(
+                            net, x_tr, y_tr, steps=c.steps, lr=c.lr, weight_decay=c.weight_decay
+                        )
+                        nets[(L, _label(H), seed)] = net
+                        out, p = adjoint_variables(net, x_in, y_in)
+                        train_rows.append(
+                            {
+                                "L": L,
+                                "H": _label(H),
+                                "seed": seed,
+                                "err_x": _err(out, trained_ref["x"]),
+                                "err_p": _err(p, trained_ref["p"]),
+                                "loss_initial": losses[0],
+                                "loss_final": losses[-1],
+                            }
+                        )
+            timing["train_s"], cpu["train_s"] = time.perf_counter() - t0, time.process_time() - c0
+
+            # -- token count
+            t0, c0 = time.perf_counter(), time.process_time()
+            n_rows = self._n_sweep(c, atoms, nets, ref_nets)
+            timing["n_sweep_s"], cpu["n_sweep_s"] = time.perf_counter() - t0, time.process_time() - c0
+
+        summary = {
+            "config_note": (
+                f"heads iid uniform on {c.atoms} Xavier-uniform atoms (gain {c.gain}) in R^{c.d}; "
+                f"{c.inputs} input clouds of n = {c.n} tokens on the sphere; "
+                f"AdamW {c.steps} steps, lr {c.lr}, "
+                f"weight decay {c.weight_decay}, on {c.train_inputs} clouds of {c.train_n} tokens"
+            ),
+            "init_rows": init_rows,
+            "train_rows": train_rows,
+            "n_rows": n_rows,
+            "rk4_half_step_difference": _err(half_x, ref_x),
+            "richardson_error_at_init": max(_err(rich["x"], ref_x), 0.0),
+            "richardson_error_at_init_p": _err(rich["p"], ref_p),
+            "richardson_spread_at_init": [rich["spread_x"], rich["spread_p"]],
+            "trained_ref_correction": trained_ref["correction"],
+            "trained_ref_spread": [trained_ref["spread_x"], trained_ref["spread_p"]],
+            "trained_ref_loss": ref_loss,
+            "fits": {
+                "init_x": _fit(init_rows, "err_x"),
+                "init_p": _fit(init_rows, "err_p"),
+                "trained_x": _fit(train_rows, "err_x"),
+                "trained_p": _fit(train_rows, "err_p"),
+            },
+            "n_slopes": _n_slopes(n_rows),
+            "n_slope_max": max((r["slope"] for r in _n_slopes(n_rows)), default=None),
+            "timing_s": timing,
+            "cpu_s": cpu,
+        }
+        summary["verdicts"] = _verdicts(summary)
+        return finish_analysis(jsonable(summary), _table, out_dir, figures)
+
+    @staticmethod
+    def _reference_nets(atoms, Lr: int, train: dict | None) -> tuple[list[ResidualAttention], float | None]:
+        """The mean-field networks at depths Lr/2, Lr and 2 Lr (trained when ``train`` is given) and the final
+        training loss of the deepest one."""
+        nets, loss = [], None
+        for L in (Lr // 2, Lr, 2 * Lr):
+            net = ResidualAttention(atoms, L, None)
+            if train is not None:
+                loss = train_adamw(
+                    net,
+                    train["x"],
+                    train["y"],
+                    steps=train["steps"],
+                    lr=train["lr"],
+                    weight_decay=train["weight_decay"],
+                )[-1]
+            nets.append(net)
+        return nets, loss
+
+    @staticmethod
+    def _extrapolate(nets: list[ResidualAttention], x_in, y_in) -> dict:
+        """Richardson extrapolation 2 f(2 Lr) - f(Lr) of x and p, the correction |x(2 Lr) - x(Lr)|, and the
+        spread |R(Lr, 2 Lr) - R(Lr/2, Lr)| of two extrapolations (an estimate of the reference's own error:
+        with an O(1/L^2) remainder the finer extrapolation's error is about a third of the spread)."""
+        (x0, p0), (x1, p1), (x2, p2) = (adjoint_variables(net, x_in, y_in) for net in nets)
+        x, p = 2 * x2 - x1, 2 * p2 - p1
+        return {
+            "x": x,
+            "p": p,
+            "correction": _err(x2, x1),
+            "spread_x": _err(x, 2 * x1 - x0),
+            "spread_p": _err(p, 2 * p1 - p0),
+        }
+
+    @staticmethod
+    def _n_sweep(c, atoms, nets: dict, ref_nets: list[ResidualAttention]) -> list[dict]:
+        rows = []
+        for n in sorted(set(c.n_sweep)):
+            x = sphere_clouds(c.n_sweep_inputs, n, c.d, seed=40_000 + n)
+            y = contraction_task(x, c.kappa)
+            adj = n <= c.adjoint_n_max
+            if adj:
+                rx, rp = adjoint_variables(lambda z: limit_flow(z, atoms, steps=c.ref_steps), x, y)
+            else:
+                with torch.no_grad():
+                    rx, rp = limit_flow(x, atoms, steps=c.ref_steps), None
+            for H in [*sorted(set(c.n_sweep_H)), None]:
+                for L in sorted(set(c.n_sweep_L)):
+                    net = ResidualAttention(atoms, L, H, seed=c.seeds[0])
+                    if adj:
+                        out, p = adjoint_variables(net, x, y)
+                    else:
+                        with torch.no_grad():
+                            out, p = net(x), None
+                    rows.append(
+                        {
+                            "n": n,
+                            "L": L,
+                            "H": _label(H),
+                            "state": "init",
+                            "err_x": _err(out, rx),
+                            "err_p": None if p is None else _err(p, rp),
+                        }
+                    )
+            if n > c.n_trained_max:
+                continue
+            # trained networks of the main grid (trained on train_n tokens) applied to n tokens, at the
+            # (L, H) of the n check that were trained
+            H_labels = {*map(_label, c.n_sweep_H), "inf"}
+            keys = [k for k in nets if k[2] == c.train_seeds[0] and k[0] in c.n_sweep_L and k[1] in H_labels]
+            if not keys:
+                continue
+            ref = DepthLimitStudy._extrapolate(ref_nets, x, y)
+            for L, H, seed in keys:
+                out, p = adjoint_variables(nets[(L, H, seed)], x, y)
+                rows.append(
+                    {
+                        "n": n,
+                        "L": L,
+                        "H": H,
+                        "state": "trained",
+                        "err_x": _err(out, ref["x"]),
+                        "err_p": _err(p, ref["p"]),
+                    }
+                )
+        return rows
+
+
+def _mean_over_seeds(rows: list[dict], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["L"], r["H"]), []).append(r[key])
+    L = np.array([k[0] for k in groups], float)
+    H = np.array([math.inf if k[1] == "inf" else float(k[1]) for k in groups])
+    y = np.array([float(np.mean(v)) for v in groups.values()])
+    return L, H, y
+
+
+def _fit(rows: list[dict], key: str) -> dict:
+    L, H, y = _mean_over_seeds(rows, key)
+    try:
+        return fit_depth_width(L, H, y)
+    except ValueError as exc:  # too few points in a reduced grid: reported, not fitted
+        return {"error": str(exc)}
+
+
+def _n_slopes(rows: list[dict]) -> list[dict]:
+    """Least-squares slope of log error against log n per (state, L, H, variable)."""
+    out = []
+    keys = sorted({(r["state"], r["L"], r["H"]) for r in rows}, key=str)
+    for state, L, H in keys:
+        sub = [r for r in rows if (r["state"], r["L"], r["H"]) == (state, L, H)]
+        for var in ("err_x", "err_p"):
+            pts = [(r["n"], r[var]) for r in sub if r[var] is not None and r[var] > 0]
+            if len(pts) < 2:
+                continue
+            n, e = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+            slope = float(np.polyfit(n, e, 1)[0])
+            ratio = float(max(p[1] for p in pts) / min(p[1] for p in pts))
+            out.append(
+                {
+                    "state": state,
+                    "L": L,
+                    "H": H,
+                    "var": var,
+                    "slope": slope,
+                    "max_over_min": ratio,
+                    "n": [p[0] for p in pts],
+                }
+            )
+    return out
+
+
+def _verdicts(s: dict) -> dict:
+    """Rates: the measured decay is at least the claimed one when the upper ends of the intervals reach
+    alpha = 1 (within 0.1) and gamma = 1/3. Tokens: constants independent of n mean errors that do not grow
+    with n; the check asks every slope of log error against log n to be <= 0.1 (a decrease is allowed)."""
+    out = {}
+    for key, f in s["fits"].items():
+        if "error" in f:
+            out[key] = "not fitted"
+            continue
+        ok = f["alpha_ci"][1] >= 0.9 and f["gamma_ci"][1] >= 1 / 3
+        out[key] = "holds" if ok else "fails"
+    slopes = [r["slope"] for r in s["n_slopes"]]
+    out["n_independent"] = "holds" if slopes and max(slopes) <= 0.1 else "fails"
+    return out
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def _fmt_ci(f: dict, k: str) -> str:
+    lo, hi = f[f"{k}_ci"]
+    return f"{f[k]:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def _table(s: dict) -> str:
+    lines = [
+        "Fits e(L, H) = a L^-alpha + b L^-gamma H^-1/2 (95% intervals) of the seed-mean uniform errors; "
+        "claim: alpha = 1, gamma = 1/3 (upper bound).",
+        "",
+        "| quantity | a | alpha | b | gamma | rms log residual | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, f in s["fits"].items():
+        if "error" in f:
+            lines.append(f"| {key} | - | - | - | - | - | not fitted: {f['error']} |")
+            continue
+        lines.append(
+            f"| {key} | {_fmt_ci(f, 'a')} | {_fmt_ci(f, 'alpha')} | {_fmt_ci(f, 'b')} | "
+            f"{_fmt_ci(f, 'gamma')} | "
+            f"{f['rms_log_residual']:.3f} | {s['verdicts'][key]} |"
+        )
+    lines += [
+        "",
+        f"Reference accuracy: RK4 half-step difference {s['rk4_half_step_difference']:.2e}; Richardson "
+        f"extrapolation at init vs the exact limit {s['richardson_error_at_init']:.2e} (x), "
+        f"{s['richardson_error_at_init_p']:.2e} (p); trained reference correction |x(2Lr) - x(Lr)| = "
+        f"{s['trained_ref_correction']:.2e}; spread of the extrapolations from (Lr/2, Lr) and (Lr, 2Lr): "
+        f"{s['richardson_spread_at_init'][0]:.2e} / {s['richardson_spread_at_init'][1]:.2e} (x / p) at "
+        "init, "
+        f"{s['trained_ref_spread'][0]:.2e} / {s['trained_ref_spread'][1]:.2e} trained; trained reference "
+        f"loss {s['trained_ref_loss']:.4g}.",
+        "",
+        "Uniform errors (seed mean), x / p:",
+        "",
+    ]
+    for state, rows in (("init", s["init_rows"]), ("trained", s["train_rows"])):
+        Ls = sorted({r["L"] for r in rows})
+        Hs = list(dict.fromkeys(r["H"] for r in rows))
+        lines += [
+            f"**{state}**",
+            "",
+            "| H \\ L | " + " | ".join(map(str, Ls)) + " |",
+            "|---" * (len(Ls) + 1) + "|",
+        ]
+        for H in Hs:
+            cells = []
+            for L in Ls:
+                sub = [r for r in rows if r["L"] == L and r["H"] == H]
+                cells.append(
+                    f"{np.mean([r['err_x'] for r in sub]):.2e} / {np.mean([r['err_p'] for r in sub]):.2e}"
+                    if sub
+                    else "-"
+                )
+            lines.append(f"| {H} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += [
+        "Token count: slopes of log error against log n (verdict 'errors do not grow with n', every slope "
+        f"<= 0.1: {s['verdicts']['n_independent']}; largest slope {_round(s['n_slope_max'])}).",
+        "",
+        "| state | L | H | variable | n | slope | max/min |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in s["n_slopes"]:
+        lines.append(
+            f"| {r['state']} | {r['L']} | {r['H']} | {r['var']} | {r['n']} | {r['slope']:.3f} | "
+            f"{r['max_over_min']:.2f} |"
+        )
+    lines.append("")
+    lines.append("Wall time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in s["timing_s"].items()))
+    lines.append("CPU time, one thread (s): " + ", ".join(f"{k} {v:.0f}" for k, v in s["cpu_s"].items()))
+    return "\n".join(lines) + "\n"
+
+
+register(DepthLimitStudy())

@@ -1,0 +1,158 @@
+r"""Study ``ntk_injectivity``: is the attention NTK injective for a given token law? (arXiv 2605.17660;
+NOTES.md §9, :mod:`attnflow.analysis.ntk`).
+
+For each token law (a single Dirac, a discrete law, the uniform law on :math:`S^{d-1}`, a Gaussian
+mixture) the log-partition features :math:`\varphi_\theta(x) = \log\int e^{\langle Qx, Ky\rangle}d\mu(y)` are
+sampled at N query points on the sphere for P random parameters, the affine functions of x are projected
+out, and the smallest singular value of the normalised feature matrix is recorded as P grows (nested
+parameter sets).
+The claim checked: discrete, uniform and Gaussian-mixture laws give linearly independent features modulo
+affine functions (injective: the smallest singular value settles at a positive value once P exceeds the
+dimension), while a single Dirac gives affine features (non-injective: singular values at the rounding
+floor for every P). Several seeds of the points and parameters are run.
+
+It computes in ``analyse`` (``plan`` returns no runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field, PositiveFloat, conint, field_validator
+
+from ..analysis.ntk import (
+    INJECTIVITY_RTOL,
+    DiscreteLaw,
+    GaussianMixtureLaw,
+    UniformSphereLaw,
+    dirac,
+    injectivity_curve,
+    sphere_points,
+)
+from .base import Study, StudyConfig, StudyRuns
+from .common import finish_analysis
+from .multihead_common import jsonable
+from .registry import register
+
+__all__ = ["NTK_LAWS", "NtkInjectivityConfig", "NtkInjectivityStudy", "token_law"]
+
+#: the token laws of the study and whether the companion work expects an injective NTK for them
+NTK_LAWS = {"dirac": False, "discrete": True, "uniform": True, "gaussian_mixture": True}
+
+
+def token_law(name: str, d: int, *, seed: int, atoms: int = 5, components: int = 3, sigma: float = 0.5):
+    """The token law ``name`` of the study in R^d; random atoms / means drawn on the sphere from ``seed``."""
+    if name not in NTK_LAWS:
+        raise ValueError(f"unknown token law {name!r}; valid: {', '.join(NTK_LAWS)}")
+    if name == "dirac":
+        return dirac(sphere_points(1, d, seed=seed + 7))
+    if name == "discrete":
+        return DiscreteLaw(sphere_points(atoms, d, seed=seed + 11))
+    if name == "uniform":
+        return UniformSphereLaw(d)
+    return GaussianMixtureLaw(sphere_points(components, d, seed=seed + 13), sigma)
+
+
+class NtkInjectivityConfig(StudyConfig):
+    laws: list[str] = Field(
+        list(NTK_LAWS), min_length=1, description=f"token laws, from {list(NTK_LAWS)}", examples=[["dirac"]]
+    )
+    d: conint(ge=2, le=8) = Field(3, description="token dimension (points on S^(d-1))", examples=[3])
+    N: conint(ge=4, le=400) = Field(30, description="query points on the sphere (> d + 1)", examples=[30])
+    P: list[conint(ge=1)] = Field(
+        [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
+        min_length=2,
+        description="numbers of random parameters (nested sets)",
+        examples=[[16, 64, 256]],
+    )
+    scale: PositiveFloat = Field(2.0, description="std of the Q, K entries times sqrt(d)", examples=[2.0])
+    atoms: conint(ge=2) = Field(5, description="atoms of the discrete law", examples=[5])
+    components: conint(ge=2) = Field(3, description="components of the Gaussian mixture", examples=[3])
+    sigma: PositiveFloat = Field(0.5, description="std of the mixture's components", examples=[0.5])
+    seeds: list[conint(ge=0)] = Field([0, 1, 2], min_length=1, description="seeds", examples=[[0]])
+
+    @field_validator("laws")
+    @classmethod
+    def _known_laws(cls, v: list[str]) -> list[str]:
+        bad = [law for law in v if law not in NTK_LAWS]
+        if bad:
+            raise ValueError(f"unknown token laws {bad}; valid: {', '.join(NTK_LAWS)}")
+        return v
+
+
+class NtkInjectivityStudy(Study):
+    name = "ntk_injectivity"
+    description = (
+        "arXiv 2605.17660: log-sum-exp features modulo affine functions are independent (NTK injective) for "
+        "discrete, uniform and Gaussian-mixture token laws and not for a single Dirac"
+    )
+    Config = NtkInjectivityConfig
+
+    def quick_params(self) -> dict:
+        return {"N": 16, "P": [4, 16, 64, 256], "seeds": [0]}
+
+    def plan(self, config) -> dict:
+        if config.N <= config.d + 1:
+            raise ValueError(f"N must exceed d + 1 = {config.d + 1} (affine functions): got N={config.N}")
+        return {}
+
+    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+        c = config
+        self.plan(c)
+        curves, rows = [], []
+        for law_name in c.laws:
+            per_seed = []
+            for seed in c.seeds:
+                law = token_law(
+                    law_name, c.d, seed=seed, atoms=c.atoms, components=c.components, sigma=c.sigma
+                )
+                x = sphere_points(c.N, c.d, seed=seed)
+                cv = injectivity_curve(law, x, c.P, seed=seed + 1000, scale=c.scale)
+                cv["seed"] = seed
+                per_seed.append(cv)
+                curves.append(cv)
+            rel_last = [cv["rel_min"][-1] for cv in per_seed]
+            injective = all(cv["injective"] for cv in per_seed)
+            expected = NTK_LAWS[law_name]
+            rows.append(
+                {
+                    "law": law_name,
+                    "expected_injective": expected,
+                    "injective": injective,
+                    "rel_min_at_Pmax_min": float(np.min(rel_last)),
+                    "rel_min_at_Pmax_max": float(np.max(rel_last)),
+                    "dim": per_seed[0]["dim"],
+                    "agrees": injective == expected,
+                }
+            )
+        summary = jsonable(
+            {
+                "rtol": INJECTIVITY_RTOL,
+                "curves": curves,
+                "rows": rows,
+                "verdict": "holds" if all(r["agrees"] for r in rows) else "fails",
+            }
+        )
+        return finish_analysis(summary, _table, out_dir, figures)
+
+
+def _table(s: dict) -> str:
+    lines = [
+        f"Smallest singular value of the affine-projected features relative to the feature scale, at the "
+        f"largest P (min and max over seeds); injective when > {s['rtol']:g}. Verdict: {s['verdict']}.",
+        "",
+        "| law | expected | injective | rel. sigma_min (min) | rel. sigma_min (max) | dim |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in s["rows"]:
+        lines.append(
+            f"| {r['law']} | {'injective' if r['expected_injective'] else 'not injective'} | "
+            f"{r['injective']} | {r['rel_min_at_Pmax_min']:.3g} | {r['rel_min_at_Pmax_max']:.3g} | "
+            f"{r['dim']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+register(NtkInjectivityStudy())
