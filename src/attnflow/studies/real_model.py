@@ -13,9 +13,10 @@ sphere's projection, biases and MLP dropped). For each sentence, at every depth 
 
 are compared by: mean pairwise cosine (:func:`~attnflow.observables.mean_pairwise_inner_product`), effective
 rank of the Gram matrix, single-linkage cluster counts over ``thresholds`` (radians), W2 between consecutive
-depths (exact OT, geodesic cost), the token-wise agreement :math:`\frac1n\sum_i\langle z_{l,i}, x_{l,i}\rangle`,
-per-head attention entropy (the model's real attention with its biases; the biasless heads D_h on the model's
-tokens; the flow), and for ``ledger_sentences`` sentences the energy E (eq. (20)) and :math:`G^2`,
+depths (exact OT, geodesic cost), the token-wise agreement
+:math:`\frac1n\sum_i\langle z_{l,i}, x_{l,i}\rangle`, per-head attention entropy (the model's real
+attention with its biases; the biasless heads D_h on the model's tokens; the flow), and for
+``ledger_sentences`` sentences the energy E (eq. (20)) and :math:`G^2`,
 :math:`\hat G^2` (Lemma 4.12, exact chain rule) of each layer's heads at depth l. The sweep runs the model
 on every sentence of the shipped corpus (``studies/data/corpus.txt``, written for attnflow) and the flow on
 every ``flow_every``-th one; the continuous-depth extrapolation runs the flow ``extra_layers`` layers past
@@ -415,8 +416,8 @@ def markdown_table(summary: dict) -> str:
         + (f"max relative error {hf['max_rel_error']:.2e} over {hf['sequences']} sequences"
            if hf["max_rel_error"] is not None else "not checked"),
         "",
-        f"| depth | cos model | cos flow | erank model | erank flow | W2 model | W2 flow | clusters@{thr[k]:g} "
-        "model | clusters flow | <z, x> |",
+        "| depth | cos model | cos flow | erank model | erank flow | W2 model | W2 flow | "
+        f"clusters@{thr[k]:g} model | clusters flow | <z, x> |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
 
@@ -427,9 +428,10 @@ def markdown_table(summary: dict) -> str:
         w2m = ms(s["model"]["w2"], i - 1) if i else "-"
         w2f = ms(s["flow"]["w2"], i - 1) if i else "-"
         lines.append(
-            f"| {i} | {ms(s['model']['cos'], i)} | {ms(s['flow']['cos'], i)} | {ms(s['model']['erank'], i)} | "
-            f"{ms(s['flow']['erank'], i)} | {w2m} | {w2f} | {s['model']['clusters']['mean'][i][k]:.1f} | "
-            f"{s['flow']['clusters']['mean'][i][k]:.1f} | {s['agreement']['mean'][i]:.3f} |"
+            f"| {i} | {ms(s['model']['cos'], i)} | {ms(s['flow']['cos'], i)} | "
+            f"{ms(s['model']['erank'], i)} | {ms(s['flow']['erank'], i)} | {w2m} | {w2f} | "
+            f"{s['model']['clusters']['mean'][i][k]:.1f} | {s['flow']['clusters']['mean'][i][k]:.1f} | "
+            f"{s['agreement']['mean'][i]:.3f} |"
         )
     lines += ["", "| layer | entropy model | entropy biasless heads | entropy flow | E model | E flow | "
               "G^2 model | G^2 flow | Ghat^2 flow |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
