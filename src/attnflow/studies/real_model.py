@@ -303,7 +303,7 @@ class RealModelStudy(Study):
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
-        t_start = time.perf_counter()
+        t_start, cpu_start = time.perf_counter(), time.process_time()
         with one_thread(), torch.no_grad():
             weights, tokenize, ref = _load(c)
             theta = theta_from_weights(weights)
@@ -372,7 +372,11 @@ class RealModelStudy(Study):
                 "text": {"sentence": c.text, "tokens": len(text_ids), **text},
                 "sweep": sweep,
                 "verdict": _verdict(text, sweep, L, c.extra_layers),
-                "timing_s": {"text": t_text, "total": time.perf_counter() - t_start},
+                "timing_s": {
+                    "text": t_text,
+                    "total": time.perf_counter() - t_start,
+                    "cpu": time.process_time() - cpu_start,
+                },
             }
         )
         return finish_analysis(summary, markdown_table, out_dir, figures)
@@ -457,7 +461,11 @@ def markdown_table(summary: dict) -> str:
         for j in range(len(fr)):
             lines.append(f"| {L + j} | {fr[j]:.4f} | {rp[j]:.4f} |")
     t = summary["timing_s"]
-    lines += ["", f"wall time {t['total']:.0f} s (sentence `text`: {t['text']:.0f} s), one thread"]
+    lines += [
+        "",
+        f"wall time {t['total']:.0f} s (sentence `text`: {t['text']:.0f} s), CPU time {t['cpu']:.0f} s, "
+        "one thread",
+    ]
     return "\n".join(lines) + "\n"
 
 
