@@ -32,6 +32,9 @@ def load_tokenizer(directory: str | Path):
 def encode(tokenizer, text: str, max_length: int) -> list[int]:
     """Token ids of one sentence, special tokens included (``[CLS] ... [SEP]`` for BERT).
 
+    The tokenizer's padding and truncation are switched off (on the object passed): a sentence is never
+    padded or cut silently.
+
     Parameters
     ----------
     tokenizer : tokenizers.Tokenizer
