@@ -28,6 +28,7 @@ from attnflow.bridge import (  # noqa: E402
     heads_from_multihead_attention,
     hf_hidden_states,
     load_local,
+    mlp_drift,
     relative_error,
     theta_from_weights,
 )
@@ -168,6 +169,51 @@ def test_theta_heads_reproduce_the_attention_block(build):
             ledger=False, raw=True,
         )  # fmt: skip
         torch.testing.assert_close(fe.raw_velocity[0], expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("build", [_tiny_bert, _tiny_gpt2])
+def test_mlp_drift_is_the_transformers_mlp_in_token_units(build):
+    """m(z) = P_c S^-1 MLP(A z + b), the MLP computed by the transformers modules (biases kept)."""
+    model = build(3)
+    w = from_hf_model(model)
+    z = forward(w, IDS).tokens[1]
+    d = w.d
+    for layer in range(w.depth):
+        m = mlp_drift(w, layer)(z)
+        if w.arch == "post_ln":
+            ln = model.encoder.layer[layer].attention.output.LayerNorm
+            a = math.sqrt(d) * ln.weight.detach()
+            with torch.no_grad():
+                o = model.encoder.layer[layer].output.dense(
+                    model.encoder.layer[layer].intermediate(z * a + ln.bias)
+                )
+            expected = o / a
+        else:
+            ln = model.h[layer].ln_2
+            with torch.no_grad():
+                o = model.h[layer].mlp(z * math.sqrt(d) * ln.weight + ln.bias)
+            expected = o / math.sqrt(d)
+        expected = expected - expected.mean(-1, keepdim=True)
+        torch.testing.assert_close(m, expected, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"layer must be an integer in \[0, 1\]: got 2"):
+        mlp_drift(w, 2)
+
+
+def test_flow_with_mlp_one_step_is_the_split_update():
+    """attention + MLP, one step per layer: Pi(y + P_perp(y) m(y)) after the attention step y."""
+    model = _tiny_bert(4)
+    w = from_hf_model(model)
+    theta = theta_from_weights(w)
+    z = forward(w, IDS).tokens[0]
+    drifts = [mlp_drift(w, layer) for layer in range(w.depth)]
+    x = attention_flow(theta, z, layers=2, steps_per_layer=1, mlp=drifts)
+    y = z
+    for layer in range(2):
+        y = attention_flow(theta, y, layers=1, steps_per_layer=1, start_layer=layer)[1]
+        m = drifts[layer](y)
+        y = y + m - (m * y).sum(-1, keepdim=True) * y
+        y = y / y.norm(dim=-1, keepdim=True)
+        torch.testing.assert_close(x[layer + 1], y, rtol=0, atol=1e-13)
 
 
 def test_flow_one_euler_step_is_the_retracted_residual_update():

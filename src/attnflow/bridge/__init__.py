@@ -42,7 +42,12 @@ from .reference import (
     relative_error as relative_error,
 )
 from .text import encode as encode, load_tokenizer as load_tokenizer
-from .theta import BEYOND as BEYOND, ModelTheta as ModelTheta, theta_from_weights as theta_from_weights
+from .theta import (
+    BEYOND as BEYOND,
+    ModelTheta as ModelTheta,
+    mlp_drift as mlp_drift,
+    theta_from_weights as theta_from_weights,
+)
 
 __all__ = [
     "BEYOND",
@@ -66,6 +71,7 @@ __all__ = [
     "load_minilm",
     "load_tokenizer",
     "minilm_path",
+    "mlp_drift",
     "random_gpt2",
     "relative_error",
     "sphere_tokens",

@@ -26,7 +26,7 @@ import torch
 from ..model.attention import attention_weights, causal_mask
 from .checkpoint import LayerNormParams, LayerWeights, TransformerWeights
 
-__all__ = ["ForwardPass", "check_input_ids", "forward", "gelu", "layer_norm", "sphere_tokens"]
+__all__ = ["ForwardPass", "check_input_ids", "forward", "gelu", "layer_norm", "mlp", "sphere_tokens"]
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,11 @@ def _attention(h: torch.Tensor, lw: LayerWeights, H: int, causal: bool) -> tuple
     return out @ lw.W_o.T + lw.b_o, A
 
 
-def _mlp(u: torch.Tensor, lw: LayerWeights, activation: str) -> torch.Tensor:
+def mlp(u: torch.Tensor, lw: LayerWeights, activation: str) -> torch.Tensor:
+    r"""The block's MLP on the rows of ``u`` (shape=[n, d]).
+
+    .. math:: W_{out}\,\mathrm{gelu}(W_{in} u + b_{in}) + b_{out}
+    """
     return gelu(u @ lw.W_in.T + lw.b_in, activation) @ lw.W_out.T + lw.b_out
 
 
@@ -195,7 +199,7 @@ def forward(weights: TransformerWeights, input_ids, token_type_ids=None) -> Forw
             inputs.append(h)
             attns.append(A)
             u = layer_norm(h + a, lw.ln_attn)
-            y = u + _mlp(u, lw, weights.activation)
+            y = u + mlp(u, lw, weights.activation)
             tokens.append(sphere_tokens(y))
             h = layer_norm(y, lw.ln_mlp)
             hidden.append(h)
@@ -209,7 +213,7 @@ def forward(weights: TransformerWeights, input_ids, token_type_ids=None) -> Forw
             inputs.append(h)
             attns.append(A)
             r = r + a
-            r = r + _mlp(layer_norm(r, lw.ln_mlp), lw, weights.activation)
+            r = r + mlp(layer_norm(r, lw.ln_mlp), lw, weights.activation)
             tokens.append(sphere_tokens(r))
             hidden.append(r)
         hidden[-1] = layer_norm(r, weights.final_ln)

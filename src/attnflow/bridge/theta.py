@@ -40,8 +40,9 @@ import torch
 
 from ..model.weights import PiecewiseConstant
 from .checkpoint import LayerNormParams, TransformerWeights
+from .forward import mlp
 
-__all__ = ["BEYOND", "ModelTheta", "attention_layer_norm", "theta_from_weights"]
+__all__ = ["BEYOND", "ModelTheta", "attention_layer_norm", "mlp_drift", "theta_from_weights"]
 
 #: what the weights do past the model's depth
 BEYOND = ("frozen", "repeat")
@@ -166,3 +167,40 @@ def theta_from_weights(weights: TransformerWeights, *, layer_time: float = 1.0) 
         causal=weights.causal,
         notes=notes,
     )
+
+
+def mlp_drift(weights: TransformerWeights, layer: int):
+    r"""Layer ``layer``'s MLP as a drift on the sphere tokens (the "attention + MLP" choice of Theta_t).
+
+    The MLP reads the LayerNorm output :math:`A z + b` (BERT: the block's first LayerNorm ``ln_attn``;
+    GPT-2: ``ln_2``; :math:`A = \sqrt d \operatorname{diag}\gamma`) and its output is added to the state
+    of scale S (BERT: that LayerNorm output, S = A; GPT-2: the residual stream, S = sqrt(d) I, the choice of
+    :func:`theta_from_weights`), so in the tokens z it moves them at
+
+    .. math:: m(z) = P_c\, S^{-1}\, \mathrm{MLP}(A z + b),
+
+    with every MLP weight, bias and the LayerNorm shift b kept (the MLP is nonlinear; they define it).
+    The flow adds :math:`P^\perp(z) m(z)` to the attention field.
+
+    Parameters
+    ----------
+    weights : TransformerWeights
+    layer : int
+
+    Returns
+    -------
+    callable
+        ``m(z)`` for tokens of shape=[n, d], returning shape=[n, d].
+    """
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < weights.depth:
+        raise ValueError(f"layer must be an integer in [0, {weights.depth - 1}]: got {layer!r}")
+    lw, d = weights.layers[layer], weights.d
+    ln = lw.ln_attn if weights.arch == "post_ln" else lw.ln_mlp
+    a = math.sqrt(d) * ln.weight
+    scale = a if weights.arch == "post_ln" else torch.full_like(a, math.sqrt(d))
+
+    def drift(z: torch.Tensor) -> torch.Tensor:
+        out = mlp(z * a + ln.bias, lw, weights.activation) / scale
+        return out - out.mean(dim=-1, keepdim=True)  # P_c
+
+    return drift

@@ -40,11 +40,15 @@ def _text(data: dict, out_dir: Path) -> dict[str, str]:
     ax.plot(depth, t["model"]["cos"], "o-", label="model")
     ax.plot(depth, t["flow"]["cos"], "s-", label="attention-only flow")
     ax.plot(depth, t["flow_one_step"]["cos"], "^--", label="flow, 1 step per layer")
+    if "flow_mlp" in t:
+        ax.plot(depth, t["flow_mlp"]["cos"], "d-", label="attention + MLP flow")
     ax.set(xlabel="depth l", ylabel="mean pairwise cosine", title="clustering")
     ax.legend(fontsize=7)
     ax = axes[0, 1]
     ax.plot(depth, t["model"]["erank"], "o-", label="model")
     ax.plot(depth, t["flow"]["erank"], "s-", label="flow")
+    if "flow_mlp" in t:
+        ax.plot(depth, t["flow_mlp"]["erank"], "d-", label="attention + MLP flow")
     ax.set(xlabel="depth l", ylabel="effective rank", title="effective rank of the Gram matrix")
     ax.legend(fontsize=7)
     ax = axes[0, 2]
@@ -66,7 +70,10 @@ def _text(data: dict, out_dir: Path) -> dict[str, str]:
     ax.set(xlabel="layer l", title="energy and G^2 of layer l's heads")
     ax.legend(fontsize=7)
     ax = axes[1, 2]
-    ax.plot(depth, t["agreement"], "o-")
+    ax.plot(depth, t["agreement"], "s-", label="attention-only flow")
+    if "agreement_mlp" in t:
+        ax.plot(depth, t["agreement_mlp"], "d-", label="attention + MLP flow")
+    ax.legend(fontsize=7)
     ax.set(xlabel="depth l", ylabel="mean <z_l,i, x_l,i>", title="token-wise agreement model / flow")
     fig.suptitle(f'{data["model"]["source"]}: "{t["sentence"][:70]}" ({t["tokens"]} tokens)', fontsize=9)
     return _save(fig, out_dir, "real_model_text.png")
@@ -79,12 +86,16 @@ def _sweep(data: dict, out_dir: Path) -> dict[str, str]:
     axes = fig.subplots(1, 3)
     _band(axes[0], depth, s["model"]["cos"], f"model ({s['sentences']} sentences)", "o-")
     _band(axes[0], depth, s["flow"]["cos"], f"flow ({s['flow_sentences']} sentences)", "s-")
+    if "flow_mlp" in s:
+        _band(axes[0], depth, s["flow_mlp"]["cos"], "attention + MLP flow", "d-")
     axes[0].set(
         xlabel="depth l", ylabel="mean pairwise cosine", title="clustering over the corpus (mean ± sd)"
     )
     axes[0].legend(fontsize=7)
     _band(axes[1], depth, s["model"]["erank"], "model", "o-")
     _band(axes[1], depth, s["flow"]["erank"], "flow", "s-")
+    if "flow_mlp" in s:
+        _band(axes[1], depth, s["flow_mlp"]["erank"], "attention + MLP flow", "d-")
     axes[1].set(xlabel="depth l", ylabel="effective rank")
     axes[1].legend(fontsize=7)
     thr = np.asarray(data["thresholds"], float)
@@ -102,6 +113,8 @@ def _extrapolation(data: dict, out_dir: Path) -> dict[str, str]:
     ax = fig.add_subplot()
     _band(ax, np.arange(L + 1), s["model_on_flow_sentences"]["cos"], "model", "o-")
     _band(ax, np.arange(L + 1), s["flow"]["cos"], "flow with the model's heads", "s-")
+    if "flow_mlp" in s:
+        _band(ax, np.arange(L + 1), s["flow_mlp"]["cos"], "attention + MLP flow", "d-")
     for beyond, style in (("frozen", "s--"), ("repeat", "s:")):
         key = f"extrapolation_{beyond}"
         if key in s:

@@ -28,7 +28,7 @@ Computed in ``analyse`` (``plan`` returns no runs): not resumable per run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -46,6 +46,7 @@ from ..bridge import (
     load_minilm,
     load_tokenizer,
     minilm_path,
+    mlp_drift,
     random_gpt2,
     relative_error,
     theta_from_weights,
@@ -87,13 +88,16 @@ def attention_flow(
     steps_per_layer: int,
     start_layer: int = 0,
     beyond: str = "frozen",
+    mlp: Sequence[Callable[[torch.Tensor], torch.Tensor]] | None = None,
 ) -> torch.Tensor:
-    r"""The attention-only flow of a model's Theta_t, recorded at every layer boundary.
+    r"""The flow of a model's Theta_t, recorded at every layer boundary.
 
     On each layer interval :math:`[lT, (l+1)T)` the heads are :meth:`ModelTheta.heads_at` (the
     ``PiecewiseConstant`` process's value) and the values :meth:`ModelTheta.values_at`; the tokens follow
     :func:`attnflow.simulate` (``direction="ascent"``, sphere geometry, projected Euler,
-    dt = T / ``steps_per_layer``).
+    dt = T / ``steps_per_layer``). With ``mlp`` (one drift per layer, :func:`attnflow.bridge.mlp_drift`)
+    the drift is attention + MLP: every Euler step of the attention field is followed by a projected Euler
+    step :math:`x \leftarrow \Pi(x + dt\,P^\perp(x)\,m_l(x))` (Lie splitting, first order like the scheme).
 
     Parameters
     ----------
@@ -105,7 +109,9 @@ def attention_flow(
     steps_per_layer : int
     start_layer : int
     beyond : {"frozen", "repeat"}
-        Heads past the model's depth.
+        Heads past the model's depth (and MLPs, indexed the same way).
+    mlp : sequence of callables or None
+        ``mlp[l](x)`` for tokens (n, d); None: attention only.
 
     Returns
     -------
@@ -115,21 +121,24 @@ def attention_flow(
     model = TransformerModel(
         direction="ascent", beta=theta.beta, geometry="sphere", causal=theta.causal, backend="torch"
     )
+    sphere = model.geometry
+    dt = T / steps_per_layer
+    # attention only: one run per layer; with the MLP: one run per step, each followed by the MLP step
+    chunks = 1 if mlp is None else steps_per_layer
     x, out = z0, [z0]
     for layer in range(start_layer, start_layer + layers):
-        t0 = layer * T
-        ds = simulate(
-            model,
-            x[None],
-            theta.heads_at(t0, beyond),
-            values=theta.values_at(t0, beyond),
-            t0=t0,
-            t1=t0 + T,
-            dt=T / steps_per_layer,
-            record_every=steps_per_layer,
-            ledger=False,
-        )
-        x = torch.as_tensor(ds.positions.values[0, -1])
+        t_layer = layer * T
+        D, V = theta.heads_at(t_layer, beyond), theta.values_at(t_layer, beyond)
+        for c in range(chunks):
+            t0 = t_layer + c * (T / chunks)
+            ds = simulate(
+                model, x[None], D, values=V, t0=t0, t1=t0 + T / chunks, dt=dt,
+                record_every=steps_per_layer // chunks, ledger=False,
+            )  # fmt: skip
+            x = torch.as_tensor(ds.positions.values[0, -1])
+            if mlp is not None:
+                drift = mlp[theta.layer_index(t_layer, beyond)]
+                x = sphere.retract(x + dt * sphere.tangent(x, drift(x)))
         out.append(x)
     return torch.stack(out)
 
@@ -211,6 +220,11 @@ def _sentence(weights, theta, ids, ref, c, *, steps: int, flow: bool, ledger: bo
     x = attention_flow(theta, z[0], layers=L, steps_per_layer=steps)
     out["flow"] = _profile(x, c.thresholds)
     out["agreement"] = (z * x).sum(-1).mean(-1).numpy()
+    if c.mlp_flow:
+        drifts = [mlp_drift(weights, layer) for layer in range(L)]
+        xm = attention_flow(theta, z[0], layers=L, steps_per_layer=steps, mlp=drifts)
+        out["flow_mlp"] = _profile(xm, c.thresholds)
+        out["agreement_mlp"] = (z * xm).sum(-1).mean(-1).numpy()
     ent = [attention_entropy(x[l], D[l], theta.beta, causal=theta.causal)[0] for l in range(L)]
     out["entropy_flow"] = torch.stack(ent).mean(-1).numpy()
     if ledger:
@@ -265,6 +279,7 @@ class RealModelConfig(StudyConfig):
     )
     seed: int = Field(0, description="seed of the random GPT-2's initialisation", examples=[0])
     hf_check: bool = Field(True, description="compare the from-scratch pass with transformers per sentence")
+    mlp_flow: bool = Field(True, description="also run the flow with attention + MLP as the drift")
 
     @field_validator("model")
     @classmethod
@@ -337,6 +352,16 @@ class RealModelStudy(Study):
             "model_on_flow_sentences": {k: _stats(flows, ("model", k)) for k in ("cos", "erank", "w2")},
             "flow": {k: _stats(flows, ("flow", k)) for k in ("cos", "erank", "clusters", "w2")},
             "agreement": _stats(flows, ("agreement",)),
+            **(
+                {
+                    "flow_mlp": {
+                        k: _stats(flows, ("flow_mlp", k)) for k in ("cos", "erank", "clusters", "w2")
+                    },
+                    "agreement_mlp": _stats(flows, ("agreement_mlp",)),
+                }
+                if c.mlp_flow and flows
+                else {}
+            ),
             "entropy_model": _stats(rows, ("entropy_model",)),
             "entropy_model_biasless": _stats(rows, ("entropy_model_biasless",)),
             "entropy_flow": _stats(flows, ("entropy_flow",)),
@@ -396,6 +421,12 @@ def _verdict(text: dict, sweep: dict, L: int, extra: int) -> dict:
             np.mean(np.abs(np.asarray(sweep["model_on_flow_sentences"]["cos"]["mean"]) - f))
         ),
     }
+    if "flow_mlp" in sweep:
+        fm = np.asarray(sweep["flow_mlp"]["cos"]["mean"])
+        out["flow_mlp_cos_first_last"] = [float(fm[0]), float(fm[-1])]
+        out["mean_abs_cos_gap_mlp"] = float(
+            np.mean(np.abs(np.asarray(sweep["model_on_flow_sentences"]["cos"]["mean"]) - fm))
+        )
     if extra and "extrapolation_frozen" in sweep:
         for beyond in ("frozen", "repeat"):
             e = np.asarray(sweep[f"extrapolation_{beyond}"]["cos"]["mean"])
@@ -437,6 +468,22 @@ def markdown_table(summary: dict) -> str:
             f"{s['model']['clusters']['mean'][i][k]:.1f} | {s['flow']['clusters']['mean'][i][k]:.1f} | "
             f"{s['agreement']['mean'][i]:.3f} |"
         )
+    if "flow_mlp" in s:
+        fm = s["flow_mlp"]
+        lines += [
+            "",
+            "Flow with attention + MLP as the drift (same sentences as the flow):",
+            "",
+            "| depth | cos model | cos flow + MLP | erank flow + MLP | "
+            f"clusters@{thr[k]:g} flow + MLP | <z, x> |",
+            "|---|---|---|---|---|---|",
+        ]
+        for i in range(L + 1):
+            lines.append(
+                f"| {i} | {ms(s['model_on_flow_sentences']['cos'], i)} | {ms(fm['cos'], i)} | "
+                f"{ms(fm['erank'], i)} | {fm['clusters']['mean'][i][k]:.1f} | "
+                f"{s['agreement_mlp']['mean'][i]:.3f} |"
+            )
     lines += ["", "| layer | entropy model | entropy biasless heads | entropy flow | E model | E flow | "
               "G^2 model | G^2 flow | Ghat^2 flow |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for i in range(L):
