@@ -30,6 +30,7 @@ from attnflow.bridge import (  # noqa: E402
     load_local,
     mlp_drift,
     relative_error,
+    stream_norms,
     theta_from_weights,
 )
 from attnflow.dynamics.field import evaluate_torch  # noqa: E402
@@ -250,6 +251,28 @@ def test_theta_layers_in_time():
         theta_from_weights(w, layer_time=-1)
     with pytest.raises(ValueError, match="unknown beyond 'loop'; valid: frozen, repeat"):
         theta.heads_at(1.0, "loop")
+
+
+def test_measured_residual_norms_of_a_pre_ln_model():
+    """S_l = rho_l I rescales GPT-2's V_h (and the MLP drift) by sqrt(d)/rho_l; rho_l is the stream's norm."""
+    w = from_hf_model(_tiny_gpt2(5))
+    fp = forward(w, IDS)
+    rho = stream_norms(w, fp.hidden_states)
+    r0 = fp.hidden_states[0]  # embeddings: the stream entering layer 0
+    assert rho[0] == pytest.approx(float((r0 - r0.mean(-1, keepdim=True)).norm(dim=-1).mean()), rel=1e-14)
+    base, scaled = theta_from_weights(w), theta_from_weights(w, residual_norms=rho)
+    for layer in range(w.depth):
+        torch.testing.assert_close(scaled.values[layer], base.values[layer] * math.sqrt(24) / rho[layer])
+        z = fp.tokens[layer]
+        m0, m1 = mlp_drift(w, layer)(z), mlp_drift(w, layer, residual_norm=rho[layer])(z)
+        torch.testing.assert_close(m1, m0 * math.sqrt(24) / rho[layer])
+    torch.testing.assert_close(scaled.process.layers, base.process.layers, rtol=0, atol=0)
+    with pytest.raises(
+        ValueError, match=r"residual_norms must be 2 finite numbers > 0 \(one per layer\): got \[1.0\]"
+    ):
+        theta_from_weights(w, residual_norms=[1.0])
+    with pytest.raises(ValueError, match="residual_norms applies to pre-LN models.*is post_ln"):
+        theta_from_weights(from_hf_model(_tiny_bert()), residual_norms=[1.0, 1.0])
 
 
 def test_public_api_unchanged():

@@ -46,6 +46,7 @@ from .theta import (
     BEYOND as BEYOND,
     ModelTheta as ModelTheta,
     mlp_drift as mlp_drift,
+    stream_norms as stream_norms,
     theta_from_weights as theta_from_weights,
 )
 
@@ -75,5 +76,6 @@ __all__ = [
     "random_gpt2",
     "relative_error",
     "sphere_tokens",
+    "stream_norms",
     "theta_from_weights",
 ]

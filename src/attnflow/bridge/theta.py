@@ -42,7 +42,7 @@ from ..model.weights import PiecewiseConstant
 from .checkpoint import LayerNormParams, TransformerWeights
 from .forward import mlp
 
-__all__ = ["BEYOND", "ModelTheta", "attention_layer_norm", "mlp_drift", "theta_from_weights"]
+__all__ = ["BEYOND", "ModelTheta", "attention_layer_norm", "mlp_drift", "stream_norms", "theta_from_weights"]
 
 #: what the weights do past the model's depth
 BEYOND = ("frozen", "repeat")
@@ -106,7 +106,27 @@ def attention_layer_norm(weights: TransformerWeights, layer: int) -> LayerNormPa
     return weights.embedding_ln if layer == 0 else weights.layers[layer - 1].ln_mlp
 
 
-def theta_from_weights(weights: TransformerWeights, *, layer_time: float = 1.0) -> ModelTheta:
+def _check_stream_norms(weights: TransformerWeights, norms) -> list[float] | None:
+    if norms is None:
+        return None
+    if weights.arch != "pre_ln":
+        raise ValueError(
+            "residual_norms applies to pre-LN models (GPT-2), whose updates are added to the residual "
+            f"stream; {weights.name} is {weights.arch} (its updates are added to a LayerNorm output); "
+            "pass None"
+        )
+    vals = [float(v) for v in norms]
+    if len(vals) != weights.depth or not all(math.isfinite(v) and v > 0 for v in vals):
+        raise ValueError(
+            f"residual_norms must be {weights.depth} finite numbers > 0 (one per layer): got {vals}; "
+            "e.g. the mean centred norm of the stream entering each layer"
+        )
+    return vals
+
+
+def theta_from_weights(
+    weights: TransformerWeights, *, layer_time: float = 1.0, residual_norms=None
+) -> ModelTheta:
     r"""Build Theta_t (module docstring) from a loaded stack.
 
     Parameters
@@ -114,6 +134,10 @@ def theta_from_weights(weights: TransformerWeights, *, layer_time: float = 1.0) 
     weights : TransformerWeights
     layer_time : float
         T > 0, the duration of one layer (layer l acts on [l T, (l + 1) T)).
+    residual_norms : sequence of float or None, shape=[L]
+        Pre-LN models only: the scale S_l = rho_l I of the residual stream entering each layer (e.g. the
+        mean centred norm measured by :func:`attnflow.bridge.forward` on a sentence, ``stream_norms``);
+        None takes S_l = sqrt(d) I.
 
     Returns
     -------
@@ -133,8 +157,7 @@ def theta_from_weights(weights: TransformerWeights, *, layer_time: float = 1.0) 
     ):
         raise ValueError(f"layer_time must be a finite number > 0: got {layer_time!r}; e.g. layer_time=1.0")
     d, H, k = weights.d, weights.num_heads, weights.head_dim
-    dtype = weights.word_embeddings.dtype
-    Pc = torch.eye(d, dtype=dtype) - torch.full((d, d), 1.0 / d, dtype=dtype)
+    rho = _check_stream_norms(weights, residual_norms)
     Ds, Vs = [], []
     for layer in range(weights.depth):
         m = weights.head_matrices(layer)
@@ -142,8 +165,12 @@ def theta_from_weights(weights: TransformerWeights, *, layer_time: float = 1.0) 
         QK = m["Q"].transpose(-1, -2) @ m["K"]  # (H, d, d) Q_h^T K_h in model space
         Ds.append(a[:, None] * QK * a[None, :])
         OV = m["O"] @ m["V"]  # (H, d, d) W_o^h W_v^h
-        inv_s = (1.0 / a)[:, None] if weights.arch == "post_ln" else 1.0 / math.sqrt(d)
-        Vs.append(H * (Pc @ (inv_s * OV * a[None, :])))
+        if weights.arch == "post_ln":
+            inv_s = (1.0 / a)[:, None]
+        else:
+            inv_s = 1.0 / (math.sqrt(d) if rho is None else rho[layer])
+        M = H * (inv_s * OV * a[None, :])
+        Vs.append(M - M.mean(dim=-2, keepdim=True))  # P_c M: the centring of the output rows
     notes = (
         "tokens: the centred, normalised vector each LayerNorm projects (radius "
         f"sqrt(d) = {math.sqrt(d):.4g} before the affine map); "
@@ -153,8 +180,13 @@ def theta_from_weights(weights: TransformerWeights, *, layer_time: float = 1.0) 
         "values V_h = H P_c S^-1 W_o^h W_v^h A_l, P_c the centring; S = A_l (post-LN: the update is added to "
         "the LayerNorm output)"
         if weights.arch == "post_ln"
-        else "values V_h = H P_c W_o^h W_v^h A_l / sqrt(d), P_c the centring: the residual stream is "
-        "taken at LayerNorm's radius sqrt(d) (pre-LN; the true stream norm varies with depth)",
+        else (
+            "values V_h = H P_c W_o^h W_v^h A_l / sqrt(d), P_c the centring: the residual stream is "
+            "taken at LayerNorm's radius sqrt(d) (pre-LN; the true stream norm varies with depth)"
+            if rho is None
+            else "values V_h = H P_c W_o^h W_v^h A_l / rho_l, P_c the centring, rho_l the given norm of the "
+            f"residual stream entering layer l (pre-LN): {', '.join(f'{r:.4g}' for r in rho)}"
+        ),
         "dropped: the LayerNorm shift b_l, the projection biases b_q, b_k, b_v, b_o, the MLP (attention-only "
         "drift), LayerNorm's epsilon",
         f"layer l acts on [l T, (l + 1) T), T = {layer_time:g}; direction 'ascent' (the residual adds the "
@@ -169,7 +201,7 @@ def theta_from_weights(weights: TransformerWeights, *, layer_time: float = 1.0) 
     )
 
 
-def mlp_drift(weights: TransformerWeights, layer: int):
+def mlp_drift(weights: TransformerWeights, layer: int, *, residual_norm: float | None = None):
     r"""Layer ``layer``'s MLP as a drift on the sphere tokens (the "attention + MLP" choice of Theta_t).
 
     The MLP reads the LayerNorm output :math:`A z + b` (BERT: the block's first LayerNorm ``ln_attn``;
@@ -186,6 +218,9 @@ def mlp_drift(weights: TransformerWeights, layer: int):
     ----------
     weights : TransformerWeights
     layer : int
+    residual_norm : float or None
+        Pre-LN only: S = residual_norm I instead of sqrt(d) I (as ``residual_norms`` of
+        :func:`theta_from_weights`).
 
     Returns
     -------
@@ -197,10 +232,27 @@ def mlp_drift(weights: TransformerWeights, layer: int):
     lw, d = weights.layers[layer], weights.d
     ln = lw.ln_attn if weights.arch == "post_ln" else lw.ln_mlp
     a = math.sqrt(d) * ln.weight
-    scale = a if weights.arch == "post_ln" else torch.full_like(a, math.sqrt(d))
+    if residual_norm is not None:
+        rho = _check_stream_norms(weights, [residual_norm] * weights.depth)[0]
+    else:
+        rho = math.sqrt(d)
+    scale = a if weights.arch == "post_ln" else torch.full_like(a, rho)
 
     def drift(z: torch.Tensor) -> torch.Tensor:
         out = mlp(z * a + ln.bias, lw, weights.activation) / scale
         return out - out.mean(dim=-1, keepdim=True)  # P_c
 
     return drift
+
+
+def stream_norms(weights: TransformerWeights, hidden_states: torch.Tensor) -> list[float]:
+    r"""Mean centred norm of the residual stream entering each layer of a pre-LN model, shape [L].
+
+    :math:`\rho_l = \frac1n\sum_i \|r_{l,i} - \bar r_{l,i}\mathbf 1\|` from the hidden states of
+    :func:`attnflow.bridge.forward` (for a pre-LN model ``hidden_states[l]`` is the stream r_l, l < L).
+    """
+    if weights.arch != "pre_ln":
+        raise ValueError(f"stream_norms applies to pre-LN models (GPT-2): {weights.name} is {weights.arch}")
+    r = hidden_states[: weights.depth]
+    c = r - r.mean(dim=-1, keepdim=True)
+    return [float(v) for v in torch.linalg.vector_norm(c, dim=-1).mean(dim=-1)]

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -49,6 +50,7 @@ from ..bridge import (
     mlp_drift,
     random_gpt2,
     relative_error,
+    stream_norms,
     theta_from_weights,
 )
 from ..bridge.theta import ModelTheta
@@ -203,12 +205,20 @@ def _ledger(x: torch.Tensor, theta: ModelTheta) -> dict:
     return {"E": np.array(E), "G2": np.array(G2), "Ghat2": np.array(Gh2)}
 
 
-def _sentence(weights, theta, ids, ref, c, *, steps: int, flow: bool, ledger: bool, extra: int) -> dict:
+def _sentence(
+    weights, theta, ids, ref, c, *, steps: int, flow: bool, ledger: bool, extra: int, one_step: bool = False
+) -> dict:
     """All statistics of one sentence (the extrapolation uses ``c.sweep_steps_per_layer``)."""
     L = theta.depth
     fp = forward(weights, ids)
     z = fp.tokens
+    rho = None
+    if weights.arch == "pre_ln" and c.residual_scale == "measured":  # this sentence's stream norms
+        rho = stream_norms(weights, fp.hidden_states)
+        theta = theta_from_weights(weights, layer_time=theta.layer_time, residual_norms=rho)
     out: dict = {"n": len(ids), "model": _profile(z, c.thresholds)}
+    if rho is not None:
+        out["stream_norms"] = np.array(rho)
     out["entropy_model"] = _entropy_rows(fp.attentions).numpy()  # (L, H)
     D = theta.process.layers
     biasless = [attention_entropy(z[l], D[l], theta.beta, causal=theta.causal)[0] for l in range(L)]
@@ -220,8 +230,13 @@ def _sentence(weights, theta, ids, ref, c, *, steps: int, flow: bool, ledger: bo
     x = attention_flow(theta, z[0], layers=L, steps_per_layer=steps)
     out["flow"] = _profile(x, c.thresholds)
     out["agreement"] = (z * x).sum(-1).mean(-1).numpy()
+    if one_step:  # the network with its MLPs removed (one Euler step of length T per layer)
+        discrete = attention_flow(theta, z[0], layers=L, steps_per_layer=1)
+        out["flow_one_step"] = {"cos": mean_pairwise_inner_product(discrete).numpy()}
     if c.mlp_flow:
-        drifts = [mlp_drift(weights, layer) for layer in range(L)]
+        drifts = [
+            mlp_drift(weights, layer, residual_norm=None if rho is None else rho[layer]) for layer in range(L)
+        ]
         xm = attention_flow(theta, z[0], layers=L, steps_per_layer=steps, mlp=drifts)
         out["flow_mlp"] = _profile(xm, c.thresholds)
         out["agreement_mlp"] = (z * xm).sum(-1).mean(-1).numpy()
@@ -280,6 +295,12 @@ class RealModelConfig(StudyConfig):
     seed: int = Field(0, description="seed of the random GPT-2's initialisation", examples=[0])
     hf_check: bool = Field(True, description="compare the from-scratch pass with transformers per sentence")
     mlp_flow: bool = Field(True, description="also run the flow with attention + MLP as the drift")
+    residual_scale: Literal["measured", "sqrt_d"] = Field(
+        "measured",
+        description="pre-LN models: the residual stream's scale S_l in V_h and the MLP drift, its norm "
+        "measured per sentence and layer or sqrt(d) (post-LN models ignore it)",
+        examples=["measured"],
+    )
 
     @field_validator("model")
     @classmethod
@@ -325,10 +346,7 @@ class RealModelStudy(Study):
             L = theta.depth
             text_ids = tokenize(c.text)
             text = _sentence(weights, theta, text_ids, ref, c, steps=c.steps_per_layer, flow=True,
-                             ledger=True, extra=c.extra_layers)  # fmt: skip
-            z0 = forward(weights, text_ids).tokens[0]
-            discrete = attention_flow(theta, z0, layers=L, steps_per_layer=1)
-            text["flow_one_step"] = {"cos": mean_pairwise_inner_product(discrete).numpy()}
+                             ledger=True, extra=c.extra_layers, one_step=True)  # fmt: skip
             t_text = time.perf_counter() - t_start
             corpus = load_corpus()
             chosen = corpus[: c.sentences] if c.sentences else corpus
@@ -365,6 +383,7 @@ class RealModelStudy(Study):
             "entropy_model": _stats(rows, ("entropy_model",)),
             "entropy_model_biasless": _stats(rows, ("entropy_model_biasless",)),
             "entropy_flow": _stats(flows, ("entropy_flow",)),
+            **({"stream_norms": _stats(rows, ("stream_norms",))} if "stream_norms" in rows[0] else {}),
         }
         if ledgers:
             for side in ("ledger_model", "ledger_flow"):
