@@ -17,6 +17,7 @@ from .multihead import (
     plot_sufficient_condition,
     plot_superadditivity,
 )
+from .real_model import plot_real_model
 from .reproduction import plot_all
 from .theorems import (
     plot_layer_scaling,
@@ -54,6 +55,8 @@ _FIGURES.update(
 
 # the training studies (issue 15)
 _FIGURES.update(ntk_injectivity=plot_ntk_injectivity, depth_limit=plot_depth_limit)
+# issue 17: a trained transformer against the attention flow of its heads
+_FIGURES["real_model"] = plot_real_model
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

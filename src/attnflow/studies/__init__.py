@@ -51,6 +51,7 @@ from .ntk_injectivity import (  # registers it
     NtkInjectivityConfig as NtkInjectivityConfig,
     NtkInjectivityStudy as NtkInjectivityStudy,
 )
+from .real_model import RealModelConfig as RealModelConfig, RealModelStudy as RealModelStudy  # registers it
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -85,6 +86,8 @@ __all__ = [
     "NotAStudyDirectoryError",
     "NtkInjectivityConfig",
     "NtkInjectivityStudy",
+    "RealModelConfig",
+    "RealModelStudy",
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",

