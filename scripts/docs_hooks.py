@@ -183,8 +183,11 @@ API_PAGES = {
             "attnflow.training.losses",
             "attnflow.training.trainer",
             "attnflow.training.meanfield",
+            "attnflow.training.residual",
+            "attnflow.training.depth",
         ],
     ),
+    "attnflow.bridge": "Trained transformers (MiniLM, BERT, GPT-2) as heads, Theta_t and a forward pass.",
 }
 
 
