@@ -17,6 +17,7 @@ from .multihead import (
     plot_sufficient_condition,
     plot_superadditivity,
 )
+from .pde import plot_pde_particles
 from .reproduction import plot_all
 from .theorems import (
     plot_layer_scaling,
@@ -50,6 +51,9 @@ _FIGURES.update(
     stability_input=plot_stability_input,
     stability_weights=plot_stability_weights,
 )
+
+# the Transformer PDE against particles (issue 16)
+_FIGURES.update(pde_particles=plot_pde_particles)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

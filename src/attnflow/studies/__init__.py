@@ -46,6 +46,7 @@ from .multihead_reduced import (
     ReluVsSoftmaxStudy as ReluVsSoftmaxStudy,
     SuperadditivityStudy as SuperadditivityStudy,
 )
+from .pde_particles import PdeParticlesConfig as PdeParticlesConfig, PdeParticlesStudy as PdeParticlesStudy
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -76,6 +77,8 @@ __all__ = [
     "MeanFieldHeadsConfig",
     "MeanFieldHeadsStudy",
     "NotAStudyDirectoryError",
+    "PdeParticlesConfig",
+    "PdeParticlesStudy",
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",
