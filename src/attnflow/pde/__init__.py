@@ -41,6 +41,7 @@ from .solver import (
     DensitySolver as DensitySolver,
     make_solver as make_solver,
     records_to_dataset as records_to_dataset,
+    snapshot as snapshot,
     solve_density as solve_density,
 )
 
@@ -67,6 +68,7 @@ __all__ = [
     "rotation_invariant",
     "sample_density",
     "smoothing_factors",
+    "snapshot",
     "solve_density",
     "von_mises_fisher_mixture",
 ]

@@ -38,7 +38,7 @@ from .band import BAND_TOL, check_band_limit, kernel_radius, minimum_band_limit
 from .field import ATTENTIONS, KERNEL_METHODS, DensityField, density_field
 from .grids import SpectralGrid, make_grid
 
-__all__ = ["CFL_MAX", "DensitySolver", "solve_density"]
+__all__ = ["CFL_MAX", "DensitySolver", "make_solver", "records_to_dataset", "snapshot", "solve_density"]
 
 #: RK4 is stable for purely imaginary eigenvalues i w with |w| dt <= 2 sqrt(2) = 2.83
 CFL_MAX = 2.8
@@ -340,7 +340,8 @@ class DensitySolver:
         }
 
 
-def _record(solver: DensitySolver) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, dict]:
+def snapshot(solver: DensitySolver) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, dict]:
+    """One record: (t, coefficients, density on the grid nodes, heads, monitors)."""
     return (
         solver.t,
         solver.u.copy(),
@@ -351,14 +352,17 @@ def _record(solver: DensitySolver) -> tuple[float, np.ndarray, np.ndarray, np.nd
 
 
 def records_to_dataset(records: list, solver: DensitySolver) -> xr.Dataset:
-    """An xarray Dataset of recorded states: ``density`` (time, node) on the grid nodes, ``coef``
+    """An xarray Dataset of recorded states: ``density`` (time, node) on the grid nodes, ``coefficients``
     (time, coef, part) the coefficients (real, imaginary), ``heads`` (time, head, row, col) and the
     monitors (time)."""
     g = solver.grid
     times = np.array([r[0] for r in records])
     data = {
         "density": (("time", "node"), np.stack([r[2] for r in records])),
-        "coef": (("time", "coef", "part"), np.stack([np.stack([r[1].real, r[1].imag], -1) for r in records])),
+        "coefficients": (
+            ("time", "coef", "part"),
+            np.stack([np.stack([r[1].real, r[1].imag], -1) for r in records]),
+        ),
         "heads": (("time", "head", "row", "col"), np.stack([r[3] for r in records])),
         "nodes": (("node", "dim"), g.points),
         "weights": (("node",), g.weights),
@@ -381,11 +385,11 @@ def solve_density(solver: DensitySolver, n_steps: int, *, record_every: int = 1,
         raise ValueError(f"n_steps must be an integer >= 0: got {n_steps!r}")
     if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
         raise ValueError(f"record_every must be an integer >= 1: got {record_every!r}")
-    recs = [_record(solver)]
+    recs = [snapshot(solver)]
     for k in range(1, n_steps + 1):
         solver.step()
         if k % record_every == 0 or k == n_steps:
-            recs.append(_record(solver))
+            recs.append(snapshot(solver))
         if progress is not None:
             progress(1)
     return records_to_dataset(recs, solver)

@@ -96,7 +96,7 @@ class PdeParticlesConfig(StudyConfig):
 
 
 def _coef(ds, k: int = -1) -> np.ndarray:
-    c = ds.coef.values[k]
+    c = ds.coefficients.values[k]
     return c[:, 0] + 1j * c[:, 1]
 
 
@@ -234,7 +234,7 @@ def _closed_forms(c) -> dict:
                 ds = solve_density(
                     DensitySolver(model, u0, a * np.eye(d), grid=grid, dt=0.01), 50, record_every=50
                 )
-                c_ = ds.coef.values[:, idx, 0]
+                c_ = ds.coefficients.values[:, idx, 0]
                 got = math.log(abs(c_[-1]) / abs(c_[0])) / 0.5
                 want = mode_growth_rate(deg, d=d, beta=beta, a=a, attention=att)
                 out.append(
