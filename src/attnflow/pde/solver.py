@@ -230,7 +230,7 @@ class DensitySolver:
         w = self.model.weights
         D_jump = D_new
         if w.stochastic:
-            g = torch.as_tensor(w.diffusion(D_new, t), dtype=torch.float64)
+            g = torch.as_tensor(w.diffusion(D, t), dtype=torch.float64)  # Ito: g at the step start
             D_jump = D_new + g * math.sqrt(h) * noise_matrix(self.noise.next(), w.noise)
         imposed = w.jump(D_jump, t_new)
         if imposed is not None:

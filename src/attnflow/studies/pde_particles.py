@@ -31,10 +31,11 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, conint
+from pydantic import Field, PositiveFloat, conint, model_validator
 
 from ..analysis.fits import fit_power_law
 from ..model.transformer import TransformerModel
@@ -74,7 +75,9 @@ class PdeParticlesConfig(StudyConfig):
         examples=[[4, 2, 1]],
     )
     s1_L: conint(ge=8) = Field(96, description="band limit of the S^1 density", examples=[96])
-    s1_weights: str = Field("oscillating", description="weight process on S^1: constant or oscillating")
+    s1_weights: Literal["constant", "oscillating"] = Field(
+        "oscillating", description="weight process on S^1", examples=["oscillating"]
+    )
     s2_n: list[conint(ge=10)] = Field(
         [100, 316, 1000, 3162, 10000],
         min_length=3,
@@ -93,6 +96,20 @@ class PdeParticlesConfig(StudyConfig):
     dt_particles: PositiveFloat = Field(0.02, description="particle time step (Heun)", examples=[0.02])
     kappa_smooth: PositiveFloat = Field(20.0, description="smoothing concentration of the L2 distance")
     seed: int = Field(0, description="seed of the samples", examples=[0])
+    closed_form_degrees: list[conint(ge=1, le=3)] = Field(
+        [1, 2, 3], min_length=1, description="mode degrees of the linear growth-rate checks", examples=[[1]]
+    )
+
+    @model_validator(mode="after")
+    def _same_lengths(self):
+        for tag in ("s1", "s2"):
+            ns, reps = getattr(self, f"{tag}_n"), getattr(self, f"{tag}_replicates")
+            if len(ns) != len(reps):
+                raise ValueError(
+                    f"{tag}_n and {tag}_replicates must have the same length: got {len(ns)} and {len(reps)}; "
+                    "give one replicate count per n"
+                )
+        return self
 
 
 def _coef(ds, k: int = -1) -> np.ndarray:
@@ -220,7 +237,7 @@ def _closed_forms(c) -> dict:
         grid = make_grid(d, L)
         for att in ("softmax", "usa"):
             model = TransformerModel(direction="ascent", attention=att, beta=beta)
-            for deg in (1, 2, 3):
+            for deg in c.closed_form_degrees:
 
                 def f(x, deg=deg, d=d):
                     if d == 2:
@@ -337,6 +354,7 @@ class PdeParticlesStudy(Study):
             "t1": 0.2,
             "dt_pde": 0.02,
             "dt_particles": 0.05,
+            "closed_form_degrees": [1],
         }
 
     def plan(self, config) -> dict:
@@ -344,14 +362,6 @@ class PdeParticlesStudy(Study):
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
-        for ns, reps, tag in ((c.s1_n, c.s1_replicates, "s1"), (c.s2_n, c.s2_replicates, "s2")):
-            if len(ns) != len(reps):
-                raise ValueError(
-                    f"{tag}_n and {tag}_replicates must have the same length: got {len(ns)} and {len(reps)}; "
-                    "give one replicate count per n"
-                )
-        if c.s1_weights not in ("constant", "oscillating"):
-            raise ValueError(f"s1_weights must be 'constant' or 'oscillating': got {c.s1_weights!r}")
         weights = Oscillating(forcing="s1") if c.s1_weights == "oscillating" else Constant()
         with one_thread():
             m1 = TransformerModel(direction="ascent", attention="softmax", beta=1.0, weights=weights)
