@@ -184,6 +184,9 @@ def run(
         except (CorruptFileError, OSError):
             return False
 
+    if _is_pde_run(config):  # a density run of the Transformer PDE (``model: pde``): see `pde_run` below
+        _pde_run(config, out, resume, quiet)
+        return
     with _reported(f"the run {out} failed"):
         cfg = load_config(config)
         try:
@@ -736,6 +739,61 @@ def report(
                 typer.echo(f"  {e}", err=True)
             if errors:
                 raise typer.Exit(1)
+
+
+# -- the Transformer PDE (issue 16): density runs (``model: pde`` configs) and their figures ---------------
+def _is_pde_run(config: Path) -> bool:
+    from .experiments.pde_runs import is_pde_config
+
+    return is_pde_config(config)
+
+
+def _pde_run(config: Path, out: Path, resume: bool, quiet: bool) -> None:
+    from .experiments.pde_runs import run_pde
+
+    with _reported(f"the PDE run {out} failed"):
+        try:
+            run_pde(config, out, resume=resume, progress=not quiet)
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from None
+    if not quiet:
+        typer.echo(f"done: {out} (config.yaml, meta.json, data.zarr); figures: attnflow pde-plot {out}")
+
+
+@app.command("pde-plot")
+def pde_plot(
+    directory: Annotated[
+        Path, typer.Argument(help="A PDE run directory (attnflow run on a model: pde config).")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Figure directory (default: the run's).")
+    ] = None,
+) -> None:
+    """Draw a density run: equal-area (Mollweide) maps and an animation on S^2, density curves on S^1."""
+    import numpy as np
+
+    from .experiments.store import open_run
+    from .plot.pde import lat_lon_raster, plot_density_run
+
+    with _reported(f"cannot draw {directory}"):
+        ds = open_run(directory).load()
+        target = directory if out is None else out
+        target.mkdir(parents=True, exist_ok=True)
+        coef = ds.coefficients.values[..., 0] + 1j * ds.coefficients.values[..., 1]
+        d = int(ds.nodes.shape[1])
+        from .pde import make_grid
+
+        grid = make_grid(d, int(ds.attrs["band_limit"]))
+        if d == 3:
+            lat, lon, pts = lat_lon_raster()
+            frames = np.stack([grid.evaluate(c, pts).reshape(lat.size, lon.size) for c in coef])
+            files = plot_density_run(ds.time.values, frames, target, d=3, lat=lat, lon=lon)
+        else:
+            th = np.linspace(-np.pi, np.pi, 1024, endpoint=False)
+            pts = np.stack([np.cos(th), np.sin(th)], 1)
+            frames = np.stack([grid.evaluate(c, pts) for c in coef])
+            files = plot_density_run(ds.time.values, frames, target, d=2, theta=th)
+    typer.echo(f"wrote {', '.join(str(target / f) for f in files.values())}")
 
 
 def main() -> None:

@@ -13,6 +13,10 @@ from .clustering import (
     min_pairwise_inner_product,
     pairwise_geodesic_distance,
 )
+from .density import (
+    smoothed_l2_distance as smoothed_l2_distance,
+    wasserstein2_to_density as wasserstein2_to_density,
+)
 from .dissipation import (
     dissipation_power,
     effective_mobility,
@@ -91,5 +95,7 @@ __all__ = [
     "residual_order",
     "sliced_wasserstein_sphere",
     "strong_upper_gradient_sq",
+    "smoothed_l2_distance",
     "wasserstein2",
+    "wasserstein2_to_density",
 ]

@@ -17,6 +17,7 @@ from .multihead import (
     plot_sufficient_condition,
     plot_superadditivity,
 )
+from .pde import plot_pde_particles
 from .real_model import plot_real_model
 from .reproduction import plot_all
 from .theorems import (
@@ -57,6 +58,8 @@ _FIGURES.update(
 _FIGURES.update(ntk_injectivity=plot_ntk_injectivity, depth_limit=plot_depth_limit)
 # issue 17: a trained transformer against the attention flow of its heads
 _FIGURES["real_model"] = plot_real_model
+# the Transformer PDE against particles (issue 16)
+_FIGURES.update(pde_particles=plot_pde_particles)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

@@ -51,6 +51,7 @@ from .ntk_injectivity import (  # registers it
     NtkInjectivityConfig as NtkInjectivityConfig,
     NtkInjectivityStudy as NtkInjectivityStudy,
 )
+from .pde_particles import PdeParticlesConfig as PdeParticlesConfig, PdeParticlesStudy as PdeParticlesStudy
 from .real_model import RealModelConfig as RealModelConfig, RealModelStudy as RealModelStudy  # registers it
 from .registry import (
     available_studies as available_studies,
@@ -88,6 +89,8 @@ __all__ = [
     "NtkInjectivityStudy",
     "RealModelConfig",
     "RealModelStudy",
+    "PdeParticlesConfig",
+    "PdeParticlesStudy",
     "ReproductionConfig",
     "ReproductionStudy",
     "Study",

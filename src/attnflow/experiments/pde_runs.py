@@ -1,0 +1,316 @@
+r"""Density runs of the Transformer PDE as experiments: YAML config (``model: pde``), store, resume.
+
+A config marks a density run with ``model: pde``; the attention dynamics sit under ``dynamics:`` (the keys
+of a particle run's ``model:`` section), the weight process and the heads are the particle runs' sections::
+
+    name: pde_s1
+    model: pde
+    dynamics: {direction: ascent, attention: softmax, beta: 1.0}
+    weights: {process: oscillating, forcing: s1}
+    heads: {init: identity, H: 2, scale: 1.0}
+    density: {init: von_mises_fisher, d: 2, centres: [[1, 0], [0, 1]], kappa: 6.0}
+    pde: {band_limit: 48, eps: 0.0}
+    integrator: {dt: 0.01, t1: 1.0}
+    record: {every: 10}
+
+Refused at load: a band limit below the minimum for beta |D| of the initial heads (the message gives the
+minimum, :mod:`attnflow.pde.band`), a negative eps, a time step beyond the explicit stability limit.
+:func:`run_pde` writes ``config.yaml``, ``meta.json`` (status), ``checkpoint.pt`` (the solver's state and
+the records so far, replaced atomically every ``checkpoint_every`` steps) and, when done, ``data.zarr``
+(:func:`attnflow.pde.records_to_dataset`; read it with :func:`attnflow.experiments.store.open_run`). A
+killed run resumes from its checkpoint and gives the same data as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import numpy as np
+import torch
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..model import heads as heads_mod
+from ..model.transformer import TransformerModel
+from ..pde import (
+    BAND_TOL,
+    DensitySolver,
+    density_from_function,
+    density_from_particles,
+    make_grid,
+    records_to_dataset,
+    snapshot,
+    von_mises_fisher_mixture,
+)
+from ..pde.field import KERNEL_METHODS
+from ..simulation import n_steps_for
+from .errors import ConfigError
+from .files import atomic_write_bytes, atomic_write_text, utc_now
+from .locking import DirectoryLock
+from .progress import ProgressBar
+from .schema import HeadsConfig, ModelConfig, WeightsConfig, check_weights_fit, load_yaml, weight_process
+from .store import CHECKPOINT_FILE, CONFIG_FILE, DATA_DIR, META_FILE, ZARR_FORMAT, read_meta
+
+__all__ = ["PdeRunConfig", "build_pde", "is_pde_config", "load_pde_config", "run_pde"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+class UniformDensity(_Section):
+    """``density: {init: uniform, d}``."""
+
+    init: Literal["uniform"]
+    d: int = Field(ge=2, le=3)
+
+
+class VMFDensity(_Section):
+    """``density: {init: von_mises_fisher, d, centres, kappa, weights}``: a mixture (truncated at L)."""
+
+    init: Literal["von_mises_fisher"]
+    d: int = Field(ge=2, le=3)
+    centres: list[list[float]] = Field(min_length=1)
+    kappa: float = Field(gt=0)
+    weights: list[float] | None = None
+
+
+class ParticleDensity(_Section):
+    """``density: {init: particles, path, kappa}``: kernel smoothing (bandwidth 1/sqrt(kappa)) of a ``.npy``
+    cloud of shape (n, d)."""
+
+    init: Literal["particles"]
+    path: str
+    kappa: float = Field(gt=0)
+
+
+DensityConfig = Annotated[Union[UniformDensity, VMFDensity, ParticleDensity], Field(discriminator="init")]  # noqa: UP007
+
+
+class PdeSection(_Section):
+    """``pde: {band_limit, eps, kernel, band_tol}``."""
+
+    band_limit: int = Field(ge=1)
+    eps: float = 0.0
+    kernel: Literal[KERNEL_METHODS] = "auto"  # type: ignore[valid-type]
+    band_tol: float = Field(BAND_TOL, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _eps(self):
+        if self.eps < 0:
+            raise ValueError(
+                f"pde.eps (token noise intensity, generator eps * Laplacian) must be >= 0: got {self.eps!r}; "
+                "use 0 for the paper's PDE"
+            )
+        return self
+
+
+class PdeIntegrator(_Section):
+    """``integrator: {dt, t1}``: Lawson RK4 (:mod:`attnflow.pde.solver`); t1 / dt a whole number."""
+
+    dt: float = Field(gt=0)
+    t1: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _whole(self):
+        try:
+            n_steps_for(0.0, self.t1, self.dt)
+        except ValueError as exc:
+            raise ValueError(f"integrator.t1 / integrator.dt: {exc}") from exc
+        return self
+
+
+class PdeRecord(_Section):
+    every: int = Field(10, ge=1)
+
+
+class PdeRunConfig(_Section):
+    """A density run of the Transformer PDE (module docstring)."""
+
+    name: str = "pde_run"
+    model: Literal["pde"]
+    dynamics: ModelConfig
+    weights: WeightsConfig = Field(default_factory=lambda: {"process": "constant"})
+    heads: HeadsConfig
+    density: DensityConfig
+    pde: PdeSection
+    integrator: PdeIntegrator
+    record: PdeRecord = Field(default_factory=PdeRecord)
+    seed: int = Field(0, ge=0)
+    checkpoint_every: int = Field(100, ge=1)
+
+    @model_validator(mode="after")
+    def _weights_fit(self):
+        """The weight process must fit heads.H heads of size density.d (for a particle file: at build)."""
+        d = getattr(self.density, "d", None)
+        if d is not None:
+            check_weights_fit(self.weights, self.heads.H, d, f"density.d = {d}")
+        return self
+
+
+def _raw(source: Any) -> Any:
+    if isinstance(source, (str, Path)):
+        return load_yaml(Path(source).read_text())
+    return source
+
+
+def is_pde_config(source: Any) -> bool:
+    """Whether a YAML file / mapping is a density run (``model: pde``)."""
+    try:
+        data = _raw(source)
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and data.get("model") == "pde"
+
+
+def load_pde_config(source: str | Path | dict | PdeRunConfig) -> PdeRunConfig:
+    """Load and validate a density-run config.
+
+    Raises
+    ------
+    ConfigError
+        One line per problem: the key, the rule, the value received.
+    """
+    if isinstance(source, PdeRunConfig):
+        return source
+    data = _raw(source)
+    try:
+        return PdeRunConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for e in exc.errors():
+            key = ".".join(str(p) for p in e["loc"]) or "the config"
+            rule = e["msg"].removeprefix("Value error, ")
+            lines.append(f"{key}: {rule}; got {e.get('input')!r}")
+        raise ConfigError("invalid PDE config:\n  " + "\n  ".join(lines)) from None
+
+
+def build_pde(config) -> DensitySolver:
+    """The :class:`attnflow.pde.DensitySolver` a config describes (refusals at load as ConfigError)."""
+    cfg = load_pde_config(config)
+    m = cfg.dynamics
+    try:
+        model = TransformerModel(
+            direction=m.direction,
+            attention=m.attention,
+            beta=m.beta,
+            geometry=m.geometry,
+            weights=weight_process(cfg.weights),
+            causal=m.causal,
+            layer_scaling=m.layer_scaling,
+        )
+        den = cfg.density
+        if isinstance(den, ParticleDensity):
+            x = np.load(den.path)
+            d = int(x.shape[-1])
+            check_weights_fit(cfg.weights, cfg.heads.H, d, f"the particles of density.path (d = {d})")
+        else:
+            d = den.d
+        grid = make_grid(d, cfg.pde.band_limit)
+        if isinstance(den, UniformDensity):
+            u0 = density_from_function(grid, lambda p: np.ones(p.shape[0]))
+        elif isinstance(den, VMFDensity):
+            u0 = von_mises_fisher_mixture(grid, np.array(den.centres), den.kappa, den.weights)
+        else:
+            u0 = density_from_particles(grid, x, den.kappa)
+        h = cfg.heads
+        if h.init == "symmetric_gaussian":
+            D0 = h.scale * heads_mod.symmetric_gaussian(1, h.H, d, seed=cfg.seed)
+        elif h.init == "gaussian":
+            D0 = heads_mod.gaussian(1, h.H, d, seed=cfg.seed, scale=h.scale)
+        elif h.init == "identity":
+            D0 = heads_mod.identity(1, h.H, d, scale=h.scale)
+        else:
+            D0 = h.scale * heads_mod.from_array(np.load(h.path), paths=1, d=d)
+        return DensitySolver(
+            model,
+            u0,
+            D0[0].numpy(),
+            grid=grid,
+            dt=cfg.integrator.dt,
+            eps=cfg.pde.eps,
+            seed=cfg.seed,
+            kernel=cfg.pde.kernel,
+            band_tol=cfg.pde.band_tol,
+        )
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"cannot build the PDE run {cfg.name!r}: {exc}") from exc
+
+
+def _dump(cfg: PdeRunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool = False) -> Path:
+    """Run (or resume) a density run into ``out_dir`` (module docstring); returns ``out_dir``.
+
+    Raises
+    ------
+    ConfigError
+        Invalid config or refused at load.
+    ValueError
+        ``out_dir`` holds a run of another config and ``resume`` is True.
+    """
+    cfg = load_pde_config(config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = _dump(cfg)
+    with DirectoryLock(out, "run directory"):
+        meta = read_meta(out)
+        old = (out / CONFIG_FILE).read_text() if (out / CONFIG_FILE).is_file() else None
+        if resume and old is not None and old != text:
+            raise ValueError(
+                f"{out} holds a run of another config; resume=False starts afresh, or choose another "
+                "directory"
+            )
+        if resume and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
+            return out
+        solver = build_pde(cfg)
+        n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
+        every = cfg.record.every
+        ck = out / CHECKPOINT_FILE
+        if resume and old == text and ck.is_file():
+            state = torch.load(ck, weights_only=False)
+            solver.load_state_dict(state["solver"])
+            records = state["records"]
+        else:
+            records = [snapshot(solver)]
+        atomic_write_text(out / CONFIG_FILE, text)
+        meta = {
+            "status": "running",
+            "kind": "pde",
+            "started": meta.get("started", utc_now()),
+            "steps": n_steps,
+        }
+        atomic_write_text(out / META_FILE, _json(meta))
+        bar = ProgressBar(
+            n_steps, cfg.name, unit="step", initial=solver.step_index, enabled=None if progress else False
+        )
+        try:
+            while solver.step_index < n_steps:
+                solver.step()
+                k = solver.step_index
+                if k % every == 0 or k == n_steps:
+                    records.append(snapshot(solver))
+                if k % cfg.checkpoint_every == 0 and k < n_steps:
+                    st = {"solver": solver.state_dict(), "records": records}
+                    atomic_write_bytes(ck, lambda fh, st=st: torch.save(st, fh))
+                bar.update(1)
+        except BaseException:
+            meta["status"] = "failed" if solver.step_index < n_steps else meta["status"]
+            atomic_write_text(out / META_FILE, _json(meta))
+            raise
+        ds = records_to_dataset(records, solver)
+        ds.attrs["config_name"] = cfg.name
+        ds.to_zarr(out / DATA_DIR, mode="w", consolidated=True, zarr_format=ZARR_FORMAT)
+        meta.update(status="done", finished=utc_now())
+        atomic_write_text(out / META_FILE, _json(meta))
+        ck.unlink(missing_ok=True)
+    return out
+
+
+def _json(meta: dict) -> str:
+    import json
+
+    return json.dumps(meta, indent=2, default=str) + "\n"
