@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from ..geometry import Sphere
 from ..model.transformer import TransformerModel
 from ..model.weights import noise_matrix
 from ..random import BrownianSource
@@ -104,8 +105,11 @@ class DensitySolver:
     ):
         if not isinstance(model, TransformerModel):
             raise ValueError(f"model must be a TransformerModel: got {type(model).__name__}")
-        if model.geometry.name != "sphere":
-            raise ValueError(f"the Transformer PDE lives on the sphere: got geometry {model.geometry.name!r}")
+        if not isinstance(model.geometry, Sphere):
+            raise ValueError(
+                f"the Transformer PDE lives on the sphere: got geometry {model.geometry.name!r}; "
+                "use TransformerModel(geometry='sphere')"
+            )
         if model.attention not in ATTENTIONS:
             raise ValueError(
                 f"the density solver implements attention in {ATTENTIONS}: got {model.attention!r}; "
