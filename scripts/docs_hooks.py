@@ -187,6 +187,7 @@ API_PAGES = {
             "attnflow.training.depth",
         ],
     ),
+    "attnflow.pde": "The mean-field Transformer PDE (81): spectral grids, the density field, the solver.",
     "attnflow.bridge": "Trained transformers (MiniLM, BERT, GPT-2) as heads, Theta_t and a forward pass.",
 }
 
