@@ -250,16 +250,6 @@ def _row_max_pass(xt, kt, items, causal, row_max):
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
-def _ito_tile_d3(xi0, xi1, xi2, x, ebuf, j0, j1, zero):
-    """The Ito sum ``sum_j e_ij <x_i, x_j>^2`` of one row from the exponentials in ``ebuf``."""
-    q = zero
-    for j in range(j0, j1):
-        g = xi0 * x[0, j] + xi1 * x[1, j] + xi2 * x[2, j]
-        q += ebuf[j - j0] * g * g
-    return q
-
-
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
     """Fused ``d = 3`` tile: scores, exponentials and the row sums in one SIMD loop.
 
@@ -267,32 +257,44 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
     otherwise), each in a loop of its own over the exponentials kept in ``ebuf``: the first loop is the
     same code whatever is asked, so skipping the Ito sums changes no other result, bit for bit, and no
     loop that reduces also stores into a second buffer (such loops gave results that depended, in the
-    last bit, on where the allocator put the buffers).
+    last bit, on where the allocator put the buffers). Loops run over ``range(length)`` on 1-d views
+    (see :func:`_half_tile_d3`).
     """
+    length = j1 - j0
+    k0 = k[0, j0:j1]
+    k1 = k[1, j0:j1]
+    k2 = k[2, j0:j1]
+    x0 = x[0, j0:j1]
+    x1 = x[1, j0:j1]
+    x2 = x[2, j0:j1]
     ell = zero
     y0 = zero
     y1 = zero
     y2 = zero
-    c0 = wi * xi0
-    c1 = wi * xi1
-    c2 = wi * xi2
-    for j in range(j0, j1):
-        e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
-        ebuf[j - j0] = e
+    for jj in range(length):
+        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
+        ebuf[jj] = e
         ell += e
-        y0 += e * x[0, j]
-        y1 += e * x[1, j]
-        y2 += e * x[2, j]
+        y0 += e * x0[jj]
+        y1 += e * x1[jj]
+        y2 += e * x2[jj]
     if colsums:
+        c0 = wi * xi0
+        c1 = wi * xi1
+        c2 = wi * xi2
         z0 = zt[0]
         z1 = zt[1]
         z2 = zt[2]
-        for jj in range(j1 - j0):
+        for jj in range(length):
             e = ebuf[jj]
             z0[jj] += e * c0
             z1[jj] += e * c1
             z2[jj] += e * c2
-    q = _ito_tile_d3(xi0, xi1, xi2, x, ebuf, j0, j1, zero) if ito else zero
+    q = zero
+    if ito:
+        for jj in range(length):
+            g = xi0 * x0[jj] + xi1 * x1[jj] + xi2 * x2[jj]
+            q += ebuf[jj] * g * g
     return ell, y0, y1, y2, q
 
 
@@ -407,25 +409,35 @@ _HALF_ROWS = 5  # cbuf rows per column: e, e x_i (3 for d = 3; d in general), e 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _half_tile_d3(xi0, xi1, xi2, mi, k, x, zt, ebuf, j0, j1, ito, zero):
     """Pairs ``j0 <= j < j1`` (all ``j < i``) of row ``i``: returns the row part and adds the column part
-    to ``zt``; the Ito sums in a second loop over ``ebuf`` (as in :func:`_tile_d3`)."""
+    to ``zt``; the Ito sums in a second loop over ``ebuf`` (as in :func:`_tile_d3`).
+
+    Every loop runs over ``range(length)`` on 1-d views: an index that provably starts at 0 lets LLVM
+    drop numba's negative-index wrap-around and vectorise (with ``range(j0, j1)`` the exponential loop
+    compiled to scalar code; benchmarks/asm_report.py).
+    """
+    length = j1 - j0
+    k0 = k[0, j0:j1]
+    k1 = k[1, j0:j1]
+    k2 = k[2, j0:j1]
+    x0 = x[0, j0:j1]
+    x1 = x[1, j0:j1]
+    x2 = x[2, j0:j1]
     ell = zero
     y0 = zero
     y1 = zero
     y2 = zero
-    for j in range(j0, j1):
-        e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
-        jj = j - j0
+    for jj in range(length):
+        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
         ebuf[jj] = e
         ell += e
-        y0 += e * x[0, j]
-        y1 += e * x[1, j]
-        y2 += e * x[2, j]
-    n = j1 - j0
+        y0 += e * x0[jj]
+        y1 += e * x1[jj]
+        y2 += e * x2[jj]
     z0 = zt[0]
     z1 = zt[1]
     z2 = zt[2]
     z3 = zt[3]
-    for jj in range(n):
+    for jj in range(length):
         e = ebuf[jj]
         z0[jj] += e
         z1[jj] += e * xi0
@@ -433,12 +445,12 @@ def _half_tile_d3(xi0, xi1, xi2, mi, k, x, zt, ebuf, j0, j1, ito, zero):
         z3[jj] += e * xi2
     q = zero
     if ito:
-        for j in range(j0, j1):
-            jj = j - j0
-            g = xi0 * x[0, j] + xi1 * x[1, j] + xi2 * x[2, j]
+        z4 = zt[4]
+        for jj in range(length):
+            g = xi0 * x0[jj] + xi1 * x1[jj] + xi2 * x2[jj]
             eg = ebuf[jj] * g * g
             q += eg
-            zt[4, jj] += eg
+            z4[jj] += eg
     return ell, y0, y1, y2, q
 
 
