@@ -30,7 +30,7 @@ def inputs(seed=0, P=2, n=40, H=3, d=3, symmetric=True, dtype=torch.float64):
 
 @pytest.mark.parametrize("backend", ["numba", "torch"])
 @pytest.mark.parametrize("symmetric", [True, False])
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float64])  # float32 runs the same loop code (compile time saved)
 def test_field_without_ito_sums_is_identical(backend, symmetric, dtype):
     x, D = inputs(symmetric=symmetric, dtype=dtype)
     model = af.TransformerModel(direction="ascent", beta=1.2, backend=backend)
