@@ -316,6 +316,22 @@ def format_table(cells, notes, memory) -> str:
     return "\n".join(lines)
 
 
+def reproduction_wall(path: Path) -> dict:
+    """Wall time of a full Sec. 6 reproduction read from its ``summary.json`` (target: 5 min on 2 cores)."""
+    try:
+        summary = json.loads(Path(path).read_text())
+        wall = float(summary["wall_time_s"])
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        return {"path": str(path), "line": f"reproduction: no wall time in {path} ({exc.__class__.__name__})"}
+    quick = bool(summary.get("quick"))
+    verdict = "met" if wall <= 300 and not quick else "missed"
+    line = (
+        f"reproduction ({path}): wall {wall:.0f} s = {wall / 60:.1f} min"
+        f"{' (quick variant)' if quick else ''}; target <= 300 s: {verdict}"
+    )
+    return {"path": str(path), "wall_time_s": wall, "quick": quick, "line": line}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -325,6 +341,12 @@ def main(argv=None) -> None:
     parser.add_argument("--max-seconds", type=float, default=20.0, help="skip longer single calls")
     parser.add_argument("--no-memory", action="store_true", help="skip the n = 50,000 memory check")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--reproduction-summary",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "docs" / "studies" / "massucco2026" / "summary.json",
+        help="summary.json of a full Sec. 6 reproduction: its wall time goes into the output",
+    )
     parser.add_argument(
         "--cells",
         default=None,
@@ -350,6 +372,8 @@ def main(argv=None) -> None:
         print(f"done n={n} H={heads} P={npaths}", flush=True)
     memory = {"skipped": True} if args.no_memory else memory_check()
     table = format_table(cells, notes, memory if not args.no_memory else {"error": "skipped"})
+    reproduction = reproduction_wall(args.reproduction_summary)
+    table += "\n" + reproduction["line"]
     print(table)
     payload = {
         "machine": {
@@ -363,6 +387,7 @@ def main(argv=None) -> None:
         "cells": cells,
         "notes": notes,
         "memory": memory,
+        "reproduction": reproduction,
         "table": table,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
