@@ -24,7 +24,9 @@ shared machine hits all of them alike) and the median over rounds is reported as
 * ``exp2_f32``, ``exp2_f64``: ``numpy.exp`` on two threads (``benchmarks/exp_ceiling.py``),
   in exponentials per second: the 2-core ceiling of one library ``exp`` per pair.
 
-The payload records the CPU (model name, AVX-512 flags, the CPU and features LLVM compiles for) and
+The full Sec. 6 reproduction's wall time is read from ``--reproduction-summary`` (default: the committed
+``docs/studies/massucco2026/summary.json``) and compared with the 5-minute target. The payload records
+the CPU (model name, AVX-512 flags, the CPU and features LLVM compiles for) and
 the load average before and after. A method whose predicted time for one call (from its rate in the
 previous cell) exceeds ``--max-seconds`` is skipped and reported as such. A memory check runs one
 kernel call at n = 50,000, H = 4, d = 3 in a subprocess and reports its peak RSS above the RSS after import.
