@@ -181,21 +181,28 @@ def _exp_shifted_overload(t):
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _score_tile(xi, k, j0, j1, buf):
-    """``buf[j - j0] = <xi, k[:, j]>`` for ``j0 <= j < j1`` (any ``d``)."""
+    """``buf[j - j0] = <xi, k[:, j]>`` for ``j0 <= j < j1`` (any ``d``; loops over 0-based 1-d views, see
+    :func:`_half_tile_d3`)."""
     length = j1 - j0
+    k0 = k[0, j0:j1]
     for j in range(length):
-        buf[j] = xi[0] * k[0, j0 + j]
+        buf[j] = xi[0] * k0[j]
     for a in range(1, xi.shape[0]):
         xa = xi[a]
+        ka = k[a, j0:j1]
         for j in range(length):
-            buf[j] += xa * k[a, j0 + j]
+            buf[j] += xa * ka[j]
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _score_tile_d3(xi0, xi1, xi2, k, j0, j1, buf):
-    """``d = 3`` scores of one row against columns ``j0 <= j < j1``."""
-    for j in range(j0, j1):
-        buf[j - j0] = xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j]
+    """``d = 3`` scores of one row against columns ``j0 <= j < j1`` (0-based 1-d views, see
+    :func:`_half_tile_d3`)."""
+    k0 = k[0, j0:j1]
+    k1 = k[1, j0:j1]
+    k2 = k[2, j0:j1]
+    for jj in range(j1 - j0):
+        buf[jj] = xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj]
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
@@ -255,10 +262,11 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
 
     ``colsums`` adds the column sums ``zt`` (general ``D``), ``ito`` the Ito sum ``q`` (returned as 0
     otherwise), each in a loop of its own over the exponentials kept in ``ebuf``: the first loop is the
-    same code whatever is asked, so skipping the Ito sums changes no other result, bit for bit, and no
-    loop that reduces also stores into a second buffer (such loops gave results that depended, in the
-    last bit, on where the allocator put the buffers). Loops run over ``range(length)`` on 1-d views
-    (see :func:`_half_tile_d3`).
+    same code whatever is asked, so skipping the Ito sums changes no other result, bit for bit. The
+    column buffer is never updated in the loop that reduces the row sums: when it was (before issue 12),
+    results differed in the last bit with the addresses of the buffers (root cause not established; a
+    runtime alias check choosing between vector and scalar code is the likely one). Loops run over
+    ``range(length)`` on 1-d views (see :func:`_half_tile_d3`).
     """
     length = j1 - j0
     k0 = k[0, j0:j1]
