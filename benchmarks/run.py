@@ -8,7 +8,14 @@ shared machine hits all of them alike) and the median over rounds is reported as
 ``pairs/s = P H n^2 / seconds``. Methods:
 
 * ``numba_f32``, ``numba_f64``: :func:`attnflow.dynamics.numba_backend.fused_field` on the
-  paper's symmetric heads (its symmetric fast path, no column sums);
+  paper's symmetric heads: the symmetric half pass (each unordered pair once, issue 12), ledger with
+  the Ito sums (the OU runs of the paper);
+* ``full_f32``, ``full_f64``: the same with ``_full=True``: the symmetric pass over ordered pairs
+  (the kernel before issue 12, with its Ito sums in a separate loop);
+* ``noito_f32``, ``noito_f64``: the half pass without the Ito sums (``ito=False``: what a run with
+  deterministic weights, g = 0, computes);
+* ``tiled_f32``, ``tiled_f64``: the tiled PyTorch path for CUDA (``dynamics.torch_tiled``) run on
+  the CPU (with ``--device cuda``: on the GPU);
 * ``numba_gen_f32``, ``numba_gen_f64``: the same kernel with non-symmetric heads
   (``D_h`` plus 0.5 in entry (0, 1)), i.e. its general path with column sums;
 * ``torch_f32``, ``torch_f64``: the PyTorch reference path ``attnflow.dynamics.field.evaluate``
@@ -17,9 +24,12 @@ shared machine hits all of them alike) and the median over rounds is reported as
 * ``exp2_f32``, ``exp2_f64``: ``numpy.exp`` on two threads (``benchmarks/exp_ceiling.py``),
   in exponentials per second: the 2-core ceiling of one library ``exp`` per pair.
 
-A method whose predicted time for one call (from its rate in the previous cell) exceeds
-``--max-seconds`` is skipped and reported as such. A memory check runs one kernel call at
-n = 50,000, H = 4, d = 3 in a subprocess and reports its peak RSS above the RSS after import.
+The full Sec. 6 reproduction's wall time is read from ``--reproduction-summary`` (default: the committed
+``docs/studies/massucco2026/summary.json``) and compared with the 5-minute target. The payload records
+the CPU (model name, AVX-512 flags, the CPU and features LLVM compiles for) and
+the load average before and after. A method whose predicted time for one call (from its rate in the
+previous cell) exceeds ``--max-seconds`` is skipped and reported as such. A memory check runs one
+kernel call at n = 50,000, H = 4, d = 3 in a subprocess and reports its peak RSS above the RSS after import.
 """
 
 from __future__ import annotations
@@ -47,6 +57,35 @@ FULL_CELLS = [(n, h) for n in (300, 3000, 30000) for h in (1, 10, 100)]
 QUICK_CELLS = [(300, 10), (300, 100), (3000, 1)]
 TARGET_PAIRS = 2e8  # P is chosen so that one kernel call takes ~0.2-2 s
 PAPER = (300, 100)
+
+
+def cpu_info() -> dict:
+    """CPU name and features: ``/proc/cpuinfo``'s model name and flags, and what LLVM compiles for."""
+    info: dict = {"machine": platform.machine(), "processor": platform.processor(), "cores": os.cpu_count()}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                info["model_name"] = value.strip()
+            if key.strip() == "flags":
+                flags = value.split()
+                info["avx512"] = sorted(f for f in flags if f.startswith("avx512"))
+                info["avx2"] = "avx2" in flags
+                info["fma"] = "fma" in flags
+                break
+    except OSError:
+        pass
+    try:
+        import llvmlite.binding as llvm
+
+        info["llvm_cpu_name"] = llvm.get_host_cpu_name()
+        info["llvm_features_enabled"] = sorted(
+            f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+")
+        )
+    except Exception as exc:  # noqa: BLE001 - informative only
+        info["llvm_error"] = repr(exc)
+    return info
 
 
 def paths_for(n: int, heads: int, quick: bool) -> int:
@@ -100,6 +139,32 @@ def torch_method(dtype_name: str, device: str):
     return (prepare, call), None
 
 
+def tiled_method(dtype_name: str, device: str):
+    """The tiled PyTorch path (``dynamics.torch_tiled``) plus the assembly, or why it is unavailable."""
+    import torch
+
+    from attnflow.dynamics.assembly import assemble
+    from attnflow.dynamics.torch_tiled import pair_sums_tiled
+    from attnflow.geometry import get_geometry
+
+    if device == "cuda" and not torch.cuda.is_available():
+        return None, "torch reports no CUDA device"
+    tdtype = getattr(torch, dtype_name)
+    geo = get_geometry("sphere")
+
+    def prepare(x, D):
+        return torch.as_tensor(x, dtype=tdtype, device=device), torch.as_tensor(
+            D, dtype=tdtype, device=device
+        )
+
+    def call(xt, Dt):
+        assemble(pair_sums_tiled(xt, Dt, 1.0), xt, Dt, Dt, 1.0, geo)
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    return (prepare, call), None
+
+
 def build_methods(device: str):
     methods, notes = {}, {}
     for name, dtype in (("f32", np.float32), ("f64", np.float64)):
@@ -107,6 +172,19 @@ def build_methods(device: str):
             lambda x, D, dt=dtype: (x.astype(dt), D.astype(dt)),
             lambda x, D: fused_field(x, D, None, 1.0, ledger=True),
         )
+        methods[f"full_{name}"] = (
+            lambda x, D, dt=dtype: (x.astype(dt), D.astype(dt)),
+            lambda x, D: fused_field(x, D, None, 1.0, ledger=True, _full=True),
+        )
+        methods[f"noito_{name}"] = (
+            lambda x, D, dt=dtype: (x.astype(dt), D.astype(dt)),
+            lambda x, D: fused_field(x, D, None, 1.0, ledger=True, ito=False),
+        )
+        found, why = tiled_method("float32" if name == "f32" else "float64", device)
+        if found is None:
+            notes[f"tiled_{name}"] = why
+        else:
+            methods[f"tiled_{name}"] = found
         methods[f"numba_gen_{name}"] = (
             lambda x, D, dt=dtype: (x.astype(dt), nonsymmetric(D).astype(dt)),
             lambda x, D: fused_field(x, D, None, 1.0, ledger=True),
@@ -152,7 +230,8 @@ def run_cell(n, heads, npaths, methods, rates, args):
     rate = result["rates"]
     for dt in ("f32", "f64"):
         kernel = rate.get(f"numba_{dt}")
-        for other in (f"numpy_{dt}", f"torch_{dt}", f"exp2_{dt}"):
+        others = (f"numpy_{dt}", f"torch_{dt}", f"exp2_{dt}", f"full_{dt}", f"tiled_{dt}")
+        for other in others:
             if kernel and rate.get(other):
                 result.setdefault("ratios", {})[f"numba_{dt}/{other}"] = kernel / rate[other]
     return result
@@ -209,19 +288,11 @@ def memory_check() -> dict:
 
 
 def format_table(cells, notes, memory) -> str:
-    cols = [
-        "numba_f32",
-        "numba_f64",
-        "numba_gen_f32",
-        "numba_gen_f64",
-        "torch_f32",
-        "torch_f64",
-        "numpy_f32",
-        "numpy_f64",
-    ]
-    cols += ["exp2_f32", "exp2_f64"]
-    ratio_cols = ["numba_f32/numpy_f32", "numba_f64/numpy_f64", "numba_f32/exp2_f32"]
-    ratio_cols += ["numba_f64/exp2_f64", "numba_f64/torch_f64"]
+    cols = ["numba_f32", "numba_f64", "full_f32", "full_f64", "noito_f32", "noito_f64"]
+    cols += ["numba_gen_f32", "numba_gen_f64", "tiled_f32", "tiled_f64", "torch_f32", "torch_f64"]
+    cols += ["numpy_f32", "numpy_f64", "exp2_f32", "exp2_f64"]
+    ratio_cols = ["numba_f32/numpy_f32", "numba_f64/numpy_f64", "numba_f32/full_f32", "numba_f64/full_f64"]
+    ratio_cols += ["numba_f32/exp2_f32", "numba_f64/torch_f64", "numba_f64/tiled_f64"]
     head = f"{'n':>6} {'H':>4} {'P':>3} " + " ".join(f"{c.replace('numba_gen_', 'gen_'):>10}" for c in cols)
     head += " | " + " ".join(f"{c.replace('numba_', 'k').replace('/', '/'):>13}" for c in ratio_cols)
     lines = ["pairs/s (median; exp2 = numpy.exp on 2 threads, exp/s) and ratios", head]
@@ -247,6 +318,22 @@ def format_table(cells, notes, memory) -> str:
     return "\n".join(lines)
 
 
+def reproduction_wall(path: Path) -> dict:
+    """Wall time of a full Sec. 6 reproduction read from its ``summary.json`` (target: 5 min on 2 cores)."""
+    try:
+        summary = json.loads(Path(path).read_text())
+        wall = float(summary["wall_time_s"])
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        return {"path": str(path), "line": f"reproduction: no wall time in {path} ({exc.__class__.__name__})"}
+    quick = bool(summary.get("quick"))
+    verdict = "met" if wall <= 300 and not quick else "missed"
+    line = (
+        f"reproduction ({path}): wall {wall:.0f} s = {wall / 60:.1f} min"
+        f"{' (quick variant)' if quick else ''}; target <= 300 s: {verdict}"
+    )
+    return {"path": str(path), "wall_time_s": wall, "quick": quick, "line": line}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -256,6 +343,17 @@ def main(argv=None) -> None:
     parser.add_argument("--max-seconds", type=float, default=20.0, help="skip longer single calls")
     parser.add_argument("--no-memory", action="store_true", help="skip the n = 50,000 memory check")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--reproduction-summary",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "docs" / "studies" / "massucco2026" / "summary.json",
+        help="summary.json of a full Sec. 6 reproduction: its wall time goes into the output",
+    )
+    parser.add_argument(
+        "--cells",
+        default=None,
+        help="comma-separated n:H cells to run instead of the default set, e.g. 300:100",
+    )
     args = parser.parse_args(argv)
     if args.memory_child:
         memory_child()
@@ -266,19 +364,32 @@ def main(argv=None) -> None:
     methods, notes = build_methods(args.device)
     rates: dict[str, float] = {}
     cells = []
-    for n, heads in QUICK_CELLS if args.quick else FULL_CELLS:
+    chosen = QUICK_CELLS if args.quick else FULL_CELLS
+    if args.cells:
+        chosen = [tuple(int(v) for v in c.split(":")) for c in args.cells.split(",")]
+    load_before = os.getloadavg()
+    for n, heads in chosen:
         npaths = paths_for(n, heads, args.quick)
         cells.append(run_cell(n, heads, npaths, methods, rates, args))
         print(f"done n={n} H={heads} P={npaths}", flush=True)
     memory = {"skipped": True} if args.no_memory else memory_check()
     table = format_table(cells, notes, memory if not args.no_memory else {"error": "skipped"})
+    reproduction = reproduction_wall(args.reproduction_summary)
+    table += "\n" + reproduction["line"]
     print(table)
     payload = {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_before": load_before,
+            "load": os.getloadavg(),
+            "cpu": cpu_info(),
+        },
         "repeats": args.repeats,
         "cells": cells,
         "notes": notes,
         "memory": memory,
+        "reproduction": reproduction,
         "table": table,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

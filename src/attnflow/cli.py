@@ -171,6 +171,9 @@ def run(
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
+    ] = None,
 ) -> None:
     """Run one experiment into a run directory (config.yaml, meta.json, data.zarr, checkpoint.pt)."""
     from .experiments.config import ConfigError, load_config
@@ -188,7 +191,7 @@ def run(
         _pde_run(config, out, resume, quiet)
         return
     with _reported(f"the run {out} failed"):
-        cfg = load_config(config)
+        cfg = _with_device_cli(load_config(config), device)
         try:
             run_experiment(cfg, out, resume=resume, progress=not quiet)
         except (RunConfigMismatchError, CorruptFileError, UnsafePathError, DirectoryLockedError) as exc:
@@ -489,10 +492,14 @@ def study_run(
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")] = False,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
+    ] = None,
 ) -> None:
     """Run a study into a directory: its runs (resumable, local or Dask), summary.json, table.md, figures."""
     from .plot.studies import figures_for
 
+    _check_device_cli(device)
     try:
         parsed = _parse_params(params)
     except ValueError as exc:
@@ -508,6 +515,7 @@ def study_run(
         resume=resume,
         progress=not quiet,
         figures=figures_for(name),
+        **({} if device is None else {"device": device}),
     )
     if not quiet:
         typer.echo(f"done: {out} (summary.json, table.md) in {summary['wall_time_s']:.0f} s")
@@ -560,6 +568,9 @@ def reproduce(
     H: Annotated[
         list[int] | None, typer.Option("--H", help="Head counts to run (repeat the option).")
     ] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
+    ] = None,
 ) -> None:
     """Reproduce and audit a published experiment: figures 1-3, summary.json and the stored runs.
 
@@ -570,6 +581,7 @@ def reproduce(
     from .plot.reproduction import plot_all
     from .studies import StudyConfigError, StudyMismatchError, StudyRunError, massucco2026
 
+    _check_device_cli(device)
     known = available_reproductions()
     if name not in known and not Path(name).exists():
         raise _fail(f"unknown reproduction {name!r}; available: {', '.join(known)}", 2)
@@ -585,6 +597,7 @@ def reproduce(
             n=n,
             t1=t1,
             H=H,
+            **({} if device is None else {"device": device}),
         )
     except StudyConfigError as exc:
         raise _fail(str(exc), 2) from None
@@ -615,15 +628,21 @@ def check_edi(
         list[str] | None,
         typer.Option("--weights", help="frozen, ou, oscillating, oscillating_shared (repeat the option)."),
     ] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
+    ] = None,
 ) -> None:
     """Audit the discrete energy-dissipation identity (147): both residuals and their order in dt."""
     from .analysis.edi import check_edi_cli
 
+    _check_device_cli(device)
     if json_path is not None:
         _check_output_dir(json_path, "--json")  # before the audit, not after it
     with _reported("the audit failed"):
         try:
-            check_edi_cli(None if json_path is None else str(json_path), quick, H, weights)
+            check_edi_cli(
+                None if json_path is None else str(json_path), quick, H, weights, device=device or "cpu"
+            )
         except ValueError as exc:
             raise _fail(str(exc), 2) from None
 
@@ -794,6 +813,26 @@ def pde_plot(
             frames = np.stack([grid.evaluate(c, pts) for c in coef])
             files = plot_density_run(ds.time.values, frames, target, d=2, theta=th)
     typer.echo(f"wrote {', '.join(str(target / f) for f in files.values())}")
+
+
+# -- device options (issue 12) -------------------------------------------------------------------------
+def _check_device_cli(device: str | None) -> None:
+    """Exit with code 2 and the rule when ``--device`` names a device this torch build cannot use."""
+    from .experiments.schema import check_device
+
+    if device is not None:
+        try:
+            check_device(device)
+        except ValueError as exc:
+            raise _fail(f"--device: {exc}", 2) from None
+
+
+def _with_device_cli(cfg, device: str | None):
+    """``cfg`` with ``--device`` applied (checked first)."""
+    from .experiments.schema import with_device
+
+    _check_device_cli(device)
+    return with_device(cfg, device)
 
 
 def main() -> None:

@@ -154,7 +154,7 @@ def assemble(
     out = FieldEval(velocity=v, lse=lse.to(x.dtype), raw_velocity=raw_v.to(x.dtype) if raw else None)
     if not ledger:
         return out
-    if sums.row_x is None or sums.row_q is None:
+    if sums.row_x is None:
         raise ValueError("assemble(ledger=True) needs pair sums computed with ledger=True")
     norm = pair_norm(H, n)
     e_shift = torch.exp(sums.row_shift)  # (P, H, n)
@@ -175,7 +175,10 @@ def assemble(
     out.grad = g
     out.Ghat2 = (v64 * g).sum(-1).mean(-1)
     out.second_moment = torch.einsum("pia,phib->phab", x64, y) / norm
-    if geometry.unit_norm:
+    if sums.row_q is None:
+        # the Ito sums were skipped (zero weight noise): no Ito factors, ledger_rates gives d_sE^Ito = 0
+        out.ito_moment = out.ito_full = None
+    elif geometry.unit_norm:
         out.ito_moment = (e_shift * (sums.row_sum + sums.row_q)).sum(-1) / norm
         out.ito_full = head_mass
     elif sums.row_r2 is None:
@@ -224,13 +227,21 @@ def ledger_rates(
     drift : Tensor, shape=[P, H, d, d]
         f(D, t).
     g : float or Tensor broadcastable to [P, H, 1, 1]
-        Diffusion coefficient g(D, t) (0 for deterministic processes).
+        Diffusion coefficient g(D, t) (0 for deterministic processes). With ``g = 0`` the Ito rate is
+        exactly 0 and ``fe`` may come without its Ito factors (evaluated with ``ito=False``).
     """
     P, H = D.shape[:2]
     f_eff = scale * drift.to(torch.float64) + (scale_rate * D.to(torch.float64) if scale_rate != 0.0 else 0.0)
     C = fe.second_moment
     dtE_drift = (f_eff * C).sum(dim=(-1, -2, -3))
     g2 = _per_head_g2(g, P, H).to(C.device) * scale**2
+    if (fe.ito_moment if noise_kind == "symmetric" else fe.ito_full) is None:
+        if bool((g2 != 0).any()):
+            raise ValueError(
+                "ledger_rates: the weight noise g is not zero but the field was evaluated without its Ito "
+                "sums (ito=False); evaluate with ito=True whenever the weight process is stochastic"
+            )
+        return dtE_drift, torch.zeros_like(dtE_drift)
     if noise_kind == "symmetric":
         dtE_ito = (beta / 4.0) * (g2 * fe.ito_moment).sum(-1)
     else:

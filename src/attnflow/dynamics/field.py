@@ -17,6 +17,7 @@ from .fastsum import pair_sums_fastsum
 from .pairsums import PairSums
 from .threads import torch_threads
 from .torch_backend import pair_sums_torch
+from .torch_tiled import pair_sums_tiled
 
 __all__ = [
     "FASTSUM_TOL",
@@ -127,15 +128,31 @@ def use_numba(
 
 
 def pair_sums(
-    model: TransformerModel, x: torch.Tensor, De: torch.Tensor, *, ledger: bool, backend: str | None = None
+    model: TransformerModel,
+    x: torch.Tensor,
+    De: torch.Tensor,
+    *,
+    ledger: bool,
+    backend: str | None = None,
+    ito: bool = True,
 ) -> PairSums:
-    """Pair sums of the field at (x, De) from the backend :func:`choose_backend` picks (or ``backend``)."""
+    """Pair sums of the field at (x, De) from the backend :func:`choose_backend` picks (or ``backend``).
+
+    ``ito=False`` lets the numba and PyTorch backends skip the Ito sums (``row_q``, ``row_r2``). Softmax
+    attention on CUDA tensors goes through the tiled path
+    :func:`attnflow.dynamics.torch_tiled.pair_sums_tiled` (the CPU keeps the PyTorch reference).
+    """
     kind = choose_backend(model, x, ledger, backend, De)
     if kind == "numba":
-        return numba_backend.pair_sums_numba(x, De, float(model.beta), causal=model.causal, ledger=ledger)
+        return numba_backend.pair_sums_numba(
+            x, De, float(model.beta), causal=model.causal, ledger=ledger, ito=ito
+        )
     if kind == "fastsum":
         tol = FASTSUM_TOL.get(x.dtype, 1e-10)
         return pair_sums_fastsum(x, De, float(model.beta), tol=tol, ledger=ledger, geometry=model.geometry)
+    if x.device.type == "cuda" and model.attention == "softmax" and (model.geometry.unit_norm or not ledger):
+        # CUDA: the tiled softmax path (no n x n matrix; its Ito sums assume unit tokens)
+        return pair_sums_tiled(x, De, float(model.beta), causal=model.causal, ledger=ledger, ito=ito)
     return pair_sums_torch(
         x,
         De,
@@ -145,6 +162,7 @@ def pair_sums(
         geometry=model.geometry,
         sinkhorn_iters=model.sinkhorn_iters,
         ledger=ledger,
+        ito=ito,
     )
 
 
@@ -158,6 +176,7 @@ def evaluate(
     ledger: bool = True,
     raw: bool = False,
     backend: str | None = None,
+    ito: bool = True,
 ) -> FieldEval:
     """Evaluate the field at (x, D, t).
 
@@ -177,14 +196,18 @@ def evaluate(
         Also return the unprojected mean head output (the printed scheme).
     backend : {"auto", "torch", "numba", "fastsum"} or None
         Override ``model.backend`` (None: use it); see :func:`choose_backend`.
+    ito : bool
+        With the ledger, also the Ito sums and factors (``ito_moment``, ``ito_full``). They are read only
+        when the weight noise is not zero; ``ito=False`` skips them on the numba and PyTorch backends
+        (the simulator passes ``ito = model.weights.stochastic``).
     """
     De, Ve = effective_heads(model, D, V, t)
     kind = choose_backend(model, x, ledger, backend, De)
     if kind == "numba":
         return numba_backend.evaluate_numba(
-            x, De, Ve, float(model.beta), model.geometry, causal=model.causal, ledger=ledger, raw=raw
+            x, De, Ve, float(model.beta), model.geometry, causal=model.causal, ledger=ledger, ito=ito, raw=raw
         )
-    sums = pair_sums(model, x, De, ledger=ledger, backend=kind)
+    sums = pair_sums(model, x, De, ledger=ledger, backend=kind, ito=ito)
     if kind == "fastsum":
         with torch_threads(1):  # O(P H n d) assembly of O(n L^2) sums: small arrays
             return assemble(sums, x, De, Ve, float(model.beta), model.geometry, ledger=ledger, raw=raw)

@@ -47,11 +47,19 @@ def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
 
 
 def pair_sums_numba(
-    x: torch.Tensor, D: torch.Tensor, beta: float, *, causal: bool = False, ledger: bool = True, **private
+    x: torch.Tensor,
+    D: torch.Tensor,
+    beta: float,
+    *,
+    causal: bool = False,
+    ledger: bool = True,
+    ito: bool = True,
+    **private,
 ) -> PairSums:
     """Pair sums of softmax attention from the fused kernel (CPU tensors; see :func:`numba_kernel.pair_sums`).
 
-    ``private`` passes the kernel's test switches (``_general``, ``_exact_max``).
+    ``ito=False`` skips the Ito sums (``row_q = None``); ``private`` passes the kernel's test switches
+    (``_general``, ``_exact_max``, ``_full``).
     """
     from .numba_kernel import pair_sums  # numba is imported (and compiles) on first use only
 
@@ -61,13 +69,14 @@ def pair_sums_numba(
         float(beta),
         causal=causal,
         ledger=ledger,
+        ito=ito,
         **private,
     )
     return PairSums(
         row_shift=_tensor(out["row_shift"]),
         row_sum=_tensor(out["row_sum"]),
         row_x=_tensor(out["row_x"]),
-        row_q=_tensor(out["row_q"]) if ledger else None,
+        row_q=_tensor(out["row_q"]),
         col_shift=_tensor(out["col_shift"]),
         col_x=_tensor(out["col_x"]),
     )
@@ -82,15 +91,17 @@ def evaluate_numba(
     *,
     causal: bool = False,
     ledger: bool = True,
+    ito: bool = True,
     raw: bool = False,
     **private,
 ) -> FieldEval:
     """The field from the fused kernel's pair sums and :func:`attnflow.dynamics.assembly.assemble`.
 
     ``D`` and ``V`` are the effective score and value matrices (layer scaling applied); the assembly runs
-    on one torch thread (:func:`attnflow.dynamics.threads.torch_threads`).
+    on one torch thread (:func:`attnflow.dynamics.threads.torch_threads`). ``ito=False``: no Ito sums
+    and no Ito factors (``ito_moment = None``).
     """
-    sums = pair_sums_numba(x, D, beta, causal=causal, ledger=ledger, **private)
+    sums = pair_sums_numba(x, D, beta, causal=causal, ledger=ledger, ito=ito, **private)
     with torch_threads(1):  # small arrays right after the kernel's OpenMP pass (dynamics.threads)
         return assemble(sums, x, D, V, float(beta), geometry, ledger=ledger, raw=raw)
 
@@ -104,8 +115,10 @@ def fused_field(
     geometry: str = "sphere",
     causal: bool = False,
     ledger: bool = True,
+    ito: bool = True,
     _general: bool = False,
     _exact_max: bool = False,
+    _full: bool = False,
 ) -> dict[str, np.ndarray]:
     """Softmax attention velocity and energy ledger from numpy arrays: the kernel plus the assembly.
 
@@ -119,8 +132,8 @@ def fused_field(
     geometry : {"sphere", "flat"}
         Tangent projection of velocity and gradient (sphere) or none (flat). The kernel has no
         sums of |x_j|^2, so off the sphere ``ito_moment`` is not returned (the PyTorch path has it).
-    causal, ledger, _general, _exact_max
-        As in :func:`attnflow.dynamics.numba_kernel.pair_sums`.
+    causal, ledger, ito, _general, _exact_max, _full
+        As in :func:`attnflow.dynamics.numba_kernel.pair_sums` (``ito=False``: no ``ito_moment``).
 
     Returns
     -------
@@ -144,8 +157,9 @@ def fused_field(
     xt, Dt = torch.from_numpy(x), torch.from_numpy(D)
     Vt = Dt if V is None else torch.from_numpy(V)
     fe = evaluate_numba(
-        xt, Dt, Vt, float(beta), geo, causal=causal, ledger=ledger, _general=_general, _exact_max=_exact_max
-    )
+        xt, Dt, Vt, float(beta), geo, causal=causal, ledger=ledger, ito=ito,
+        _general=_general, _exact_max=_exact_max, _full=_full,
+    )  # fmt: skip
     out = {"velocity": fe.velocity.numpy(), "lse": fe.lse.numpy()}
     if ledger:
         out.update(

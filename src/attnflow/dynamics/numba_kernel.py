@@ -22,6 +22,19 @@ causal (the paper's case), :math:`U^h` is symmetric, :math:`z^h_i = y^h_i` and t
 sums are skipped; :math:`\\mathrm{grad}_i = P^\\perp \\frac{1}{Hn} \\sum_h D_h y^h_i`.
 A causal mask breaks the symmetry of :math:`U`, so causal runs always take the general path.
 
+Symmetric half pass (issue 12): when, in addition, one shift :math:`c_h` serves every row (the bound
+shift below), :math:`e_{ij} = e^{s_{ij} - c_h} = e_{ji}` exactly, so each unordered pair
+:math:`j < i` is computed once and added to row i (weights :math:`x_j`) and to row j (weights
+:math:`x_i`), the diagonal once: half the exponentials. A work item owns a lower-triangle strip
+of rows of one head (equal areas); its row sums go to the outputs, its column contributions to a
+buffer of its own, summed afterwards, so no two threads write the same row.
+
+Work skipped when zero: ``ito=False`` (weight noise g = 0) drops the Ito sums ``row_q``; without the
+ledger nothing but the row sums and :math:`\\sum_j e_{ij} x_j` is accumulated. The loop that
+computes the exponentials is the same code in every case (the optional sums run in loops of their
+own over the stored exponentials), so the results that remain are the same, bit for bit, and do not
+depend on where the allocator puts the buffers (``tests/test_perf_determinism.py``).
+
 Shift: :math:`|s_{ij}| \\le c_h := \\beta \\|D_h\\|_F \\max_j |x_j|^2`. When
 :math:`2 \\max_h c_h \\le 40` (float32) or :math:`600` (float64), always true at moderate
 beta, every row is shifted by :math:`M_i = c_h`: all :math:`e^{s_{ij} - c_h}` lie in
@@ -168,21 +181,28 @@ def _exp_shifted_overload(t):
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _score_tile(xi, k, j0, j1, buf):
-    """``buf[j - j0] = <xi, k[:, j]>`` for ``j0 <= j < j1`` (any ``d``)."""
+    """``buf[j - j0] = <xi, k[:, j]>`` for ``j0 <= j < j1`` (any ``d``; loops over 0-based 1-d views, see
+    :func:`_half_tile_d3`)."""
     length = j1 - j0
+    k0 = k[0, j0:j1]
     for j in range(length):
-        buf[j] = xi[0] * k[0, j0 + j]
+        buf[j] = xi[0] * k0[j]
     for a in range(1, xi.shape[0]):
         xa = xi[a]
+        ka = k[a, j0:j1]
         for j in range(length):
-            buf[j] += xa * k[a, j0 + j]
+            buf[j] += xa * ka[j]
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _score_tile_d3(xi0, xi1, xi2, k, j0, j1, buf):
-    """``d = 3`` scores of one row against columns ``j0 <= j < j1``."""
-    for j in range(j0, j1):
-        buf[j - j0] = xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j]
+    """``d = 3`` scores of one row against columns ``j0 <= j < j1`` (0-based 1-d views, see
+    :func:`_half_tile_d3`)."""
+    k0 = k[0, j0:j1]
+    k1 = k[1, j0:j1]
+    k2 = k[2, j0:j1]
+    for jj in range(j1 - j0):
+        buf[jj] = xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj]
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
@@ -237,60 +257,57 @@ def _row_max_pass(xt, kt, items, causal, row_max):
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
-def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, j0, j1, ledger, colsums, zero):
-    """Fused ``d = 3`` tile: scores, exponentials and every sum in one SIMD loop.
+def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
+    """Fused ``d = 3`` tile: scores, exponentials and the row sums in one SIMD loop.
 
-    ``colsums`` adds the column sums ``zt`` (general ``D``); without it the ledger costs
-    only the Ito sum (symmetric ``D``, where the column sums equal the row sums).
+    ``colsums`` adds the column sums ``zt`` (general ``D``), ``ito`` the Ito sum ``q`` (returned as 0
+    otherwise), each in a loop of its own over the exponentials kept in ``ebuf``: the first loop is the
+    same code whatever is asked, so skipping the Ito sums changes no other result, bit for bit. The
+    column buffer is never updated in the loop that reduces the row sums: when it was (before issue 12),
+    results differed in the last bit with the addresses of the buffers (root cause not established; a
+    runtime alias check choosing between vector and scalar code is the likely one). Loops run over
+    ``range(length)`` on 1-d views (see :func:`_half_tile_d3`).
     """
+    length = j1 - j0
+    k0 = k[0, j0:j1]
+    k1 = k[1, j0:j1]
+    k2 = k[2, j0:j1]
+    x0 = x[0, j0:j1]
+    x1 = x[1, j0:j1]
+    x2 = x[2, j0:j1]
     ell = zero
     y0 = zero
     y1 = zero
     y2 = zero
+    for jj in range(length):
+        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
+        ebuf[jj] = e
+        ell += e
+        y0 += e * x0[jj]
+        y1 += e * x1[jj]
+        y2 += e * x2[jj]
+    if colsums:
+        c0 = wi * xi0
+        c1 = wi * xi1
+        c2 = wi * xi2
+        z0 = zt[0]
+        z1 = zt[1]
+        z2 = zt[2]
+        for jj in range(length):
+            e = ebuf[jj]
+            z0[jj] += e * c0
+            z1[jj] += e * c1
+            z2[jj] += e * c2
     q = zero
-    c0 = wi * xi0
-    c1 = wi * xi1
-    c2 = wi * xi2
-    if ledger and colsums:
-        for j in range(j0, j1):
-            e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
-            a0 = x[0, j]
-            a1 = x[1, j]
-            a2 = x[2, j]
-            ell += e
-            y0 += e * a0
-            y1 += e * a1
-            y2 += e * a2
-            g = xi0 * a0 + xi1 * a1 + xi2 * a2
-            q += e * g * g
-            jj = j - j0
-            zt[0, jj] += e * c0
-            zt[1, jj] += e * c1
-            zt[2, jj] += e * c2
-    elif ledger:
-        for j in range(j0, j1):
-            e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
-            a0 = x[0, j]
-            a1 = x[1, j]
-            a2 = x[2, j]
-            ell += e
-            y0 += e * a0
-            y1 += e * a1
-            y2 += e * a2
-            g = xi0 * a0 + xi1 * a1 + xi2 * a2
-            q += e * g * g
-    else:
-        for j in range(j0, j1):
-            e = _exp_shifted(xi0 * k[0, j] + xi1 * k[1, j] + xi2 * k[2, j] - mi)
-            ell += e
-            y0 += e * x[0, j]
-            y1 += e * x[1, j]
-            y2 += e * x[2, j]
+    if ito:
+        for jj in range(length):
+            g = xi0 * x0[jj] + xi1 * x1[jj] + xi2 * x2[jj]
+            q += ebuf[jj] * g * g
     return ell, y0, y1, y2, q
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
-def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, colsums, sbuf, ebuf, ysum, zero):
+def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ito, colsums, sbuf, ebuf, ysum, zero):
     """Any-``d`` tile through small buffers; returns ``(ell, q)`` and fills ``ysum``."""
     length = j1 - j0
     _score_tile(xi, k, j0, j1, sbuf)
@@ -305,11 +322,11 @@ def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, colsums, sbuf, ebuf, ysu
             acc += ebuf[j] * x[a, j0 + j]
         ysum[a] = acc
     q = zero
-    if ledger:
+    if ito:
         _score_tile(xi, x, j0, j1, sbuf)
         for j in range(length):
             q += ebuf[j] * sbuf[j] * sbuf[j]
-    if ledger and colsums:
+    if colsums:
         for a in range(xi.shape[0]):
             ca = wi * xi[a]
             for j in range(length):
@@ -317,15 +334,28 @@ def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ledger, colsums, sbuf, ebuf, ysu
     return ell, q
 
 
+@njit(cache=True, inline="always")
+def _aligned_zeros(rows, cols, dtype):
+    """A zeroed (rows, cols) C array whose data starts on a 64-byte boundary.
+
+    The vectorised loops' results must not depend on where the allocator puts a buffer (a run repeats
+    bit for bit); an aligned start makes the machine code's path the same on every call.
+    """
+    raw = np.zeros(rows * cols + 16, dtype=dtype)  # 16 elements cover 64 bytes of float32 or more
+    off = ((64 - raw.ctypes.data % 64) % 64) // raw.itemsize
+    return raw[off : off + rows * cols].reshape((rows, cols))
+
+
 @njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
 def _accumulate_pass(
-    xt, kt, row_max, col_weight, items, chunk_of, causal, ledger, colsums, zero, rsum, ysum, qsum, zsum
+    xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero, rsum, ysum, qsum, zsum
 ):
     """Pass 2: exponentials and all pair sums of one work item (head, row chunk).
 
     Writes ``rsum[p,h,i] = sum_j e_ij``, ``ysum[p,h,i,:] = sum_j e_ij x_j``,
-    ``qsum[p,h,i] = sum_j e_ij <x_i,x_j>^2`` and (ledger and colsums) the shifted column
-    sums ``zsum[p,h,chunk,:,j] = sum_i e_ij col_weight_i x_i`` (float64 accumulators).
+    ``qsum[p,h,i] = sum_j e_ij <x_i,x_j>^2`` and the shifted column
+    sums ``zsum[p,h,chunk,:,j] = sum_i e_ij col_weight_i x_i`` (float64 accumulators); ``qsum`` only
+    with ``ito``, ``zsum`` only with ``colsums``.
     """
     n = xt.shape[2]
     d = xt.shape[1]
@@ -335,9 +365,10 @@ def _accumulate_pass(
         k = kt[p, h]
         x = xt[p]
         zsum_item = zsum[p, h, c]
-        zt = np.zeros((d, _TILE), dtype=xt.dtype)
-        sbuf = np.empty(_TILE, dtype=xt.dtype)
-        ebuf = np.empty(_TILE, dtype=xt.dtype)
+        zt = _aligned_zeros(d, _TILE, xt.dtype)
+        work = _aligned_zeros(2, _TILE, xt.dtype)
+        sbuf = work[0]
+        ebuf = work[1]
         yb = np.empty(d, dtype=xt.dtype)
         xi = np.empty(d, dtype=xt.dtype)
         j_stop = r1 if causal else n
@@ -350,7 +381,7 @@ def _accumulate_pass(
                 wi = col_weight[p, h, i]
                 if d == 3:
                     ell, y0, y1, y2, q = _tile_d3(
-                        x[0, i], x[1, i], x[2, i], mi, wi, k, x, zt, j0, jend, ledger, colsums, zero
+                        x[0, i], x[1, i], x[2, i], mi, wi, k, x, zt, ebuf, j0, jend, ito, colsums, zero
                     )
                     ysum[p, h, i, 0] += y0
                     ysum[p, h, i, 1] += y1
@@ -358,14 +389,12 @@ def _accumulate_pass(
                 else:
                     for a in range(d):
                         xi[a] = x[a, i]
-                    ell, q = _tile_generic(
-                        xi, mi, wi, k, x, zt, j0, jend, ledger, colsums, sbuf, ebuf, yb, zero
-                    )
+                    ell, q = _tile_generic(xi, mi, wi, k, x, zt, j0, jend, ito, colsums, sbuf, ebuf, yb, zero)
                     for a in range(d):
                         ysum[p, h, i, a] += yb[a]
                 rsum[p, h, i] += ell
                 qsum[p, h, i] += q
-                if ledger and colsums:
+                if colsums:
                     pending += 1
                     if pending == _ROW_BLOCK or i == r1 - 1:
                         for a in range(d):
@@ -373,6 +402,157 @@ def _accumulate_pass(
                                 zsum_item[a, j0 + j] += zt[a, j]
                                 zt[a, j] = zero
                         pending = 0
+
+
+# --------------------------------------------------------------------------- symmetric half pass
+# U^h symmetric and one shift c_h per head: e_ij = exp(s_ij - c_h) = e_ji. Each unordered pair {i, j},
+# j < i, is computed once and added to row i (weights x_j) and to row j (weights x_i); the diagonal once.
+# A work item owns the rows [r0, r1) of one head and the pairs j < i of those rows (a lower-triangle strip,
+# equal areas); its row sums go straight to the outputs, its column contributions (rows j of other items)
+# to its own buffer ``cbuf[p, h, chunk]``, summed afterwards: no two threads write the same row.
+
+_HALF_ROWS = 5  # cbuf rows per column: e, e x_i (3 for d = 3; d in general), e <x_i, x_j>^2
+
+
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+def _half_tile_d3(xi0, xi1, xi2, mi, k, x, zt, ebuf, j0, j1, ito, zero):
+    """Pairs ``j0 <= j < j1`` (all ``j < i``) of row ``i``: returns the row part and adds the column part
+    to ``zt``; the Ito sums in a second loop over ``ebuf`` (as in :func:`_tile_d3`).
+
+    Every loop runs over ``range(length)`` on 1-d views: an index that provably starts at 0 lets LLVM
+    drop numba's negative-index wrap-around and vectorise (with ``range(j0, j1)`` the exponential loop
+    compiled to scalar code; benchmarks/asm_report.py).
+    """
+    length = j1 - j0
+    k0 = k[0, j0:j1]
+    k1 = k[1, j0:j1]
+    k2 = k[2, j0:j1]
+    x0 = x[0, j0:j1]
+    x1 = x[1, j0:j1]
+    x2 = x[2, j0:j1]
+    ell = zero
+    y0 = zero
+    y1 = zero
+    y2 = zero
+    for jj in range(length):
+        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
+        ebuf[jj] = e
+        ell += e
+        y0 += e * x0[jj]
+        y1 += e * x1[jj]
+        y2 += e * x2[jj]
+    z0 = zt[0]
+    z1 = zt[1]
+    z2 = zt[2]
+    z3 = zt[3]
+    for jj in range(length):
+        e = ebuf[jj]
+        z0[jj] += e
+        z1[jj] += e * xi0
+        z2[jj] += e * xi1
+        z3[jj] += e * xi2
+    q = zero
+    if ito:
+        z4 = zt[4]
+        for jj in range(length):
+            g = xi0 * x0[jj] + xi1 * x1[jj] + xi2 * x2[jj]
+            eg = ebuf[jj] * g * g
+            q += eg
+            z4[jj] += eg
+    return ell, y0, y1, y2, q
+
+
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+def _half_tile_generic(xi, mi, k, x, zt, j0, j1, ito, sbuf, ebuf, ysum, zero):
+    """Any-``d`` version of :func:`_half_tile_d3` through small buffers; returns ``(ell, q)``."""
+    d = xi.shape[0]
+    length = j1 - j0
+    _score_tile(xi, k, j0, j1, sbuf)
+    ell = zero
+    for j in range(length):
+        e = _exp_shifted(sbuf[j] - mi)
+        ebuf[j] = e
+        ell += e
+        zt[0, j] += e
+    for a in range(d):
+        acc = zero
+        xa = xi[a]
+        for j in range(length):
+            acc += ebuf[j] * x[a, j0 + j]
+            zt[1 + a, j] += ebuf[j] * xa
+        ysum[a] = acc
+    q = zero
+    if ito:
+        _score_tile(xi, x, j0, j1, sbuf)
+        for j in range(length):
+            eg = ebuf[j] * sbuf[j] * sbuf[j]
+            q += eg
+            zt[1 + d, j] += eg
+    return ell, q
+
+
+@njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
+def _half_pass(xt, kt, shift, items, chunk_of, ito, zero, rsum, ysum, qsum, cbuf):
+    """Symmetric half pass: every unordered pair once (see the comment above).
+
+    ``shift[p, h]`` is the head's common shift; rows of ``cbuf[p, h, c]`` are ``sum_i e_ij``,
+    ``sum_i e_ij x_i`` (d rows) and ``sum_i e_ij <x_i, x_j>^2`` over the item's rows ``i > j``.
+    """
+    d = xt.shape[1]
+    for it in prange(items.shape[0]):
+        p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
+        c = chunk_of[it]
+        k = kt[p, h]
+        x = xt[p]
+        mi = shift[p, h]
+        cb = cbuf[p, h, c]
+        zt = _aligned_zeros(d + 2, _TILE, xt.dtype)
+        work = _aligned_zeros(2, _TILE, xt.dtype)
+        sbuf = work[0]
+        ebuf = work[1]
+        yb = np.empty(d, dtype=xt.dtype)
+        xi = np.empty(d, dtype=xt.dtype)
+        # the diagonal pairs (i, i), once each
+        for i in range(r0, r1):
+            s = zero
+            r2 = zero
+            for a in range(d):
+                s += x[a, i] * k[a, i]
+                r2 += x[a, i] * x[a, i]
+            e = _exp_shifted(s - mi)
+            rsum[p, h, i] += e
+            for a in range(d):
+                ysum[p, h, i, a] += e * x[a, i]
+            if ito:
+                qsum[p, h, i] += e * r2 * r2
+        for j0 in range(0, r1, _TILE):
+            j1 = min(j0 + _TILE, r1)
+            pending = 0
+            for i in range(max(r0, j0 + 1), r1):
+                jend = min(j1, i)
+                if d == 3:
+                    ell, y0, y1, y2, q = _half_tile_d3(
+                        x[0, i], x[1, i], x[2, i], mi, k, x, zt, ebuf, j0, jend, ito, zero
+                    )
+                    ysum[p, h, i, 0] += y0
+                    ysum[p, h, i, 1] += y1
+                    ysum[p, h, i, 2] += y2
+                else:
+                    for a in range(d):
+                        xi[a] = x[a, i]
+                    ell, q = _half_tile_generic(xi, mi, k, x, zt, j0, jend, ito, sbuf, ebuf, yb, zero)
+                    for a in range(d):
+                        ysum[p, h, i, a] += yb[a]
+                rsum[p, h, i] += ell
+                if ito:
+                    qsum[p, h, i] += q
+                pending += 1
+                if pending == _ROW_BLOCK or i == r1 - 1:
+                    for a in range(d + 2):
+                        for j in range(j1 - j0):
+                            cb[a, j0 + j] += zt[a, j]
+                            zt[a, j] = zero
+                    pending = 0
 
 
 # --------------------------------------------------------------------------- public
@@ -410,6 +590,25 @@ def check_inputs(x, dm, vm, beta):
         raise ValueError(f"beta must be finite and > 0; got {beta!r}")
 
 
+def _keys(xt, bd):
+    """``kt[p, h, a, j] = sum_b bd[p, h, a, b] xt[p, b, j]`` by elementwise products and sums in a fixed
+    order: the result does not depend on memory alignment (``einsum`` / BLAS may round differently with
+    the addresses of their operands, and a run must repeat bit for bit)."""
+    kt = bd[:, :, :, 0, None] * xt[:, None, None, 0, :]
+    for b in range(1, xt.shape[1]):
+        kt += bd[:, :, :, b, None] * xt[:, None, None, b, :]
+    return kt
+
+
+def _sum_sq(a):
+    """``sum_k a[..., k]**2`` in float64, in a fixed order (see :func:`_keys`)."""
+    a = a.astype(np.float64, copy=False)
+    out = a[..., 0] * a[..., 0]
+    for k in range(1, a.shape[-1]):
+        out += a[..., k] * a[..., k]
+    return out
+
+
 def _work_items(npaths, nheads, n, causal):
     """Split each head into row chunks so that there are >= 4 items per thread.
 
@@ -435,8 +634,10 @@ def pair_sums(
     *,
     causal: bool = False,
     ledger: bool = True,
+    ito: bool = True,
     _general: bool = False,
     _exact_max: bool = False,
+    _full: bool = False,
 ) -> dict[str, np.ndarray]:
     """Pair sums of softmax attention in one tiled pass over pairs (the kernel's whole output).
 
@@ -451,23 +652,35 @@ def pair_sums(
     causal : bool
         Keep only pairs ``j <= i``; every sum, including the column sums, runs over exactly these pairs.
     ledger : bool
-        Also accumulate the column sums (non-symmetric ``U``) needed by the gradient.
+        Also accumulate the ledger sums: the column sums (non-symmetric ``U``) needed by the gradient and,
+        with ``ito``, the Ito sums ``row_q``.
+    ito : bool
+        Accumulate the Ito sums ``row_q`` (only read by the ledger when the weight noise is not zero); with
+        ``ito=False`` or ``ledger=False`` the kernel skips them and returns ``row_q = None``.
     _general : bool
-        Private, for tests and benchmarks: never take the symmetric fast path.
+        Private, for tests and benchmarks: never take a symmetric fast path.
     _exact_max : bool
         Private, for tests and benchmarks: always shift by the exact row maxima.
+    _full : bool
+        Private, for tests and benchmarks: symmetric heads take the full pass over ordered pairs (the
+        path before the symmetric half pass).
 
     Returns
     -------
-    dict of ndarray (float64)
-        ``row_shift`` (P, H, n), ``row_sum`` (P, H, n), ``row_x`` (P, H, n, d), ``row_q`` (P, H, n),
-        and ``col_shift`` (P, H), ``col_x`` (P, H, n, d) when the column sums were needed (``ledger`` and
-        ``U`` not symmetric), else ``None``: the fields of :class:`attnflow.dynamics.pairsums.PairSums`.
+    dict of ndarray (float64) or None
+        ``row_shift`` (P, H, n), ``row_sum`` (P, H, n), ``row_x`` (P, H, n, d), ``row_q`` (P, H, n) or
+        ``None``, and ``col_shift`` (P, H), ``col_x`` (P, H, n, d) when the column sums were needed
+        (``ledger`` and ``U`` not symmetric), else ``None``: the fields of
+        :class:`attnflow.dynamics.pairsums.PairSums`.
 
     Notes
     -----
     When every ``D_h`` is exactly symmetric and ``causal`` is False (the paper's case),
-    :math:`U^h` is symmetric, the column sums equal the row sums and their pass is skipped.
+    :math:`U^h` is symmetric and the column sums equal the row sums (not accumulated). If, moreover,
+    the bound shift applies (one shift per head, ``2 beta |D_h|_F max|x|^2`` at most 40 in float32,
+    600 in float64), :math:`e_{ij} = e_{ji}` exactly and each unordered pair is computed once and
+    added to both rows (the symmetric half pass): half the exponentials. General ``D`` (and causal
+    runs) keep the full pass over ordered pairs.
     The stability of the shifted exponentials and the one float32 limitation of the column sums are
     described in the module docstring. Compiled lazily on first call and cached on disk.
 
@@ -484,20 +697,48 @@ def pair_sums(
     npaths, n, d = x.shape
     nheads = D.shape[1]
     beta = float(beta)
+    want_q = bool(ledger and ito)
 
     # structure-of-arrays layouts: xt[p, a, j] and kt[p, h, a, j] = beta (D_h x_j)_a
     xt = np.ascontiguousarray(np.swapaxes(x, 1, 2))
-    kt = np.ascontiguousarray(np.einsum("phab,pbj->phaj", (beta * D).astype(dtype, copy=False), xt))
-    items, chunk_of, nchunk = _work_items(npaths, nheads, n, causal)
+    kt = _keys(xt, (beta * D).astype(dtype, copy=False))
     # U^h symmetric (non-causal, D_h = D_h^T exactly): the column sums are the row sums
-    colsums = ledger and (causal or _general or not np.array_equal(D, np.swapaxes(D, 2, 3)))
+    symmetric = not causal and not _general and np.array_equal(D, np.swapaxes(D, 2, 3))
+    colsums = ledger and not symmetric
 
     # |s_ij| <= beta |D_h|_F max_j |x_j|^2 =: c_h. If every score range 2 c_h is small
     # (always at the paper's beta), c_h itself is a safe shift for all rows and columns:
     # exp(s - c_h) lies in [exp(-2 c_h), 1], normal numbers, and no pass over pairs is needed.
-    bound = beta * np.sqrt(np.einsum("phab,phab->ph", D, D, dtype=np.float64))
-    bound *= np.einsum("pja,pja->pj", x, x, dtype=np.float64).max(axis=1)[:, None]
-    if _exact_max or 2.0 * bound.max() > (_BOUND_RANGE_32 if dtype is np.float32 else _BOUND_RANGE_64):
+    bound = beta * np.sqrt(_sum_sq(D.reshape(npaths, nheads, d * d)))
+    bound *= _sum_sq(x).max(axis=1)[:, None]
+    exact = _exact_max or 2.0 * bound.max() > (_BOUND_RANGE_32 if dtype is np.float32 else _BOUND_RANGE_64)
+    rsum = np.zeros((npaths, nheads, n))
+    ysum = np.zeros((npaths, nheads, n, d))
+    qsum = np.zeros((npaths, nheads, n) if want_q else (1, 1, 1))
+
+    if symmetric and not exact and not _full:
+        # one shift per head and U^h symmetric: each unordered pair once (the symmetric half pass)
+        shift = bound.astype(dtype)
+        items, chunk_of, nchunk = _work_items(npaths, nheads, n, True)  # lower-triangle strips
+        cbuf = np.zeros((npaths, nheads, nchunk, d + 2, n))
+        _half_pass(xt, kt, shift, items, chunk_of, want_q, dtype(0), rsum, ysum, qsum, cbuf)
+        cols = cbuf[:, :, 0] if nchunk == 1 else cbuf.sum(axis=2)
+        rsum += cols[:, :, 0]
+        ysum += np.swapaxes(cols[:, :, 1 : d + 1], 2, 3)
+        if want_q:
+            qsum += cols[:, :, d + 1]
+        row_max = np.repeat(shift[:, :, None], n, axis=2)
+        return {
+            "row_shift": row_max.astype(np.float64),
+            "row_sum": rsum,
+            "row_x": ysum,
+            "row_q": qsum if want_q else None,
+            "col_shift": None,
+            "col_x": None,
+        }
+
+    items, chunk_of, nchunk = _work_items(npaths, nheads, n, causal)
+    if exact:
         row_max = np.empty((npaths, nheads, n), dtype=dtype)
         _row_max_pass(xt, kt, items, causal, row_max)
     else:
@@ -505,13 +746,10 @@ def pair_sums(
     shift = row_max.max(axis=2).astype(np.float64)  # c_h, the column-sum shift
     col_weight = np.exp(row_max - shift[:, :, None].astype(dtype)) if colsums else row_max
 
-    rsum = np.zeros((npaths, nheads, n))
-    ysum = np.zeros((npaths, nheads, n, d))
-    qsum = np.zeros((npaths, nheads, n))
     zshape = (npaths, nheads, nchunk, d, n) if colsums else (npaths, nheads, 1, d, 1)
     zsum = np.zeros(zshape)
     _accumulate_pass(
-        xt, kt, row_max, col_weight, items, chunk_of, causal, ledger, colsums, dtype(0),
+        xt, kt, row_max, col_weight, items, chunk_of, causal, want_q, colsums, dtype(0),
         rsum, ysum, qsum, zsum,
     )  # fmt: skip
     z = zsum.sum(axis=2) if colsums else zsum[:, :, 0]
@@ -520,7 +758,7 @@ def pair_sums(
         "row_shift": row_max.astype(np.float64),
         "row_sum": rsum,
         "row_x": ysum,
-        "row_q": qsum,
+        "row_q": qsum if want_q else None,
         "col_shift": shift if colsums else None,
         "col_x": np.ascontiguousarray(np.swapaxes(z, 2, 3)) if colsums else None,
     }

@@ -36,9 +36,16 @@ class VectorField:
         self.geometry = model.geometry
 
     def __call__(
-        self, x: torch.Tensor, D: torch.Tensor, t: float, *, ledger: bool = False, raw: bool = False
+        self,
+        x: torch.Tensor,
+        D: torch.Tensor,
+        t: float,
+        *,
+        ledger: bool = False,
+        raw: bool = False,
+        ito: bool = True,
     ) -> FieldEval:
-        return evaluate(self.model, x, D, self.V, t, ledger=ledger, raw=raw)
+        return evaluate(self.model, x, D, self.V, t, ledger=ledger, raw=raw, ito=ito)
 
     def token_rate(self, fe: FieldEval) -> torch.Tensor:
         """dx/dt = s v."""

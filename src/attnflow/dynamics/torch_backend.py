@@ -36,6 +36,7 @@ def pair_sums_torch(
     geometry: Geometry,
     sinkhorn_iters: int = 50,
     ledger: bool = True,
+    ito: bool = True,
     chunk_bytes: int = 2**27,
 ) -> PairSums:
     """Pair sums of the field at (x, D) with plain PyTorch.
@@ -54,6 +55,8 @@ def pair_sums_torch(
     sinkhorn_iters : int
     ledger : bool
         Also accumulate the float64 ledger sums (``row_x``, ``row_q``, ``row_r2``, ``col_x``).
+    ito : bool
+        With ``ledger``, also the Ito sums ``row_q`` and ``row_r2`` (else they are ``None``).
     chunk_bytes : int
         Budget of the temporaries of one tile.
 
@@ -72,9 +75,9 @@ def pair_sums_torch(
     if ledger:
         x64 = x.to(f64)
         row_x = torch.empty(P, H, n, d, dtype=f64, device=x.device)
-        row_q = torch.empty(P, H, n, dtype=f64, device=x.device)
+        row_q = torch.empty(P, H, n, dtype=f64, device=x.device) if ito else None
         col_x = torch.zeros(P, H, n, d, dtype=f64, device=x.device)
-        row_r2 = None if geometry.unit_norm else torch.empty(P, H, n, dtype=f64, device=x.device)
+        row_r2 = None if (geometry.unit_norm or not ito) else torch.empty(P, H, n, dtype=f64, device=x.device)
         sq = None if geometry.unit_norm else x64.square().sum(-1)  # |x_j|^2
 
     for h0 in range(0, H, hc):
@@ -108,6 +111,8 @@ def pair_sums_torch(
                 w = torch.exp(l64 - m)
                 zc = A_soft.transpose(-1, -2).to(f64) @ (w.unsqueeze(-1) * x64[:, rs].unsqueeze(1))
                 col_x[:, hs] += torch.exp(m).unsqueeze(-1) * zc
+                if row_q is None:
+                    continue
                 A64 = A_soft.to(f64)
                 rho2 = (x64[:, rs] @ x64.transpose(-1, -2)).square().unsqueeze(1)  # (P,1,r,n)
                 row_q[:, hs, rs] = (A64 * rho2).sum(-1)

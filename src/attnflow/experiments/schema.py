@@ -65,6 +65,7 @@ __all__ = [
     "MAX_STEPS",
     "MAX_WRITTEN_NODES",
     "ExperimentConfig",
+    "check_device",
     "check_weight_sections",
     "check_weights_fit",
     "config_diff",
@@ -73,6 +74,7 @@ __all__ = [
     "load_config",
     "load_yaml",
     "weight_process",
+    "with_device",
     "with_overrides",
 ]
 
@@ -484,6 +486,42 @@ def check_weights_fit(section: _WeightsSection, H: int, d: int, where: str) -> W
     return process
 
 
+def check_device(device: str) -> str:
+    """``device`` if it names a device this torch build can use: ``cpu``, ``cuda`` or ``cuda:N``.
+
+    Checked when a config loads (and for ``--device`` options), never as a failed run (issue 12).
+
+    Raises
+    ------
+    ValueError
+        Another name, CUDA requested on a torch build or machine without it, or ``cuda:N`` beyond the
+        devices present.
+    """
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N': got {device!r}")
+    if device == "cpu":
+        return device
+    import torch  # the config layer imports torch only to check a CUDA request
+
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"CUDA requested but this torch build has none; install a CUDA build or use device: cpu "
+            f"(got device: {device}, torch {torch.__version__})"
+        )
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= torch.cuda.device_count():
+        raise ValueError(
+            f"device {device} requested but this machine has {torch.cuda.device_count()} CUDA device(s); "
+            "use cuda:0 ... cuda:N-1 or device: cpu"
+        )
+    return device
+
+
+def with_device(cfg: ExperimentConfig, device: str | None) -> ExperimentConfig:
+    """``cfg`` with its ``device`` replaced (checked by :func:`check_device`); None returns ``cfg``."""
+    return cfg if device is None else cfg.model_copy(update={"device": check_device(device)})
+
+
 # -- the whole config ----------------------------------------------------------------------------------
 class ExperimentConfig(_Section):
     """A whole experiment: model, weights, initial conditions, integrator, recording, seeds, device.
@@ -508,9 +546,7 @@ class ExperimentConfig(_Section):
     @field_validator("device")
     @classmethod
     def _device(cls, v: str) -> str:
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", v):
-            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N': got {v!r}")
-        return v
+        return check_device(v)
 
     @model_validator(mode="after")
     def _weights_fit_heads(self):

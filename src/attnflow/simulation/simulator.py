@@ -223,7 +223,14 @@ class Simulator:
     def _current(self) -> tuple[FieldEval, tuple[torch.Tensor, torch.Tensor] | None]:
         """The field at the current state and its ledger rates, each computed once per state."""
         if self._fe is None:
-            fe = self.field(self.x, self.D, self.t, ledger=self.ledger_on, raw=self.integrator.needs_raw)
+            fe = self.field(
+                self.x,
+                self.D,
+                self.t,
+                ledger=self.ledger_on,
+                raw=self.integrator.needs_raw,
+                ito=self.model.weights.stochastic,  # g = 0: no Ito sums (their rate is exactly 0)
+            )
             self._fe, self._rates = fe, None
             if self.ledger_on:
                 self.ledger.start(fe)

@@ -366,6 +366,7 @@ def reproduce(
     t1: float | None = None,
     H: Sequence[int] | None = None,
     figures: Callable[..., dict] | None = None,
+    device: str | None = None,
 ) -> dict:
     """Rerun every (regime, variant, H) of a reproduction manifest, fit, plot and summarise.
 
@@ -393,6 +394,8 @@ def reproduce(
         ``figures(datasets, summary, out_dir, snapshot_times=...) -> dict`` draws the figures
         (the CLI passes :func:`attnflow.plot.reproduction.plot_all`; the study layer does not import the
         plotting layer above it). None: no figures.
+    device : str or None
+        Run on this device (checked before anything runs; :func:`attnflow.studies.run_study`).
 
     Returns
     -------
@@ -410,6 +413,7 @@ def reproduce(
         progress=progress,
         workers=1,
         figures=figures,
+        device=device,
     )
 
 

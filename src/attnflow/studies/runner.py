@@ -31,6 +31,7 @@ from .._version import __version__
 from ..experiments.config import ConfigError, config_diff, load_config
 from ..experiments.files import atomic_write_text, utc_now
 from ..experiments.locking import DirectoryLock
+from ..experiments.schema import with_device
 from ..experiments.store import CONFIG_FILE, META_FILE, read_meta
 from ..experiments.sweep import TASKS_FILE, run_tasks
 from .base import Study, StudyRuns
@@ -114,6 +115,7 @@ def run_study(
     resume: bool = True,
     progress: bool = False,
     figures: Callable[..., dict] | None = None,
+    device: str | None = None,
 ) -> dict:
     """Plan, run (resumably, locally or on Dask) and analyse a study into ``out_dir``.
 
@@ -139,6 +141,9 @@ def run_study(
     figures : callable or None
         The plot layer's figure function for this study (``attnflow.plot.figures_for(name)``), passed
         to the analysis; None draws no figure (the study layer never imports the plot layer).
+    device : str or None
+        Run every run on this device (``cpu``, ``cuda``, ``cuda:N``; checked before anything runs);
+        None keeps the devices of the planned configs.
 
     Returns
     -------
@@ -158,7 +163,7 @@ def run_study(
     t_start = time.time()
     study = get_study(study) if isinstance(study, str) else study
     config = study.config(params, quick=quick)
-    configs = {name: load_config(cfg) for name, cfg in study.plan(config).items()}
+    configs = {name: with_device(load_config(cfg), device) for name, cfg in study.plan(config).items()}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(out, "study directory"):  # a second run_study on it is refused
