@@ -60,6 +60,11 @@ CLI_PHRASES: tuple[tuple[str, str], ...] = (
     ("pass resume=False", "pass --no-resume"),
     ("rerun with resume=False", "rerun with --no-resume"),
     ("another out_dir", "another --out"),
+    ("an empty or new out_dir", "an empty or new --out"),
+    (
+        "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config",
+        "write one like `attnflow train --example`",
+    ),
     ("attnflow.experiments.sweep_info describes it", "`attnflow info` describes it"),
     ("attnflow.experiments.run_info describes it", "`attnflow info` describes it"),
     ("attnflow.studies.available_studies() lists them", "`attnflow study list` describes them"),

@@ -194,7 +194,8 @@ def load_training_config(source: str | Path | dict | TrainingConfig) -> Training
     name = short_repr(str(path))
     if not path.is_file():
         raise ConfigError(
-            f"training config file not found: {name}; write one like `attnflow train --example`"
+            f"training config file not found: {name}; "
+            "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config"
         )
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise ConfigError(

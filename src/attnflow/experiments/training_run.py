@@ -165,16 +165,16 @@ def _claim(out: Path, cfg: TrainingConfig) -> bool:
             raise RunConfigMismatchError(
                 f"{out} holds a training run with a different config (differing keys: "
                 f"{', '.join(diff) or 'task'}); "
-                "choose another --out directory, or delete that one to start afresh"
+                "choose another out_dir, or delete that one to start afresh"
             )
         if not has_marker(out):
             raise RunConfigMismatchError(
-                f"{out} holds {CONFIG} that attnflow did not mark as its own; choose another --out"
+                f"{out} holds {CONFIG} that attnflow did not mark as its own; choose another out_dir"
             )
         return (out / CHECKPOINT).is_file()
     if any(p.name != LOCK_FILE for p in out.iterdir()) and not has_marker(out):
         raise RunConfigMismatchError(
-            f"{out} is not empty and was not created by attnflow; choose an empty or new --out directory"
+            f"{out} is not empty and was not created by attnflow; choose an empty or new out_dir"
         )
     write_marker(out, "training run")
     atomic_write_text(cfg_path, dump_training_config(cfg))
