@@ -271,6 +271,17 @@ class ModelConfig(_Section):
     )
     backend: _one_of("model.backend") = "auto"
     sinkhorn_iters: int = Field(50, ge=1)
+    token_noise: float = 0.0
+
+    @field_validator("token_noise")
+    @classmethod
+    def _token_noise(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError(
+                f"model.token_noise eps must be >= 0 (the tokens' Brownian motion has generator eps Delta): "
+                f"got {v!r}; use 0 for noiseless tokens or a positive intensity such as 0.1"
+            )
+        return v
 
 
 # -- weights: one section per named process of attnflow.model.registry --------------------------------
@@ -407,6 +418,35 @@ class IntegratorConfig(_Section):
     method: _one_of("integrator.method") = "euler"
     dt: float = Field(gt=0)
     t1: float = Field(gt=0)
+    tol: float | None = None
+    max_iter: int | None = None
+
+    @model_validator(mode="after")
+    def _options(self):
+        """``tol`` (> 0) and ``max_iter`` (>= 1) only for the methods that take them (JKO, adaptive)."""
+        takes = integrators_module.TOLERANCE_INTEGRATORS
+        given = [k for k in ("tol", "max_iter") if getattr(self, k) is not None]
+        if given and self.method not in takes:
+            raise ValueError(
+                f"integrator.{given[0]} applies only to integrator.method {' or '.join(takes)}: got method "
+                f"{self.method!r}; remove integrator.{given[0]} or choose one of those methods"
+            )
+        if self.tol is not None and not self.tol > 0:
+            raise ValueError(
+                f"integrator.tol must be > 0 (the {self.method} solver stops when its residual is below it): "
+                f"got {self.tol!r}; give e.g. tol: 1e-9"
+            )
+        if self.max_iter is not None and self.max_iter < 1:
+            raise ValueError(f"integrator.max_iter must be an integer >= 1: got {self.max_iter!r}; e.g. 500")
+        return self
+
+    @property
+    def options(self) -> tuple:
+        """The integrator's options as (name, value) pairs (``max_iter`` is the adaptive method's
+        ``max_substeps``)."""
+        cap = integrators_module.TOLERANCE_INTEGRATORS.get(self.method, "max_iter")
+        pairs = (("tol", self.tol), (cap, self.max_iter))
+        return tuple((k, v) for k, v in pairs if v is not None)
 
     @model_validator(mode="after")
     def _whole_steps(self):
