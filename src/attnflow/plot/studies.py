@@ -17,6 +17,7 @@ from .multihead import (
     plot_sufficient_condition,
     plot_superadditivity,
 )
+from .noise import plot_jko_stability, plot_noise_phase
 from .reproduction import plot_all
 from .theorems import (
     plot_layer_scaling,
@@ -50,6 +51,10 @@ _FIGURES.update(
     stability_input=plot_stability_input,
     stability_weights=plot_stability_weights,
 )
+
+
+# issue 16: noisy tokens and the JKO step
+_FIGURES.update(noise_phase=plot_noise_phase, jko_stability=plot_jko_stability)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

@@ -46,6 +46,7 @@ from .multihead_reduced import (
     ReluVsSoftmaxStudy as ReluVsSoftmaxStudy,
     SuperadditivityStudy as SuperadditivityStudy,
 )
+from .noise_phase import NoisePhaseConfig as NoisePhaseConfig, NoisePhaseStudy as NoisePhaseStudy  # registers
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -75,6 +76,8 @@ __all__ = [
     "LongtimeStudy",
     "MeanFieldHeadsConfig",
     "MeanFieldHeadsStudy",
+    "NoisePhaseConfig",
+    "NoisePhaseStudy",
     "NotAStudyDirectoryError",
     "ReproductionConfig",
     "ReproductionStudy",
