@@ -190,12 +190,14 @@ class Simulator:
             self.order = min(self.order, 0.5)
         # projected Euler reaches the same strong order
         if (w.stochastic or eps > 0) and self.integrator.order > 1:
+            why = " and ".join(
+                ([f"the stochastic weights of {type(w).__name__}"] if w.stochastic else [])
+                + ([f"token_noise = {eps:g}"] if eps > 0 else [])
+            )
             warnings.warn(
                 f"integrator {self.integrator.name!r} has deterministic order {self.integrator.order}, but "
-                f"with the stochastic weights of {type(w).__name__} or token_noise = {eps:g} the run has "
-                f"strong order {self.order:g} (the noise enters by its increment): the extra stages buy no "
-                "accuracy; "
-                "use integrator='euler' for the same order at lower cost",
+                f"with {why} the run has strong order {self.order:g} (the noise enters by its increment): "
+                "the extra stages buy no accuracy; use integrator='euler' for the same order at lower cost",
                 RuntimeWarning,
                 stacklevel=2,
             )
