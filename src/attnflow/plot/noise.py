@@ -86,17 +86,23 @@ def plot_jko_stability(summary: dict, out_dir: str | Path) -> dict[str, str]:
     each step size, with the exact-flow reference."""
     runs = summary["runs"]
     dts = sorted({r["dt"] for r in runs.values()})
-    fig, axes = plt.subplots(1, len(dts), figsize=(4 * len(dts), 3.6), squeeze=False, sharey=True)
-    for ax, dt in zip(axes[0], dts, strict=True):
-        ref = summary["reference"]
-        ax.plot(ref["times"], ref["energy"], "k-", lw=2.5, alpha=0.3, label="reference (rk4, small dt)")
+    ncol = min(4, len(dts))
+    nrow = -(-len(dts) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.6 * ncol, 3.2 * nrow), squeeze=False, sharey=True)
+    ref = summary["reference"]
+    for ax, dt in zip(axes.flat, dts, strict=False):
+        ax.plot(ref["times"], ref["energy"], "k-", lw=2.5, alpha=0.3, label="rk4 reference")
         for r in runs.values():
             if r["dt"] != dt:
                 continue
             style = "o-" if r["method"] == "jko" else "x--"
-            ax.plot(r["times"], r["energy"], style, ms=3, lw=1, label=r["method"])
+            ax.plot(
+                r["times"], r["energy"], style, ms=3, lw=1, label=f"{r['method']} (monotone: {r['monotone']})"
+            )
         ax.set(xlabel="t", title=f"dt = {dt:g} ({dt / summary['euler_limit']:.2g} x Euler limit)")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("energy E (path 0)")
-    out = {"jko_vs_euler": _save(fig, out_dir, "fig_jko_vs_euler.png")}
-    return out
+        ax.legend(fontsize=6)
+    for ax in axes.flat[len(dts) :]:
+        ax.axis("off")
+    for row in axes:
+        row[0].set_ylabel("energy E (path 0)")
+    return {"jko_vs_euler": _save(fig, out_dir, "fig_jko_vs_euler.png")}

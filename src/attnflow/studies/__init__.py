@@ -24,6 +24,10 @@ from .errors import (
     StudyRunError as StudyRunError,
     UnknownStudyError as UnknownStudyError,
 )
+from .jko_stability import (
+    JKOStabilityConfig as JKOStabilityConfig,
+    JKOStabilityStudy as JKOStabilityStudy,
+)  # registers
 from .layer_scaling import LayerScalingConfig as LayerScalingConfig, LayerScalingStudy as LayerScalingStudy
 from .longtime import LongtimeConfig as LongtimeConfig, LongtimeStudy as LongtimeStudy  # registers it
 from .massucco2026 import (  # importing it registers the shipped reproductions
@@ -70,6 +74,8 @@ __all__ = [
     "ReluVsSoftmaxStudy",
     "SufficientConditionStudy",
     "SuperadditivityStudy",
+    "JKOStabilityConfig",
+    "JKOStabilityStudy",
     "LayerScalingConfig",
     "LayerScalingStudy",
     "LongtimeConfig",
