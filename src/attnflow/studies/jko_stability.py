@@ -180,7 +180,8 @@ def markdown_table(summary: dict) -> str:
         f"Sizes: {s['attention']}, beta = {s['beta']:g}, ascent, n = {s['n']} on S^2, {s['paths']} paths, "
         f"T = {s['T']:g}; JKO tol = {s['tol']:g}, cap {s['max_iter']}. Explicit Euler limit (largest "
         f"monotone dt of the grid): {summary['euler_limit']:g}; JKO monotone at every dt: "
-        f"{summary['jko_monotone_at_every_dt']} (up to {summary['largest_dt_over_euler_limit']:.3g} x the limit).",
+        f"{summary['jko_monotone_at_every_dt']} (up to {summary['largest_dt_over_euler_limit']:.3g} x the "
+        "limit).",
         "",
         "| method | dt | monotone | min step increment of E | E(T) | max error at T vs rk4 | JKO iterations "
         "(total / max per step) | JKO max residual | unconverged |",
