@@ -207,3 +207,25 @@ def test_config_runs_jko_and_refuses_a_tolerance_at_or_below_zero_at_load():
     for bad in (0.0, -1e-3):
         with pytest.raises(ConfigError, match=rf"integrator.tol must be > 0 .*got {bad!r}"):
             load_config(tiny_with(**base, integrator__tol=bad))
+
+
+def test_quick_jko_stability_study(tmp_path):
+    import json
+
+    from attnflow.plot.studies import figures_for
+    from attnflow.studies import StudyConfigError, get_study, run_study
+
+    run_study("jko_stability", tmp_path / "j", quick=True, workers=1, figures=figures_for("jko_stability"))
+    s = json.loads((tmp_path / "j" / "summary.json").read_text())
+    assert s["jko_monotone_at_every_dt"] is True
+    for r in s["results"].values():
+        E = np.array(r["energy"])
+        if r["method"] == "jko":  # path 0 of the figure is monotone too
+            assert np.diff(E).min() >= -1e-12 * np.abs(E).max()
+        if r["method"] == "jko":
+            assert r["jko"]["jko_unconverged"] == 0 and r["jko"]["jko_max_residual"] <= 1e-9
+    assert (tmp_path / "j" / s["figures"]["jko_vs_euler"]).is_file()
+    with pytest.raises(StudyConfigError, match=r"tol: must be greater than 0; got 0.0"):
+        get_study("jko_stability").config({"tol": 0.0}, quick=True)
+    with pytest.raises(StudyConfigError, match=r"whole number of steps"):
+        get_study("jko_stability").config({"dts": [0.3, 0.7]}, quick=True)

@@ -84,7 +84,7 @@ def plot_noise_phase(summary: dict, out_dir: str | Path) -> dict[str, str]:
 def plot_jko_stability(summary: dict, out_dir: str | Path) -> dict[str, str]:
     """``fig_jko_vs_euler.png``: the energy against time for explicit (projected) Euler and the JKO step at
     each step size, with the exact-flow reference."""
-    runs = summary["runs"]
+    runs = summary["results"]
     dts = sorted({r["dt"] for r in runs.values()})
     ncol = min(4, len(dts))
     nrow = -(-len(dts) // ncol)

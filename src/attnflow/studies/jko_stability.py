@@ -151,7 +151,7 @@ class JKOStabilityStudy(Study):
         euler_limit = max(euler_ok) if euler_ok else min(config.dts)
         jko_all = all(r["monotone"] for r in res.values() if r["method"] == "jko")
         summary = {
-            "runs": res,
+            "results": res,
             "reference": {
                 "times": np.asarray(ref.time.values, float).tolist(),
                 "energy": np.asarray(ref.energy.values[0]).tolist(),
@@ -187,7 +187,7 @@ def markdown_table(summary: dict) -> str:
         "(total / max per step) | JKO max residual | unconverged |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in summary["runs"].values():
+    for r in summary["results"].values():
         j = r.get("jko")
         jt = (
             f"{j['jko_iterations']:.0f} / {j['jko_max_iterations']:.0f} | {j['jko_max_residual']:.2g} "
