@@ -56,17 +56,17 @@ class NoisePhaseConfig(StudyConfig):
         [1.0, 2.0, 4.0], min_length=1, description="inverse temperatures (> 0)", examples=[[1.0, 2.0, 4.0]]
     )
     ratios: list[float] = Field(
-        [0.6, 0.85, 1.25, 1.6, 2.5],
+        [0.6, 0.85, 1.25, 1.6, 2.5, 4.0],
         min_length=3,
         description="noise levels eps / eps_c(predicted) (> 0, >= 3 distinct)",
-        examples=[[0.6, 0.85, 1.25, 1.6, 2.5]],
+        examples=[[0.6, 0.85, 1.25, 1.6, 2.5, 4.0]],
     )
     n: int = Field(96, ge=2, description="tokens (>= 2)", examples=[96])
     paths: PositiveInt = Field(6, description="paths per run", examples=[6])
     t_units: float = Field(
         25.0, gt=0, description="the horizon T in units of 1/eps_c (T = t_units / eps_c)", examples=[25.0]
     )
-    steps: int = Field(1600, ge=8, description="Euler steps per run (>= 8)", examples=[1600])
+    steps: int = Field(2000, ge=8, description="Euler steps per run (>= 8)", examples=[2000])
     records: int = Field(100, ge=4, description="records per run (divides steps)", examples=[100])
     disordered_max: float = Field(
         10.0, gt=1, description="runs with n<|m|^2> at most this are fitted as disordered", examples=[10.0]
