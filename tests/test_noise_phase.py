@@ -124,3 +124,18 @@ def test_quick_noise_phase_study(tmp_path):
 def test_noise_phase_refuses_bad_parameters(params, match):
     with pytest.raises(StudyConfigError, match=match):
         get_study("noise_phase").config(params, quick=True)
+
+
+def test_cli_prints_the_critical_noise():
+    from typer.testing import CliRunner
+
+    from attnflow.cli import app
+
+    res = CliRunner().invoke(
+        app, ["critical-noise", "--beta", "1", "--d", "2", "--attention", "usa", "--n", "96"]
+    )
+    assert res.exit_code == 0, res.output
+    assert f"eps_c = {iv(1, 1.0):.6g} (mean field)" in res.output
+    assert f"{critical_token_noise(1.0, 2, 'usa', n=96):.6g} (n = 96)" in res.output
+    bad = CliRunner().invoke(app, ["critical-noise", "--beta", "1", "--attention", "relu"])
+    assert bad.exit_code == 2 and "got 'relu'" in bad.output
