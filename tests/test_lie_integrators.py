@@ -179,7 +179,7 @@ def test_adaptive_gives_up_after_max_substeps(case):
         sim.step()
 
 
-def test_config_names_the_new_integrators_and_refuses_bad_tolerances():
+def test_config_names_the_new_integrators_and_refuses_bad_tolerances(tmp_path):
     from experiments_helpers import tiny_with
 
     cfg = tiny_with(
@@ -193,6 +193,11 @@ def test_config_names_the_new_integrators_and_refuses_bad_tolerances():
     assert dict(spec.integrator_options) == {"tol": 1e-5, "max_substeps": 50}
     sim = af.Simulator.from_spec(spec)
     assert sim.integrator.tol == 1e-5 and sim.integrator.max_substeps == 50
+    # through the run store (identity heads broadcast over paths: a layout matrix_exp once refused)
+    from attnflow.experiments.store import run_experiment
+
+    ds = run_experiment({**cfg, "heads": {"init": "identity", "H": 1}}, tmp_path / "run")
+    assert ds["integrator_substeps_accepted"].values[-1] >= spec.n_steps
     with pytest.raises(ConfigError, match=r"integrator.tol must be > 0 .* got -1e-05; give e.g. tol: 1e-9"):
         load_config(tiny_with(integrator__method="adaptive_rkmk2", integrator__tol=-1e-5))
     with pytest.raises(ConfigError, match=r"integrator.tol applies only to integrator.method"):

@@ -58,7 +58,8 @@ def generator(y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def rotate(u: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``exp(u) x`` for skew ``u`` (shape [..., d, d]) and points ``x`` (shape [..., d]), renormalised."""
-    y = (torch.linalg.matrix_exp(u) @ x.unsqueeze(-1)).squeeze(-1)
+    # contiguous copies: batched matrix_exp/matmul refuse some broadcast (expanded) layouts
+    y = torch.einsum("...ij,...j->...i", torch.linalg.matrix_exp(u.contiguous()), x.contiguous())
     return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)
 
 
