@@ -66,7 +66,7 @@ class NoisePhaseConfig(StudyConfig):
     t_units: float = Field(
         25.0, gt=0, description="the horizon T in units of 1/eps_c (T = t_units / eps_c)", examples=[25.0]
     )
-    steps: int = Field(2000, ge=8, description="Euler steps per run (>= 8)", examples=[2000])
+    steps: int = Field(8000, ge=8, description="Euler steps per run (>= 8)", examples=[8000])
     records: int = Field(100, ge=4, description="records per run (divides steps)", examples=[100])
     disordered_max: float = Field(
         10.0, gt=1, description="runs with n<|m|^2> at most this are fitted as disordered", examples=[10.0]
