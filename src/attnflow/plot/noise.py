@@ -62,6 +62,9 @@ def plot_noise_phase(summary: dict, out_dir: str | Path) -> dict[str, str]:
                 label="fitted eps_c (95%)",
             )
         ax.set(xscale="log", yscale="log", xlabel="beta", ylabel="eps", title=f"{sphere}, {kernel}")
+        betas = sorted({c["beta"] for c in cases})
+        ax.set_xticks(betas, [f"{b:g}" for b in betas])
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.legend(fontsize=7)
         fig.colorbar(sc, ax=ax, label="<|m|> (late times)")
     out["phase"] = _save(fig, out_dir, "fig_phase.png")
