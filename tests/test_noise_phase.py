@@ -23,11 +23,15 @@ from attnflow.studies import StudyConfigError, get_study, run_study
 
 def _eigen_by_quadrature(l: int, beta: float, d: int) -> float:
     """(1/|S^{d-1}|) int e^{beta <x, y>} Y_l(y) dy / Y_l(x) by Funk-Hecke, normalised Gegenbauer P_l."""
+    if (
+        d == 2
+    ):  # t = cos(theta): (1/pi) int_0^pi e^{beta cos theta} cos(l theta) d theta, no endpoint singularity
+        return quad(lambda th: math.exp(beta * math.cos(th)) * math.cos(l * th), 0, math.pi)[0] / math.pi
     a = (d - 2) / 2.0
-    norm = eval_gegenbauer(l, a, 1.0) if d > 2 else 1.0
+    norm = eval_gegenbauer(l, a, 1.0)
 
     def f(t):
-        p = eval_gegenbauer(l, a, t) / norm if d > 2 else math.cos(l * math.acos(t))
+        p = eval_gegenbauer(l, a, t) / norm
         return math.exp(beta * t) * p * (1 - t * t) ** ((d - 3) / 2.0)
 
     num = quad(f, -1, 1, limit=200)[0]
