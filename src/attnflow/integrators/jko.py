@@ -180,7 +180,7 @@ class JKO(Integrator):
                 step, old = prev
                 num = (wt * step * step).sum((-1, -2)).to(torch.float64)
                 den = -(wt * step * (delta - field.geometry.tangent(y, old))).sum((-1, -2)).to(torch.float64)
-                bb = alpha * 0 + num / den.clamp_min(torch.finfo(torch.float64).tiny)
+                bb = num / den.clamp_min(torch.finfo(torch.float64).tiny)
                 alpha = torch.where(den > 0, bb.clamp(1e-8, 1e8), torch.ones_like(alpha))
             it += 1
             slope = ((wt * delta * delta).sum((-1, -2))).to(torch.float64)  # -dPhi/dalpha at 0
