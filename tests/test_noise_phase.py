@@ -113,6 +113,9 @@ def test_quick_noise_phase_study(tmp_path):
     assert set(summary["figures"]) == {"phase", "fluctuations"}
     assert all((tmp_path / "np" / f).is_file() for f in summary["figures"].values())
     assert out is not None
+    study = get_study("noise_phase")
+    seeds = [c["seed"] for c in study.plan(study.config(quick=True)).values()]
+    assert len(set(seeds)) == len(seeds)  # independent noise per run
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ and on the disordered side the stationary :math:`n\,\mathbb E|m|^2` of the mean
 
 Runs: for each dimension d (S^{d-1}), kernel, beta and ratio r, tokens start uniform and run with
 eps = r eps_c(beta) (the predicted mean-field value: the grid is placed around the prediction; the
-measurement does not use it) to T = ``t_units`` / eps_c with ``steps`` Euler steps (so eps dt = r t_units /
+measurement does not use it), each run with its own seed (so the cases' errors are independent), to
+T = ``t_units`` / eps_c with ``steps`` Euler steps (so eps dt = r t_units /
 steps, the weak error of the noise splitting, is the same for every run). Measured: the time average over
 the second half of :math:`n|m|^2` and of :math:`|m|` (the clustering order parameter), per path, and the
 mean pairwise inner product at T. Analysis: eps_c estimated by the fit :math:`1/(n\langle|m|^2\rangle) = a +
@@ -71,7 +72,9 @@ class NoisePhaseConfig(StudyConfig):
     disordered_max: float = Field(
         10.0, gt=1, description="runs with n<|m|^2> at most this are fitted as disordered", examples=[10.0]
     )
-    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
+    seed: int = Field(
+        0, ge=0, description="the seed of the first run (>= 0; run k uses seed + k)", examples=[0]
+    )
 
     @field_validator("betas")
     @classmethod
@@ -155,7 +158,7 @@ class NoisePhaseStudy(Study):
                             "integrator": {"method": "euler", "dt": t1 / config.steps, "t1": t1},
                             "record": {"every": config.steps // config.records, "ledger": False},
                             "paths": config.paths,
-                            "seed": config.seed,
+                            "seed": config.seed + len(out),  # independent noise per run: uncorrelated errors
                             "precision": "float64",
                         }
         return out
