@@ -282,7 +282,8 @@ def test_seed_must_be_non_negative_integer(seed) -> None:
 def test_unknown_random_purpose() -> None:
     with pytest.raises(
         ValueError,
-        match=r"unknown random purpose 'weights'; valid: \['heads', 'misc', 'noise', 'tokens', 'values'\]",
+        match=r"unknown random purpose 'weights'; valid: "
+        r"\['heads', 'misc', 'noise', 'token_noise', 'tokens', 'values'\]",
     ):
         path_generator(0, 0, "weights")
 

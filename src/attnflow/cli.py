@@ -840,6 +840,36 @@ def _with_device_cli(cfg, device: str | None):
     return with_device(cfg, device)
 
 
+# -- issue 16: noisy tokens -------------------------------------------------------------------------
+@app.command("critical-noise")
+def critical_noise(
+    beta: Annotated[list[float], typer.Option("--beta", help="Inverse temperatures (repeat the option).")],
+    d: Annotated[int, typer.Option("--d", help="Ambient dimension: tokens on S^(d-1).")] = 3,
+    attention: Annotated[str, typer.Option("--attention", help="softmax or usa.")] = "softmax",
+    n: Annotated[int | None, typer.Option("--n", help="Tokens, for the finite-n value.")] = None,
+) -> None:
+    """The derived critical token noise eps_c(beta) below which the uniform state of ascent tokens with one
+    identity head is unstable (docs/noisy_tokens.md)."""
+    from .analysis.noise_stability import critical_token_noise
+
+    try:
+        rows = [
+            (
+                b,
+                critical_token_noise(b, d, attention),
+                critical_token_noise(b, d, attention, n=n) if n else None,
+            )
+            for b in beta
+        ]
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+    typer.echo(f"attention {attention}, S^{d - 1}, ascent, one identity head")
+    for b, ec, ecn in rows:
+        typer.echo(
+            f"beta = {b:g}: eps_c = {ec:.6g} (mean field)" + ("" if ecn is None else f", {ecn:.6g} (n = {n})")
+        )
+
+
 def main() -> None:
     """Entry point of the ``attnflow`` script (pyproject: ``attnflow = "attnflow.cli:main"``)."""
     app()

@@ -20,7 +20,7 @@ import math
 import numpy as np
 import torch
 
-_PURPOSES = {"tokens": 0, "heads": 1, "noise": 2, "values": 3, "misc": 4}
+_PURPOSES = {"tokens": 0, "heads": 1, "noise": 2, "values": 3, "misc": 4, "token_noise": 5}
 
 
 def _check_seed(seed: int) -> int:
@@ -38,7 +38,7 @@ def path_seed(seed: int, path: int, purpose: str) -> int:
         The user's seed (>= 0).
     path : int
         Path index (>= 0).
-    purpose : {"tokens", "heads", "noise", "values", "misc"}
+    purpose : {"tokens", "heads", "noise", "values", "misc", "token_noise"}
     """
     seed = _check_seed(seed)
     if purpose not in _PURPOSES:
@@ -97,6 +97,9 @@ class BrownianSource:
         Global index of the first path.
     refine : int
         Fine draws per step (>= 1).
+    purpose : str
+        The stream's purpose key: ``"noise"`` (the weight noise) or ``"token_noise"`` (the tokens'
+        Brownian motion, :attr:`attnflow.TransformerModel.token_noise`).
     """
 
     def __init__(
@@ -109,13 +112,14 @@ class BrownianSource:
         *,
         first: int = 0,
         refine: int = 1,
+        purpose: str = "noise",
     ):
         if isinstance(refine, bool) or not isinstance(refine, int) or refine < 1:
             raise ValueError(f"refine must be an integer >= 1 (fine draws per step): got {refine!r}")
         self.shape = tuple(shape)
         self.dtype, self.device = dtype, torch.device(device)
         self.refine = refine
-        self.gens = path_generators(seed, paths, "noise", device, first=first)
+        self.gens = path_generators(seed, paths, purpose, device, first=first)
 
     def next(self) -> torch.Tensor:
         """The standard normals of the next step, shape ``(P, *shape)``."""

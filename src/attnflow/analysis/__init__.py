@@ -11,6 +11,12 @@ from .fits import (
     fit_power_law as fit_power_law,
     power_law_band as power_law_band,
 )
+from .noise_stability import (
+    critical_token_noise as critical_token_noise,
+    fit_critical_noise as fit_critical_noise,
+    funk_hecke_eigenvalue as funk_hecke_eigenvalue,
+    growth_rate as growth_rate,
+)
 from .reduced import (
     EquiangularModel as EquiangularModel,
     ReducedModelError as ReducedModelError,
@@ -27,6 +33,10 @@ __all__ = [
     "check_edi_cli",
     "check_edi_table",
     "critical_beta",
+    "critical_token_noise",
+    "fit_critical_noise",
+    "funk_hecke_eigenvalue",
+    "growth_rate",
     "crossing_time",
     "equiangular_particles",
     "equiangular_tokens",

@@ -79,6 +79,7 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
             layer_scaling=m.layer_scaling,
             sinkhorn_iters=m.sinkhorn_iters,
             backend=m.backend,
+            token_noise=m.token_noise,
         )
     t, P, seed = cfg.tokens, cfg.paths, cfg.seed
     with _building("tokens.path" if isinstance(t, FileTokens) else "tokens"):
@@ -120,6 +121,7 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
             dt=cfg.integrator.dt,
             t0=0.0,
             integrator=cfg.integrator.method,
+            integrator_options=cfg.integrator.options,
             seed=seed,
             record_every=cfg.record.every,
             positions=cfg.record.positions,

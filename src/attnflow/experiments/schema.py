@@ -273,6 +273,17 @@ class ModelConfig(_Section):
     )
     backend: _one_of("model.backend") = "auto"
     sinkhorn_iters: int = Field(50, ge=1)
+    token_noise: float = 0.0
+
+    @field_validator("token_noise")
+    @classmethod
+    def _token_noise(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError(
+                f"model.token_noise eps must be >= 0 (the tokens' Brownian motion has generator eps Delta): "
+                f"got {v!r}; use 0 for noiseless tokens or a positive intensity such as 0.1"
+            )
+        return v
 
 
 # -- weights: one section per named process of attnflow.model.registry --------------------------------
@@ -409,6 +420,35 @@ class IntegratorConfig(_Section):
     method: _one_of("integrator.method") = "euler"
     dt: float = Field(gt=0)
     t1: float = Field(gt=0)
+    tol: float | None = None
+    max_iter: int | None = None
+
+    @model_validator(mode="after")
+    def _options(self):
+        """``tol`` (> 0) and ``max_iter`` (>= 1) only for the methods that take them (JKO, adaptive)."""
+        takes = integrators_module.TOLERANCE_INTEGRATORS
+        given = [k for k in ("tol", "max_iter") if getattr(self, k) is not None]
+        if given and self.method not in takes:
+            raise ValueError(
+                f"integrator.{given[0]} applies only to integrator.method {' or '.join(takes)}: got method "
+                f"{self.method!r}; remove integrator.{given[0]} or choose one of those methods"
+            )
+        if self.tol is not None and not self.tol > 0:
+            raise ValueError(
+                f"integrator.tol must be > 0 (the {self.method} solver stops when its residual is below it): "
+                f"got {self.tol!r}; give e.g. tol: 1e-9"
+            )
+        if self.max_iter is not None and self.max_iter < 1:
+            raise ValueError(f"integrator.max_iter must be an integer >= 1: got {self.max_iter!r}; e.g. 500")
+        return self
+
+    @property
+    def options(self) -> tuple:
+        """The integrator's options as (name, value) pairs (``max_iter`` is the adaptive method's
+        ``max_substeps``)."""
+        cap = integrators_module.TOLERANCE_INTEGRATORS.get(self.method, "max_iter")
+        pairs = (("tol", self.tol), (cap, self.max_iter))
+        return tuple((k, v) for k, v in pairs if v is not None)
 
     @model_validator(mode="after")
     def _whole_steps(self):
@@ -714,6 +754,7 @@ EXAMPLE_YAML = "\n".join(
         _comment("  causal: false", "token i attends only to j <= i"),
         _comment("  layer_scaling: null", "null, or t0 > 0: heads act as D / ((t0 + t) sqrt(H))"),
         _comment("  backend: auto", _alts("model.backend")),
+        _comment("  token_noise: 0.0", "eps >= 0: tokens' Brownian motion, generator eps Delta (0: none)"),
         "",
         _comment("weights:", "how the heads D_h move with time"),
         _comment("  process: ornstein_uhlenbeck", _weights_names()),
@@ -747,6 +788,7 @@ EXAMPLE_YAML = "\n".join(
         _comment("  method: euler", f"{_alts('integrator.method')} (euler: projected, the authors')"),
         _comment("  dt: 0.01", "time step"),
         _comment("  t1: 20.0", "final time (t1/dt must be a whole number)"),
+        "  # jko / adaptive_rkmk2 only: tol: 1e-9 (> 0), max_iter: 500 (iteration / substep cap)",
         "",
         "record:",
         _comment("  every: 10", "record every k-th step (the final state is always recorded)"),

@@ -45,6 +45,10 @@ class Integrator(ABC):
             return float(self.order)
         return float(self.strong_order) if additive else min(float(self.strong_order), 0.5)
 
+    def stats(self) -> dict[str, float]:
+        """Cumulative solver statistics of the run (adaptive substeps, implicit iterations); {} here."""
+        return {}
+
     @abstractmethod
     def drift_step(
         self, field: VectorField, x: torch.Tensor, D: torch.Tensor, t: float, dt: float, first: FieldEval

@@ -65,6 +65,11 @@ class TransformerModel:
         layer-dependent normalisation of Sec. 5 (z -> z / (t sqrt(H))), regularised at t = 0 by t0.
     sinkhorn_iters : int
         Sweeps of the log-domain Sinkhorn normalisation (attention="sinkhorn").
+    token_noise : float
+        eps >= 0: every token also carries Brownian motion on the sphere with generator eps Delta
+        (McKean-Vlasov / entropic regularisation, NOTES.md §10), simulated by a geodesic random walk
+        after each drift step (:meth:`attnflow.simulation.Simulator.step`); 0 (default) is the noiseless
+        model of the paper.
     backend : {"auto", "torch", "numba", "fastsum"}
         ``auto`` uses the fused numba kernel for softmax attention on CPU, else the PyTorch path;
         ``fastsum`` the O(n L^2) fast summation of softmax attention on S^1 / S^2
@@ -80,6 +85,7 @@ class TransformerModel:
     layer_scaling: float | None = None
     sinkhorn_iters: int = 50
     backend: str = "auto"
+    token_noise: float = 0.0
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
@@ -127,6 +133,16 @@ class TransformerModel:
             )
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; valid: {', '.join(BACKENDS)}")
+        if (
+            isinstance(self.token_noise, bool)
+            or not isinstance(self.token_noise, (int, float))
+            or not math.isfinite(self.token_noise)
+            or self.token_noise < 0
+        ):
+            raise ValueError(
+                f"token_noise eps must be a finite number >= 0 (the intensity of the generator eps Delta): "
+                f"got {self.token_noise!r}; use 0 for noiseless tokens or e.g. token_noise=0.1"
+            )
 
     @property
     def sign(self) -> float:
@@ -159,4 +175,5 @@ class TransformerModel:
             "layer_scaling": self.layer_scaling,
             "weights": self.weights.describe(),
             "backend": self.backend,
+            "token_noise": float(self.token_noise),
         }

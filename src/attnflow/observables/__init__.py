@@ -35,6 +35,11 @@ from .entropy import (
     attention_entropy_rate,
     mean_attention_entropy,
 )
+from .free_energy import (
+    default_bandwidth,
+    free_energy,
+    kernel_entropy,
+)
 from .ledger import (
     ledger_table,
     ledger_terms,
@@ -60,6 +65,9 @@ from .transport import (
 )
 
 __all__ = [
+    "default_bandwidth",
+    "free_energy",
+    "kernel_entropy",
     "radial_shadows",
     "multihead_velocity",
     "head_outputs",

@@ -17,6 +17,7 @@ from .multihead import (
     plot_sufficient_condition,
     plot_superadditivity,
 )
+from .noise import plot_jko_stability, plot_noise_phase
 from .pde import plot_pde_particles
 from .real_model import plot_real_model
 from .reproduction import plot_all
@@ -60,6 +61,10 @@ _FIGURES.update(ntk_injectivity=plot_ntk_injectivity, depth_limit=plot_depth_lim
 _FIGURES["real_model"] = plot_real_model
 # the Transformer PDE against particles (issue 16)
 _FIGURES.update(pde_particles=plot_pde_particles)
+
+
+# issue 16: noisy tokens and the JKO step
+_FIGURES.update(noise_phase=plot_noise_phase, jko_stability=plot_jko_stability)
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

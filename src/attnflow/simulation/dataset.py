@@ -39,6 +39,9 @@ def records_to_dataset(
     if records and records[0].scalars:
         for k in SCALARS:
             data[k] = (("path", "time"), torch.stack([r.scalars[k] for r in records], 1).numpy())
+    if records and records[0].stats:  # cumulative integrator statistics (adaptive substeps, JKO iterations)
+        for k in records[0].stats:
+            data[f"integrator_{k}"] = (("time",), np.array([r.stats[k] for r in records], dtype=np.float64))
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -60,6 +63,7 @@ def run_attrs(sim: Simulator, t1: float, record_every: int) -> dict:
         "integrator": sim.integrator.name,
         "integrator_order": _number(sim.order),
         "integrator_ode_order": sim.integrator.order,
+        "token_noise": float(sim.model.token_noise),
         "dt": sim.dt,
         "t0": sim.t0,
         "t1": float(t1),

@@ -7,13 +7,19 @@ Each step k (arXiv 2605.18870 Sec. 6; NOTES.md §1-3):
 2. draw the weight noise g sqrt(dt) xi from the Brownian source (xi = (Z+Z^T)/2 or Z);
 3. advance tokens and heads with the integrator (drift by its Runge-Kutta rule, noise increment by
    Euler-Maruyama), then apply any layer jump;
-4. add the step's left Riemann terms to the :class:`~attnflow.simulation.ledger.EnergyLedger`.
+4. with ``model.token_noise = eps > 0``, move every token by a geodesic random walk step
+   x <- exp_x(sqrt(2 eps dt) P(x) z), z standard normal from the per-path ``token_noise`` streams: the
+   Brownian motion with generator eps Delta on the sphere (weak order 1; Lie-Trotter splitting with the
+   drift). The energy ledger (147) has no token-noise term, so its residual then also holds the
+   token-noise contribution (see :func:`attnflow.observables.free_energy` for E - eps S);
+5. add the step's left Riemann terms to the :class:`~attnflow.simulation.ledger.EnergyLedger`.
 
 The loop over steps lives in :func:`attnflow.simulation.integrate`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Callable
@@ -56,6 +62,8 @@ class Record:
     x: torch.Tensor
     D: torch.Tensor | None
     scalars: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: cumulative solver statistics of the integrator (adaptive substeps, JKO iterations); may be empty
+    stats: dict[str, float] = field(default_factory=dict)
 
 
 def _dtype(dtype) -> torch.dtype:
@@ -95,9 +103,12 @@ class Simulator:
         Initial time.
     values : Tensor or None
         Fixed value matrices V_h (same shapes as ``heads``); None: V = D (the paper).
-    integrator : str
+    integrator : str or Integrator
         A name of :data:`attnflow.integrators.INTEGRATORS`: ``euler`` (projected, the authors' code),
-        ``euler_printed``, ``heun``, ``rk4``.
+        ``euler_printed``, ``heun``, ``rk4``, the Lie-group methods ``lie_euler``, ``rkmk2``, ``rkmk4``,
+        ``adaptive_rkmk2``, the minimizing movement ``jko``; or an instance.
+    integrator_options : dict or None
+        Options of the named integrator (``tol``, ``max_iter``, ``max_substeps``).
     seed : int
         Seed of the weight-noise streams (one per path).
     ledger : bool
@@ -129,6 +140,7 @@ class Simulator:
         t0: float = 0.0,
         values=None,
         integrator: str = "euler",
+        integrator_options: dict | None = None,
         seed: int = 0,
         ledger: bool = True,
         dtype="float64",
@@ -170,15 +182,22 @@ class Simulator:
                 raise ValueError(f"values have {V.shape[1]} heads but heads have {H}")
         model.weights.validate(H, d)
         model.weights.check_contract(D, float(t0))
-        self.integrator = get_integrator(integrator)
+        self.integrator = get_integrator(integrator, **(integrator_options or {}))
         w = model.weights
         self.order = self.integrator.effective_order(w.stochastic, w.additive)
-        if w.stochastic and self.integrator.order > 1:  # projected Euler reaches the same strong order
+        eps = float(model.token_noise)
+        if eps > 0:  # the geodesic random walk: weak order 1, strong order 1/2
+            self.order = min(self.order, 0.5)
+        # projected Euler reaches the same strong order
+        if (w.stochastic or eps > 0) and self.integrator.order > 1:
+            why = " and ".join(
+                ([f"the stochastic weights of {type(w).__name__}"] if w.stochastic else [])
+                + ([f"token_noise = {eps:g}"] if eps > 0 else [])
+            )
             warnings.warn(
                 f"integrator {self.integrator.name!r} has deterministic order {self.integrator.order}, but "
-                f"with the stochastic weights of {type(w).__name__} the run has strong order {self.order:g} "
-                "(the noise enters by its Euler-Maruyama increment): the extra stages buy no accuracy; "
-                "use integrator='euler' for the same order at lower cost",
+                f"with {why} the run has strong order {self.order:g} (the noise enters by its increment): "
+                "the extra stages buy no accuracy; use integrator='euler' for the same order at lower cost",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -188,6 +207,20 @@ class Simulator:
         self.first_path = int(first_path)
         self.noise = BrownianSource(
             self.seed, P, (H, d, d), self.dtype, self.device, first=self.first_path, refine=noise_refine
+        )
+        self.token_noise = (
+            BrownianSource(
+                self.seed,
+                P,
+                (n, d),
+                self.dtype,
+                self.device,
+                first=self.first_path,
+                refine=noise_refine,
+                purpose="token_noise",
+            )
+            if eps > 0
+            else None
         )
         self.P, self.n, self.d, self.H = P, n, d, H
         self.x, self.D, self.t, self.step_index = x, D, float(t0), 0
@@ -207,6 +240,7 @@ class Simulator:
             t0=spec.t0,
             values=spec.values,
             integrator=spec.integrator,
+            integrator_options=dict(spec.integrator_options),
             seed=spec.seed,
             ledger=spec.ledger,
             dtype=spec.dtype,
@@ -250,6 +284,8 @@ class Simulator:
             "t": self.t,
             "step": self.step_index,
             "rng": self.noise.state_dict(),
+            **({"rng_tokens": self.token_noise.state_dict()} if self.token_noise is not None else {}),
+            "integrator_state": copy.deepcopy(vars(self.integrator)),
             "acc": led["acc"],
             "E0": led["E0"],
         }
@@ -265,6 +301,9 @@ class Simulator:
         self.D = sd["D"].to(self.device, self.dtype)
         self.t, self.step_index = float(sd["t"]), int(sd["step"])
         self.noise.load_state_dict(sd["rng"])
+        if self.token_noise is not None and "rng_tokens" in sd:
+            self.token_noise.load_state_dict(sd["rng_tokens"])
+        vars(self.integrator).update(copy.deepcopy(sd.get("integrator_state", {})))
         self.ledger.load_state_dict({"acc": sd["acc"], "E0": sd["E0"]}, self.device)
         self._fe = self._rates = None
 
@@ -279,6 +318,7 @@ class Simulator:
             x=self.x.detach().cpu().clone(),
             D=self.D.detach().cpu().clone() if with_heads else None,
             scalars=sc,
+            stats=self.integrator.stats(),
         )
 
     def step(self, z: torch.Tensor | None = None) -> None:
@@ -320,6 +360,8 @@ class Simulator:
                 beta = self.model.beta
                 energy_jump = energy_from_lse(after, beta) - energy_from_lse(before, beta)
             D_new = jump.clone()
+        if self.token_noise is not None:
+            x_new = self.brownian_step(x_new)
         if not (torch.isfinite(x_new).all() and torch.isfinite(D_new).all()):
             self._raise_non_finite(x_new, D_new, t + dt)  # before the ledger moves: it stays at step k
         if self.ledger_on:
@@ -331,6 +373,12 @@ class Simulator:
         self.t = self.t0 + (self.step_index + 1) * dt
         self.step_index += 1
         self._fe = self._rates = None
+
+    def brownian_step(self, x: torch.Tensor) -> torch.Tensor:
+        """One geodesic random-walk step of the token noise: exp_x(sqrt(2 eps dt) P(x) z), z ~ N(0, I)."""
+        geo = self.model.geometry
+        z = self.token_noise.next()
+        return geo.exp(x, geo.tangent(x, math.sqrt(2.0 * self.model.token_noise * self.dt) * z))
 
     def _raise_non_finite(self, x_new: torch.Tensor, D_new: torch.Tensor, t_new: float) -> None:
         bad_x = (~torch.isfinite(x_new)).flatten(1).any(1)

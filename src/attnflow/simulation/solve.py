@@ -50,7 +50,10 @@ def simulate(
         Final time and step; (t1 - t0)/dt must be a whole number.
     values : array-like or None
         Fixed value matrices V_h; None uses V = D as in the paper.
-    integrator : {"euler", "euler_printed", "heun", "rk4"}
+    integrator : str or Integrator
+        A name of :data:`attnflow.integrators.INTEGRATORS` (``euler``, ``euler_printed``, ``heun``, ``rk4``,
+        ``lie_euler``, ``rkmk2``, ``rkmk4``, ``adaptive_rkmk2``, ``jko``) or an instance such as
+        ``JKO(tol=1e-9)``; its cumulative statistics become ``integrator_*`` variables.
     seed : int
         Seed of the weight noise (per-path streams, see :mod:`attnflow.random`).
     record_every : int

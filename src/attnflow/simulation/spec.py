@@ -57,6 +57,9 @@ class SimulationSpec:
         Fixed value matrices (None: V = D, the paper).
     integrator : str
         A name of :data:`attnflow.integrators.INTEGRATORS`.
+    integrator_options : tuple of (str, value) pairs
+        Options of the integrator (``tol``, ``max_iter`` / ``max_substeps``; see
+        :func:`attnflow.integrators.get_integrator`); empty for the fixed-step methods.
     seed : int
         Seed of the weight-noise streams.
     record_every : int
@@ -77,6 +80,7 @@ class SimulationSpec:
     t0: float = 0.0
     values: torch.Tensor | None = None
     integrator: str = "euler"
+    integrator_options: tuple = ()
     seed: int = 0
     record_every: int = 1
     positions: bool = True

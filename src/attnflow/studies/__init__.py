@@ -25,6 +25,10 @@ from .errors import (
     StudyRunError as StudyRunError,
     UnknownStudyError as UnknownStudyError,
 )
+from .jko_stability import (
+    JKOStabilityConfig as JKOStabilityConfig,
+    JKOStabilityStudy as JKOStabilityStudy,
+)  # registers
 from .layer_scaling import LayerScalingConfig as LayerScalingConfig, LayerScalingStudy as LayerScalingStudy
 from .longtime import LongtimeConfig as LongtimeConfig, LongtimeStudy as LongtimeStudy  # registers it
 from .massucco2026 import (  # importing it registers the shipped reproductions
@@ -47,6 +51,7 @@ from .multihead_reduced import (
     ReluVsSoftmaxStudy as ReluVsSoftmaxStudy,
     SuperadditivityStudy as SuperadditivityStudy,
 )
+from .noise_phase import NoisePhaseConfig as NoisePhaseConfig, NoisePhaseStudy as NoisePhaseStudy  # registers
 from .ntk_injectivity import (  # registers it
     NtkInjectivityConfig as NtkInjectivityConfig,
     NtkInjectivityStudy as NtkInjectivityStudy,
@@ -78,12 +83,16 @@ __all__ = [
     "ReluVsSoftmaxStudy",
     "SufficientConditionStudy",
     "SuperadditivityStudy",
+    "JKOStabilityConfig",
+    "JKOStabilityStudy",
     "LayerScalingConfig",
     "LayerScalingStudy",
     "LongtimeConfig",
     "LongtimeStudy",
     "MeanFieldHeadsConfig",
     "MeanFieldHeadsStudy",
+    "NoisePhaseConfig",
+    "NoisePhaseStudy",
     "NotAStudyDirectoryError",
     "NtkInjectivityConfig",
     "NtkInjectivityStudy",

@@ -1,0 +1,205 @@
+r"""The JKO / minimizing-movement step against explicit Euler at large steps (issue 16, NOTES.md §10).
+
+Claim: the JKO step (:class:`attnflow.integrators.JKO`) keeps :math:`s\,\mathcal E` monotone at every step
+for any step size, while explicit (projected) Euler loses monotonicity beyond a step-size limit.
+
+Runs: ``ascent`` tokens on S^2 with one identity head and unnormalised attention (``usa``, whose flow is
+the gradient flow of E in the plain particle metric) or softmax (mobility-weighted metric), for each dt of
+``dts`` to the same horizon T, once with ``euler`` and once with ``jko`` (tolerance ``tol``, cap
+``max_iter``); a reference with ``rk4`` at ``reference_dt``. Measured: the smallest energy increment
+over steps and paths (negative = monotonicity lost), the explicit limit (the largest dt of the grid at
+which Euler stays monotone), JKO's iterations and residuals, and the distance at T to the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import finish_analysis, positive_distinct, value_tag, whole_steps
+from .registry import register
+
+__all__ = ["JKOStabilityConfig", "JKOStabilityStudy"]
+
+METHODS = ("euler", "jko")
+
+
+class JKOStabilityConfig(StudyConfig):
+    """Parameters of ``jko_stability``; the defaults are the committed full run (docs/studies)."""
+
+    attention: Literal["usa", "softmax"] = Field("usa", description="attention kind", examples=["usa"])
+    beta: float = Field(2.0, gt=0, description="inverse temperature (> 0)", examples=[2.0])
+    dts: list[float] = Field(
+        [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0],
+        min_length=2,
+        description="step sizes (> 0, each dividing T)",
+        examples=[[0.1, 0.5, 5.0]],
+    )
+    t1: float = Field(10.0, gt=0, description="the horizon T (> 0)", examples=[10.0])
+    reference_dt: float = Field(0.005, gt=0, description="the rk4 reference step", examples=[0.005])
+    n: int = Field(12, ge=2, description="tokens (>= 2) on S^2", examples=[12])
+    paths: PositiveInt = Field(2, description="paths per run", examples=[2])
+    tol: float = Field(1e-9, gt=0, description="JKO tolerance (> 0, radians)", examples=[1e-9])
+    max_iter: PositiveInt = Field(500, description="JKO iteration cap", examples=[500])
+    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
+
+    @field_validator("dts")
+    @classmethod
+    def _dts(cls, v: list[float]) -> list[float]:
+        return positive_distinct(v, "dt", "step sizes", "a step size", "dts=[0.1, 0.5, 5.0]")
+
+    @model_validator(mode="after")
+    def _steps(self):
+        for dt in (*self.dts, self.reference_dt):
+            whole_steps(self.t1, dt)
+        return self
+
+
+class JKOStabilityStudy(Study):
+    """Energy monotonicity of JKO vs explicit Euler over step sizes (module docstring)."""
+
+    name = "jko_stability"
+    description = (
+        "NOTES §10: the JKO step keeps s E monotone at any step, explicit Euler only below a step-size limit"
+    )
+    Config = JKOStabilityConfig
+
+    def quick_params(self) -> dict:
+        return {"dts": [0.1, 1.0, 2.0], "t1": 2.0, "reference_dt": 0.02, "n": 6, "paths": 1}
+
+    @staticmethod
+    def run_name(method: str, dt: float) -> str:
+        """The run directory of one method and step."""
+        return f"{method}_dt{value_tag(dt)}"
+
+    def _cfg(self, config: JKOStabilityConfig, method: str, dt: float, name: str) -> dict:
+        integ = {"method": method, "dt": dt, "t1": config.t1}
+        if method == "jko":
+            integ.update(tol=config.tol, max_iter=config.max_iter)
+        return {
+            "name": name,
+            "model": {
+                "direction": "ascent",
+                "attention": config.attention,
+                "beta": config.beta,
+                "backend": "torch",
+            },
+            "weights": {"process": "constant"},
+            "tokens": {"init": "uniform", "n": config.n, "d": 3},
+            "heads": {"init": "identity", "H": 1},
+            "integrator": integ,
+            "record": {"every": 1, "ledger": True},
+            "paths": config.paths,
+            "seed": config.seed,
+            "precision": "float64",
+        }
+
+    def plan(self, config: JKOStabilityConfig) -> dict[str, dict]:
+        out = {}
+        for dt in config.dts:
+            for method in METHODS:
+                name = self.run_name(method, dt)
+                out[name] = self._cfg(config, method, dt, name)
+        out["reference"] = self._cfg(config, "rk4", config.reference_dt, "reference")
+        out["reference"]["record"]["every"] = max(1, whole_steps(config.t1, config.reference_dt) // 200)
+        return out
+
+    def analyse(
+        self,
+        config: JKOStabilityConfig,
+        runs: StudyRuns,
+        out_dir: Path,
+        *,
+        figures: Callable[..., dict] | None = None,
+    ) -> StudyAnalysis:
+        ref = runs.open("reference")
+        x_ref = np.asarray(ref.positions.values[:, -1])
+        res = {}
+        for dt in config.dts:
+            for method in METHODS:
+                name = self.run_name(method, dt)
+                ds = runs.open(name)
+                E = np.asarray(ds.energy.values)  # [P, K]
+                x_T = np.asarray(ds.positions.values[:, -1])
+                r = {
+                    "method": method,
+                    "dt": dt,
+                    "min_energy_increment": float(np.diff(E, axis=1).min()),
+                    "monotone": bool(np.diff(E, axis=1).min() >= -1e-12 * np.abs(E).max()),
+                    "error_at_T": float(np.abs(x_T - x_ref).max()),
+                    "energy_T": float(E[:, -1].mean()),
+                    "times": np.asarray(ds.time.values, float).tolist(),
+                    "energy": E[0].tolist(),
+                }
+                if method == "jko":
+                    r["jko"] = {
+                        k: float(ds[f"integrator_{k}"].values[-1])
+                        for k in (
+                            "jko_iterations",
+                            "jko_max_iterations",
+                            "jko_max_residual",
+                            "jko_unconverged",
+                        )
+                    }
+                res[name] = r
+        euler_ok = [r["dt"] for r in res.values() if r["method"] == "euler" and r["monotone"]]
+        euler_limit = max(euler_ok) if euler_ok else min(config.dts)
+        jko_all = all(r["monotone"] for r in res.values() if r["method"] == "jko")
+        summary = {
+            "results": res,
+            "reference": {
+                "times": np.asarray(ref.time.values, float).tolist(),
+                "energy": np.asarray(ref.energy.values[0]).tolist(),
+            },
+            "euler_limit": euler_limit,
+            "euler_monotone_dts": euler_ok,
+            "jko_monotone_at_every_dt": jko_all,
+            "largest_dt_over_euler_limit": max(config.dts) / euler_limit,
+            "sizes": {
+                "attention": config.attention,
+                "beta": config.beta,
+                "n": config.n,
+                "paths": config.paths,
+                "T": config.t1,
+                "tol": config.tol,
+                "max_iter": config.max_iter,
+            },
+        }
+        return finish_analysis(summary, markdown_table, out_dir, figures)
+
+
+def markdown_table(summary: dict) -> str:
+    """Monotonicity, error at T and JKO solver statistics per method and step, as Markdown."""
+    s = summary["sizes"]
+    lines = [
+        f"Sizes: {s['attention']}, beta = {s['beta']:g}, ascent, n = {s['n']} on S^2, {s['paths']} paths, "
+        f"T = {s['T']:g}; JKO tol = {s['tol']:g}, cap {s['max_iter']}. Explicit Euler limit (largest "
+        f"monotone dt of the grid): {summary['euler_limit']:g}; JKO monotone at every dt: "
+        f"{summary['jko_monotone_at_every_dt']} (up to {summary['largest_dt_over_euler_limit']:.3g} x the "
+        "limit).",
+        "",
+        "| method | dt | monotone | min step increment of E | E(T) | max error at T vs rk4 | JKO iterations "
+        "(total / max per step) | JKO max residual | unconverged |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["results"].values():
+        j = r.get("jko")
+        jt = (
+            f"{j['jko_iterations']:.0f} / {j['jko_max_iterations']:.0f} | {j['jko_max_residual']:.2g} "
+            f"| {j['jko_unconverged']:.0f}"
+            if j
+            else "- | - | -"
+        )
+        lines.append(
+            f"| {r['method']} | {r['dt']:g} | {r['monotone']} | {r['min_energy_increment']:.3g} "
+            f"| {r['energy_T']:.6g} | {r['error_at_T']:.3g} | {jt} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+register(JKOStabilityStudy())

@@ -1,0 +1,286 @@
+r"""Noisy tokens (NOTES.md §10): clustering against the noise eps and beta, and the critical noise.
+
+Claim checked (*derived* in :mod:`attnflow.analysis.noise_stability` and ``docs/noisy_tokens.md``): for
+``ascent`` tokens with one identity head and Brownian noise of generator eps Delta, the uniform state loses
+stability at
+
+* USA: :math:`\varepsilon_c = \Gamma(d/2)(2/\beta)^{d/2-1} I_{d/2}(\beta)/\beta`
+  (S^1: I_1/beta, S^2: i_1/beta);
+* softmax (SA): :math:`\varepsilon_c = I_{d/2}(\beta)/(\beta I_{d/2-1}(\beta))` (S^1: I_1/(beta I_0),
+  S^2: (coth beta - 1/beta)/beta),
+
+and on the disordered side the stationary :math:`n\,\mathbb E|m|^2` of the mean
+:math:`m = \frac1n\sum_i x_i` equals :math:`\varepsilon/(\varepsilon - \varepsilon_c)`.
+
+Runs: for each dimension d (S^{d-1}), kernel, beta and ratio r, tokens start uniform and run with
+eps = r eps_c(beta) (the predicted mean-field value: the grid is placed around the prediction; the
+measurement does not use it), each run with its own seed (so the cases' errors are independent), to
+T = ``t_units`` / eps_c with ``steps`` Euler steps (so eps dt = r t_units /
+steps, the weak error of the noise splitting, is the same for every run). Measured: the time average over
+the second half of :math:`n|m|^2` and of :math:`|m|` (the clustering order parameter), per path, and the
+mean pairwise inner product at T. Analysis: eps_c estimated by the fit :math:`1/(n\langle|m|^2\rangle) = a +
+b/\varepsilon` over the runs measured disordered (:math:`n\langle|m|^2\rangle` <= ``disordered_max``),
+eps_c = -b/a with a 95% interval (:func:`attnflow.analysis.fit_critical_noise`), compared with the
+mean-field and the finite-n predictions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from ..analysis.noise_stability import critical_token_noise, fit_critical_noise
+from ..observables import mean_pairwise_inner_product
+from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import distinct_sorted, finish_analysis, mean_sd, positive_distinct, value_tag
+from .registry import register
+
+__all__ = ["NoisePhaseConfig", "NoisePhaseStudy"]
+
+
+class NoisePhaseConfig(StudyConfig):
+    """Parameters of ``noise_phase``; the defaults are the committed full run (docs/studies/noise_phase)."""
+
+    dims: list[Literal[2, 3]] = Field(
+        [2, 3], min_length=1, description="ambient dimensions d (tokens on S^{d-1})", examples=[[2, 3]]
+    )
+    kernels: list[Literal["softmax", "usa"]] = Field(
+        ["softmax", "usa"], min_length=1, description="attention kinds", examples=[["softmax", "usa"]]
+    )
+    betas: list[float] = Field(
+        [1.0, 2.0, 4.0], min_length=1, description="inverse temperatures (> 0)", examples=[[1.0, 2.0, 4.0]]
+    )
+    ratios: list[float] = Field(
+        [0.6, 0.85, 1.25, 1.6, 2.5, 4.0],
+        min_length=3,
+        description="noise levels eps / eps_c(predicted) (> 0, >= 3 distinct)",
+        examples=[[0.6, 0.85, 1.25, 1.6, 2.5, 4.0]],
+    )
+    n: int = Field(96, ge=2, description="tokens (>= 2)", examples=[96])
+    paths: PositiveInt = Field(6, description="paths per run", examples=[6])
+    t_units: float = Field(
+        25.0, gt=0, description="the horizon T in units of 1/eps_c (T = t_units / eps_c)", examples=[25.0]
+    )
+    steps: int = Field(8000, ge=8, description="Euler steps per run (>= 8)", examples=[8000])
+    records: int = Field(100, ge=4, description="records per run (divides steps)", examples=[100])
+    disordered_max: float = Field(
+        10.0, gt=1, description="runs with n<|m|^2> at most this are fitted as disordered", examples=[10.0]
+    )
+    seed: int = Field(
+        0, ge=0, description="the seed of the first run (>= 0; run k uses seed + k)", examples=[0]
+    )
+
+    @field_validator("betas")
+    @classmethod
+    def _betas(cls, v: list[float]) -> list[float]:
+        return positive_distinct(v, "beta", "betas", "the inverse temperature", "betas=[1.0, 2.0]")
+
+    @field_validator("ratios")
+    @classmethod
+    def _ratios(cls, v: list[float]) -> list[float]:
+        return positive_distinct(v, "ratio", "ratios", "eps = ratio * eps_c >= 0", "ratios=[0.6, 1.5, 2.5]")
+
+    @field_validator("dims", "kernels")
+    @classmethod
+    def _distinct(cls, v: list) -> list:
+        return distinct_sorted(v, "dims / kernels")
+
+    @model_validator(mode="after")
+    def _records_divide_steps(self):
+        if self.steps % self.records:
+            raise ValueError(
+                f"records must divide steps: got steps = {self.steps}, records = {self.records}; "
+                f"e.g. records = {math.gcd(self.steps, 100)}"
+            )
+        return self
+
+
+class NoisePhaseStudy(Study):
+    """Clustering of noisy tokens against eps and beta; the critical eps vs the derived prediction."""
+
+    name = "noise_phase"
+    description = (
+        "NOTES §10 noisy tokens: the uniform state loses stability at the derived eps_c(beta) for SA and USA "
+        "on S^1 and S^2 (fitted from n<|m|^2> = eps/(eps - eps_c) on the disordered side)"
+    )
+    Config = NoisePhaseConfig
+
+    def quick_params(self) -> dict:
+        return {
+            "dims": [2],
+            "kernels": ["usa"],
+            "betas": [1.0],
+            "ratios": [0.6, 1.5, 2.5, 4.0],
+            "n": 16,
+            "paths": 2,
+            "t_units": 4.0,
+            "steps": 40,
+            "records": 8,
+        }
+
+    @staticmethod
+    def run_name(d: int, kernel: str, beta: float, ratio: float) -> str:
+        """The run directory name of one (d, kernel, beta, ratio)."""
+        return f"d{d}_{kernel}_b{value_tag(beta)}_r{value_tag(ratio)}"
+
+    @staticmethod
+    def predicted(config: NoisePhaseConfig, d: int, kernel: str, beta: float) -> float:
+        """The mean-field eps_c that places the grid."""
+        return critical_token_noise(beta, d, kernel)
+
+    def plan(self, config: NoisePhaseConfig) -> dict[str, dict]:
+        out = {}
+        for d in config.dims:
+            for kernel in config.kernels:
+                for beta in config.betas:
+                    ec = self.predicted(config, d, kernel, beta)
+                    t1 = config.t_units / ec
+                    for r in config.ratios:
+                        name = self.run_name(d, kernel, beta, r)
+                        out[name] = {
+                            "name": name,
+                            "model": {
+                                "direction": "ascent",
+                                "attention": kernel,
+                                "beta": beta,
+                                "token_noise": r * ec,
+                                "backend": "torch",  # measured 3 ms/step here vs 70 for numba (n = 96)
+                            },
+                            "weights": {"process": "constant"},
+                            "tokens": {"init": "uniform", "n": config.n, "d": d},
+                            "heads": {"init": "identity", "H": 1},
+                            "integrator": {"method": "euler", "dt": t1 / config.steps, "t1": t1},
+                            "record": {"every": config.steps // config.records, "ledger": False},
+                            "paths": config.paths,
+                            "seed": config.seed + len(out),  # independent noise per run: uncorrelated errors
+                            "precision": "float64",
+                        }
+        return out
+
+    def _one(self, config: NoisePhaseConfig, name: str, runs: StudyRuns) -> dict:
+        ds = runs.open(name)
+        x = np.asarray(ds.positions.values)  # [P, K, n, d]
+        times = np.asarray(ds.time.values, float)
+        m = x.mean(axis=2)  # [P, K, d]
+        nm2 = config.n * (m**2).sum(-1)  # [P, K]
+        late = times >= times[-1] / 2
+        per_path = nm2[:, late].mean(1)
+        r_path = np.sqrt((m**2).sum(-1))[:, late].mean(1)
+        xT = torch.as_tensor(x[:, -1])
+        return {
+            "n_m2": mean_sd(per_path),
+            "n_m2_se": float(per_path.std(ddof=1) / math.sqrt(len(per_path))) if len(per_path) > 1 else 0.0,
+            "order_parameter": mean_sd(r_path),
+            "mean_inner_product_T": mean_sd(mean_pairwise_inner_product(xT).numpy()),
+            "n_m2_t": nm2.mean(0).tolist(),
+            "times": times.tolist(),
+        }
+
+    def analyse(
+        self,
+        config: NoisePhaseConfig,
+        runs: StudyRuns,
+        out_dir: Path,
+        *,
+        figures: Callable[..., dict] | None = None,
+    ) -> StudyAnalysis:
+        cases = {}
+        for d in config.dims:
+            for kernel in config.kernels:
+                for beta in config.betas:
+                    ec = self.predicted(config, d, kernel, beta)
+                    ec_n = critical_token_noise(beta, d, kernel, n=config.n)
+                    per = {}
+                    for r in config.ratios:
+                        res = self._one(config, self.run_name(d, kernel, beta, r), runs)
+                        res["eps"] = r * ec
+                        res["predicted_n_m2"] = r / (r - 1) if r > 1 else None
+                        per[f"{r:g}"] = res
+                    dis = [(v["eps"], v["n_m2"]["mean"]) for v in per.values()]
+                    dis = [(e, y) for e, y in dis if y <= config.disordered_max]
+                    fit = (
+                        fit_critical_noise([e for e, _ in dis], [y for _, y in dis])
+                        if len(dis) >= 3
+                        else {"eps_c": None, "note": f"only {len(dis)} disordered runs (need 3)"}
+                    )
+                    ordered = [float(k) for k, v in per.items() if v["n_m2"]["mean"] > config.disordered_max]
+                    cases[f"d{d}_{kernel}_b{beta:g}"] = {
+                        "d": d,
+                        "sphere": f"S^{d - 1}",
+                        "kernel": kernel,
+                        "beta": beta,
+                        "eps_c_predicted": ec,
+                        "eps_c_predicted_finite_n": ec_n,
+                        "fit": fit,
+                        "rel_error_vs_finite_n": (
+                            (fit["eps_c"] - ec_n) / ec_n if fit.get("eps_c") is not None else None
+                        ),
+                        "ratios_measured_ordered": ordered,
+                        "per_ratio": per,
+                    }
+        summary = {
+            "cases": cases,
+            "sizes": {
+                "n": config.n,
+                "paths": config.paths,
+                "t_units": config.t_units,
+                "steps": config.steps,
+                "ratios": list(config.ratios),
+                "betas": list(config.betas),
+                "disordered_max": config.disordered_max,
+                "eps_dt_max": max(config.ratios) * config.t_units / config.steps,
+            },
+            "note": "eps = ratio * eps_c(mean field); T = t_units / eps_c; n<|m|^2> averaged over the second "
+            "half and the paths; fit 1/(n<|m|^2>) = a + b/eps over the runs with n<|m|^2> <= disordered_max, "
+            "eps_c = -b/a; derived prediction n<|m|^2> = eps/(eps - eps_c).",
+        }
+        return finish_analysis(summary, markdown_table, out_dir, figures)
+
+
+def markdown_table(summary: dict) -> str:
+    """Predicted and fitted eps_c per case, and the measured n<|m|^2> per ratio, as Markdown."""
+    s = summary["sizes"]
+    lines = [
+        f"Sizes: n = {s['n']} tokens, {s['paths']} paths, one identity head, ascent, uniform start, "
+        f"T = {s['t_units']:g}/eps_c, {s['steps']} Euler steps (eps dt <= {s['eps_dt_max']:.3g}); fit over "
+        f"runs with n<|m|^2> <= {s['disordered_max']:g}.",
+        "",
+        "| sphere | kernel | beta | eps_c mean field | eps_c finite n | eps_c fitted [95% CI] | rel. err. "
+        "| runs fitted | ordered at ratios |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary["cases"].values():
+        f = c["fit"]
+        if f.get("eps_c") is not None:
+            fit = f"{f['eps_c']:.4g} [{f['eps_c_ci'][0]:.4g}, {f['eps_c_ci'][1]:.4g}]"
+            rel = f"{c['rel_error_vs_finite_n']:+.1%}"
+            pts = str(f["points"])
+        else:
+            fit, rel, pts = "-", "-", f.get("note", "-")
+        lines.append(
+            f"| {c['sphere']} | {c['kernel']} | {c['beta']:g} | {c['eps_c_predicted']:.4g} "
+            f"| {c['eps_c_predicted_finite_n']:.4g} | {fit} | {rel} | {pts} "
+            f"| {c['ratios_measured_ordered']} |"
+        )
+    lines += [
+        "",
+        "| sphere | kernel | beta | ratio eps/eps_c | n<|m|^2> (+- se) | predicted eps/(eps-eps_c) | <|m|> |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in summary["cases"].values():
+        for r, v in c["per_ratio"].items():
+            pred = f"{v['predicted_n_m2']:.3g}" if v["predicted_n_m2"] is not None else "ordered"
+            lines.append(
+                f"| {c['sphere']} | {c['kernel']} | {c['beta']:g} | {r} | {v['n_m2']['mean']:.3g} "
+                f"+- {v['n_m2_se']:.2g} | {pred} | {v['order_parameter']['mean']:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+register(NoisePhaseStudy())
