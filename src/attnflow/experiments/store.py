@@ -51,7 +51,7 @@ import zarr
 
 from .._version import __version__
 from ..simulation import Simulator, integrate, records_to_dataset, run_attrs
-from .builder import build
+from .builder import ESTIMATORS, build, estimator, paths_computed
 from .errors import ConfigError
 from .files import (
     MARKER_FILE,
@@ -509,6 +509,10 @@ def _run_locked(
             "seed": cfg.seed,
             "streams": "attnflow.random.path_seed(seed, path, purpose), purposes tokens, heads, noise",
         },
+        "init": cfg.init,
+        "paths_requested": cfg.paths,
+        "paths_computed": paths_computed(cfg),
+        "estimator": ESTIMATORS[estimator(cfg)],
         "started": meta.get("started", utc_now()),
         "resumed": [*meta.get("resumed", []), utc_now()] if resumed else [],
         "ended": None,
@@ -642,6 +646,8 @@ def run_info(out_dir: str | Path) -> dict:
             "heads": f"{cfg.heads.init} H={cfg.heads.H}",
             "integrator": f"{cfg.integrator.method} dt={cfg.integrator.dt:g} t1={cfg.integrator.t1:g}",
             "paths": cfg.paths,
+            "init": cfg.init,
+            "paths_computed": paths_computed(cfg),
             "seed": cfg.seed,
             "precision": cfg.precision,
             "device": cfg.device,

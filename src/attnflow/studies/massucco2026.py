@@ -72,6 +72,13 @@ class ReproductionConfig(StudyConfig):
         None, min_length=1, description="the head counts to run (distinct, >= 1)", examples=[[1, 10, 100]]
     )
     seed: int | None = Field(None, ge=0, description="the seed of every run (>= 0)", examples=[0])
+    dt: float | None = Field(None, gt=0, description="the time step (> 0; T/dt whole)", examples=[0.005])
+    init: Literal["shared", "per_path"] | None = Field(
+        None,
+        description="initial state: one (x0, D0) copied to every path ('shared', the authors' Monte Carlo) "
+        "or drawn per path ('per_path')",
+        examples=["per_path"],
+    )
     window: tuple[float, float] | None = Field(
         None,
         description="the averaging window (t_a, t_b) in time units, 0 <= t_a < t_b <= T",
@@ -246,10 +253,15 @@ class ReproductionStudy(Study):
             t1=config.t1,
             H=config.H,
             seed=config.seed,
+            dt=config.dt,
+            init=config.init,
         )
 
     def _window(self, config: ReproductionConfig, T: float) -> tuple[float, float]:
         if config.window is None:
+            if "window" in self.manifest:  # absolute times; null = T (e.g. the authors' t >= 2.5)
+                ta, tb = self.manifest["window"]
+                return _check_window((float(ta), T if tb is None else float(tb)), T)
             fa, fb = self.manifest.get("window_fraction", [0.5, 1.0])
             return _check_window((fa * T, fb * T), T)
         return _check_window(config.window, T)
