@@ -101,6 +101,8 @@ def _reported(action: str) -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise
+    except KeyboardInterrupt as exc:  # Ctrl-C: the run store checkpointed and says "interrupted"
+        raise _fail(str(exc) or "interrupted (Ctrl-C); rerun the same command to resume", 130) from None
     except ConfigError as exc:
         raise _fail(str(exc), 2) from None
     except (CorruptFileError, UnsafePathError, DirectoryLockedError) as exc:
