@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import xarray as xr
 
+from attnflow.dynamics.field import evaluate
 from attnflow.experiments import (
     ConfigError,
     build,
@@ -26,6 +28,9 @@ from attnflow.experiments import (
     store as store_mod,
 )
 from attnflow.experiments.reproduce import load_manifest, regime_configs
+from attnflow.model import attention as attention_mod, heads as heads_mod, tokens as tokens_mod
+from attnflow.model.attention import SinkhornWarning, sinkhorn_log, sinkhorn_solve
+from attnflow.model.transformer import TransformerModel
 from attnflow.simulation import Simulator, integrate
 from attnflow.simulation.driver import MemorySink, RunInterrupted
 
@@ -178,8 +183,6 @@ def test_sigint_in_a_subprocess_leaves_interrupted_and_resumes_bit_for_bit(tmp_p
     assert meta["error"] == f"interrupted at step {k} of 1500; rerun to resume"
     assert "SystemError" not in meta["traceback"]
     # the checkpoint is at the very step reached: nothing is lost
-    import torch
-
     assert torch.load(run / "checkpoint.pt", weights_only=True)["sim"]["step"] == k
     # resume to the end and compare with an uninterrupted run, array for array, bit for bit
     resumed = run_experiment(cfg, run, checkpoint_every_s=None)
@@ -210,3 +213,56 @@ def test_checkpoints_by_wall_time_as_well_as_by_steps(tmp_path, monkeypatch):
     np.testing.assert_array_equal(ds_time["positions"].values, ds_steps["positions"].values)
     with pytest.raises(ValueError, match=r"checkpoint_every_s must be > 0 seconds or None.*got 0"):
         run_experiment(cfg, tmp_path / "c", checkpoint_every_s=0)
+
+
+# -- Sinkhorn attention: a tolerance, a maximum sweep count, the error reached -------------------------------
+def _scores(n: int = 100, beta: float = 5.0) -> torch.Tensor:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    Z = rng.standard_normal((3, 3))
+    return torch.as_tensor(beta * x @ (Z + Z.T) @ x.T)
+
+
+def _numpy_sinkhorn(s: np.ndarray, sweeps: int) -> np.ndarray:
+    """Plain multiplicative Sinkhorn (rows, then columns, of K = exp(s - max)), written separately."""
+    K = np.exp(s - s.max())
+    u, v = np.ones(len(s)), np.ones(len(s))
+    for _ in range(sweeps):
+        u = 1 / (K @ v)
+        v = 1 / (K.T @ u)
+    u = 1 / (K @ v)  # end on the rows, as the log-domain version does
+    return u[:, None] * K * v[None, :]
+
+
+def test_sinkhorn_reaches_its_tolerance_and_matches_an_independent_implementation():
+    s = _scores()
+    res = sinkhorn_solve(s, 5000)
+    A = res.weights.numpy()
+    col = np.abs(A.sum(0) - 1).max()
+    assert res.converged and res.tol == 1e-10 and col < 1e-10  # float64 default: 1e-10
+    assert np.abs(A.sum(1) - 1).max() < 1e-13
+    assert res.column_error == pytest.approx(col, rel=1e-3, abs=1e-14)  # the reported error is the real one
+    assert 50 < res.sweeps < 5000  # 50 sweeps are not enough here, the tolerance stops it long before 5000
+    np.testing.assert_allclose(A, _numpy_sinkhorn(s.numpy(), 20000), rtol=1e-8, atol=1e-14)
+
+
+def test_sinkhorn_says_when_it_misses_its_tolerance(monkeypatch):
+    s = _scores()
+    monkeypatch.setattr(attention_mod, "_warned", set())  # it warns once per (n, sweeps, tol) and process
+    msg = r"maximum of 50 sweeps with a column-sum error of .*above the tolerance 1e-10 \(n = 100\); raise"
+    with pytest.warns(SinkhornWarning, match=msg):
+        A = sinkhorn_log(s, 50)
+    col = float((A.sum(-2) - 1).abs().max())
+    assert col > 1e-4  # what 50 fixed sweeps used to leave silently
+    assert attention_mod.last_sinkhorn.column_error == pytest.approx(col, rel=1e-6)
+    assert attention_mod.last_sinkhorn.sweeps == 50 and not attention_mod.last_sinkhorn.converged
+    with pytest.raises(ValueError, match=r"sinkhorn_tol must be None .* or a finite tolerance > 0: got 0"):
+        TransformerModel(direction="ascent", attention="sinkhorn", sinkhorn_tol=0)
+    # a model's tolerance reaches the weights through the torch backend
+    m = TransformerModel(
+        direction="ascent", attention="sinkhorn", sinkhorn_iters=5000, sinkhorn_tol=1e-12, backend="torch"
+    )
+    x = tokens_mod.uniform(1, 20, 3, seed=2)
+    evaluate(m, x, heads_mod.symmetric_gaussian(1, 2, 3, seed=2), None, 0.0)
+    assert attention_mod.last_sinkhorn.tol == 1e-12 and attention_mod.last_sinkhorn.converged

@@ -136,6 +136,7 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
             causal=m.causal,
             layer_scaling=m.layer_scaling,
             sinkhorn_iters=m.sinkhorn_iters,
+            sinkhorn_tol=m.sinkhorn_tol,
             backend=m.backend,
         )
     t, seed = cfg.tokens, cfg.seed

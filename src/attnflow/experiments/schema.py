@@ -271,6 +271,7 @@ class ModelConfig(_Section):
     )
     backend: _one_of("model.backend") = "auto"
     sinkhorn_iters: int = Field(50, ge=1)
+    sinkhorn_tol: float | None = Field(None, gt=0)
 
 
 # -- weights: one section per named process of attnflow.model.registry --------------------------------
