@@ -187,17 +187,26 @@ class RobustnessStudy(Study):
         }
 
     def _planned(self, config: RobustnessConfig) -> list[tuple[str, str, str, int, int, dict]]:
-        """(run name, regime, cell key, draw, H, config) of every run."""
+        """(run name, regime, cell key, draw, H, config) of every run, draw by draw.
+
+        Draw k of every (cell, regime) that has one comes before draw k + 1 of any: a study stopped
+        early holds whole draws of everything, and rerun with fewer draws it analyses those.
+        """
         man = load_manifest("massucco2026")
+        cells = config.cells()
+        variant_regs = [r for r in config.variant_regimes if r in config.regimes]
+
+        def draws_of(reg: str, ci: int) -> int:
+            k = config.ou_draws if reg == "ou" else config.draws
+            return k if ci == 0 else min(k, config.variant_draws)
+
         out = []
-        for ci, (n, dt) in enumerate(config.cells()):
-            cell = _cell_key(n, dt)
-            regs = config.regimes if ci == 0 else [r for r in config.variant_regimes if r in config.regimes]
-            for reg in regs:
-                draws = config.ou_draws if reg == "ou" else config.draws
-                if ci > 0:
-                    draws = min(draws, config.variant_draws)
-                for k in range(draws):
+        for k in range(max(config.draws, config.ou_draws)):
+            for ci, (n, dt) in enumerate(cells):
+                cell = _cell_key(n, dt)
+                for reg in config.regimes if ci == 0 else variant_regs:
+                    if k >= draws_of(reg, ci):
+                        continue
                     cfgs = regime_configs(
                         man,
                         n=n,
