@@ -33,6 +33,7 @@ import xarray as xr
 from pydantic import Field, PositiveInt, field_validator
 
 from ..analysis.fits import fit_power_law
+from ..experiments.builder import ESTIMATORS, estimator
 from ..experiments.reproduce import (
     PRESETS,
     available_reproductions,
@@ -303,6 +304,9 @@ class ReproductionStudy(Study):
             this_call = float(runs.results.get(name, {}).get("elapsed_s", 0.0))
             s.update(
                 run_dir=str(runs.path(name).relative_to(out_dir)),
+                init=runs.configs[name].init,
+                paths_requested=runs.configs[name].paths,
+                estimator=estimator(runs.configs[name]),
                 seed=int(cfg["seed"]),
                 wall_time_s=_run_wall(runs.meta(name)) or this_call,
                 wall_time_this_call_s=this_call,
@@ -337,6 +341,14 @@ class ReproductionStudy(Study):
             "fit_note": "k(H) = a H^b by least squares on (log H, log y); 95% t intervals with m - 2 dof "
             "(3 head counts: 1 dof, t = 12.71); fit_*_weighted weights by (y/se)^2",
             "T": T,
+            "estimators": {
+                key: ESTIMATORS[next(iter(reg["per_H"].values()))["estimator"]]
+                for key, reg in regimes.items()
+            },
+            "estimator_note": "G^2 averages are means over a run's paths: with init: shared the paths "
+            "share one (x0, D0) and differ by the weight noise only (the authors' Monte Carlo), a "
+            "noiseless regime is one deterministic path (no standard error); with init: per_path they "
+            "also differ by the start",
             "store": "attnflow.experiments.store.run_experiment",
             "regimes": regimes,
             "published": published,
