@@ -318,13 +318,15 @@ def regime_figures(key: str, runs: dict, summary: dict, out_dir: Path, *, snapsh
 
 def plot_all(datasets: dict, summary: dict, out_dir: Path, *, snapshot_times) -> dict:
     """Draw Fig. 1 and Fig. 3 per regime and Fig. 2 for all regimes into ``out_dir``; returns
-    {figure: file name}."""
+    {figure: file name}. A ``summary`` with ``partial: true`` (one regime finished while the study goes
+    on) gets its regime figures only."""
     out_dir = Path(out_dir)
     files = {}
     for key, runs in datasets.items():
         files.update(
             regime_figures(key, runs, summary["regimes"][key], out_dir, snapshot_times=snapshot_times)
         )
-    plot_g2(datasets, summary, out_dir / "fig2_G2.png")
-    files["fig2"] = "fig2_G2.png"
+    if not summary.get("partial"):
+        plot_g2(datasets, summary, out_dir / "fig2_G2.png")
+        files["fig2"] = "fig2_G2.png"
     return dict(sorted(files.items()))

@@ -23,6 +23,7 @@ kept as an alias: ``reproduce(name, out_dir, ...)`` = :func:`~attnflow.studies.r
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -271,6 +272,42 @@ class ReproductionStudy(Study):
         cfgs = self._cfgs(config)
         self._window(config, float(cfgs[0][2]["integrator"]["t1"]))  # a bad window fails before any run
         return {f"{key}_H{h}": cfg for key, h, cfg in cfgs}
+
+    def after_run(
+        self,
+        config: ReproductionConfig,
+        runs: StudyRuns,
+        out_dir: Path,
+        name: str,
+        *,
+        figures: Callable[..., dict] | None = None,
+    ) -> dict:
+        """Once every run of ``name``'s regime is done, draw that regime's figures (Figs. 1 and 3) at once,
+        while the other regimes still run; a figure that fails only warns (the analysis draws all again).
+
+        Returns
+        -------
+        dict
+            {figure key: file name}, empty while the regime is unfinished or without ``figures``.
+        """
+        if figures is None:
+            return {}
+        cfgs = self._cfgs(config)
+        key = next((k for k, h, _ in cfgs if f"{k}_H{h}" == name), None)
+        mine = [(h, f"{key}_H{h}") for k, h, _ in cfgs if k == key]
+        if key is None or any(runs.meta(n).get("status") != "done" for _, n in mine):
+            return {}
+        label = next(r.get("label", key) for r in self.manifest["regimes"] if r["key"] == key)
+        T = float(cfgs[0][2]["integrator"]["t1"])
+        snaps = [f * T for f in self.manifest.get("snapshot_fraction", [0.0, 0.8, 0.9, 1.0])]
+        try:
+            datasets = {key: {h: runs.open(n) for h, n in mine}}
+            rows = {str(h): {"init": runs.configs[n].init} for h, n in mine}
+            part = {"partial": True, "regimes": {key: {"label": label, "per_H": rows}}}
+            return figures(datasets, part, out_dir, snapshot_times=snaps)
+        except Exception as exc:  # noqa: BLE001 - a figure must not stop the runs
+            warnings.warn(f"the figures of regime {key!r} failed ({type(exc).__name__}: {exc})", stacklevel=2)
+            return {}
 
     def analyse(
         self,
