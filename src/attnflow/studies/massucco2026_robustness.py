@@ -175,14 +175,14 @@ class RobustnessStudy(Study):
     def quick_params(self) -> dict:
         return {
             "H": [1, 2, 4],
-            "t1": 1.0,
-            "n": 16,
+            "t1": 0.5,
+            "n": 12,
             "draws": 2,
             "ou_draws": 2,
             "ou_paths": 2,
-            "variants": [(16, 0.005)],
+            "variants": [(12, 0.005)],
             "variant_draws": 1,
-            "window_starts": [None, 0.25],
+            "window_starts": [None, 0.2],
             "precision": "float64",
         }
 
