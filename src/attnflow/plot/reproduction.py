@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from ..analysis.fits import power_law_band
 from ..observables.ledger import ledger_terms
@@ -330,3 +331,82 @@ def plot_all(datasets: dict, summary: dict, out_dir: Path, *, snapshot_times) ->
         plot_g2(datasets, summary, out_dir / "fig2_G2.png")
         files["fig2"] = "fig2_G2.png"
     return dict(sorted(files.items()))
+
+
+def plot_robustness(summary: dict, out_dir: Path) -> dict:
+    """The figure of ``massucco2026_robustness``: per regime, the fitted (a, b) of every draw in every
+    (n, dt) cell and window, with the published values (and their intervals, where printed); and the
+    per-draw correlation r of the shared-forcing regime against the published r = -0.33.
+
+    Returns
+    -------
+    dict
+        {"robustness": "robustness.png"}
+    """
+    regs = list(summary["regimes"])
+    fig = Figure(figsize=(4.0 * (len(regs) + 1), 3.8))
+    axes = fig.subplots(1, len(regs) + 1, squeeze=False)[0]
+    markers = ("o", "s", "^", "D", "v")
+    colors = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+    for ax, reg in zip(axes, regs, strict=False):
+        rr = summary["regimes"][reg]
+        for ci, (cell, cc) in enumerate(rr["cells"].items()):
+            c = summary["cells"][cell]
+            for wi, (wl, w) in enumerate(cc["windows"].items()):
+                pts = [(f["a"], f["b"]) for f in w["fits"] if "a" in f]
+                if not pts:
+                    continue
+                a, b = np.array(pts).T
+                ax.scatter(
+                    a,
+                    b,
+                    s=14,
+                    marker=markers[ci % 5],
+                    color=colors[wi % 5],
+                    alpha=0.7,
+                    label=f"n = {c['n']}, dt = {c['dt']:g}, {wl} ({len(pts)} draws)",
+                )
+        pub = rr.get("published", {})
+        if "a" in pub and "b" in pub:
+            ax.plot(pub["a"], pub["b"], "k*", ms=12, label=f"published a = {pub['a']}, b = {pub['b']}")
+            a_ci, b_ci = pub.get("a_ci"), pub.get("b_ci")
+            if a_ci and b_ci:  # the published 95 % intervals as a box
+                ax.add_patch(
+                    Rectangle(
+                        (a_ci[0], b_ci[0]),
+                        a_ci[1] - a_ci[0],
+                        b_ci[1] - b_ci[0],
+                        fill=False,
+                        ls="--",
+                        color="k",
+                        lw=0.8,
+                        label="published 95% intervals",
+                    )
+                )
+        elif "b" in pub:
+            ax.axhline(pub["b"], color="k", ls="--", lw=0.8, label=f"published b = {pub['b']} (O(1/H))")
+        ax.set_xlabel("fitted $a$")
+        ax.set_ylabel("fitted $b$")
+        ax.set_title(f"{reg}: one point per draw of the shared $(x_0, D_0)$", fontsize=8)
+        ax.legend(fontsize=5.5, loc="best")
+    ax = axes[-1]
+    rr = summary["regimes"].get("osc_shared")
+    if rr is not None:
+        k = 0
+        labels = []
+        for cell, cc in rr["cells"].items():
+            for wl, w in cc["windows"].items():
+                r = [f["r"] for f in w["fits"] if "r" in f]
+                ax.scatter(np.full(len(r), k), r, s=12, alpha=0.7)
+                labels.append(f"{cell}\n{wl}")
+                k += 1
+        ax.axhline(-0.33, color="k", ls="--", lw=0.8, label="published r = -0.33")
+        ax.set_xticks(range(k))
+        ax.set_xticklabels(labels, fontsize=5, rotation=60, ha="right")
+        ax.set_ylabel("Pearson r of (log H, log G^2), per draw")
+        ax.set_ylim(-1.05, 1.05)
+        ax.legend(fontsize=6)
+        ax.set_title("osc_shared: r over draws", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(Path(out_dir) / "robustness.png", dpi=110)
+    return {"robustness": "robustness.png"}

@@ -17,7 +17,7 @@ from .multihead import (
     plot_sufficient_condition,
     plot_superadditivity,
 )
-from .reproduction import plot_all
+from .reproduction import plot_all, plot_robustness
 from .theorems import (
     plot_layer_scaling,
     plot_longtime,
@@ -50,6 +50,7 @@ _FIGURES.update(
     stability_input=plot_stability_input,
     stability_weights=plot_stability_weights,
 )
+_FIGURES["massucco2026_robustness"] = plot_robustness  # issue 11
 
 
 def register_figures(study: str, figures: Callable[..., dict]) -> None:

@@ -49,6 +49,8 @@ PUBLISHED = {
     "osc_shared": {"a": 0.373, "b": 0.005, "r": -0.33},
     "ou": {"b": -1.0},
 }
+#: the published 95 % intervals (Sec. 6), drawn beside the spread
+PUBLISHED_CI = {"osc_shared": {"a_ci": [0.27, 0.54], "b_ci": [-0.06, 0.07]}}
 
 
 class RobustnessConfig(StudyConfig):
@@ -259,7 +261,14 @@ class RobustnessStudy(Study):
         regimes: dict = {}
         for reg, cells in g2.items():
             pub = PUBLISHED.get(reg, {})
-            rr = regimes.setdefault(reg, {"estimator": ESTIMATORS[est[reg]], "published": pub, "cells": {}})
+            rr = regimes.setdefault(
+                reg,
+                {
+                    "estimator": ESTIMATORS[est[reg]],
+                    "published": {**pub, **PUBLISHED_CI.get(reg, {})},
+                    "cells": {},
+                },
+            )
             for cell, draws in cells.items():
                 cc = rr["cells"].setdefault(cell, {"draws": len(draws), "windows": {}})
                 for wl in windows:
