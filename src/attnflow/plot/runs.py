@@ -188,7 +188,12 @@ def _frames(ds: xr.Dataset, *, mean: bool, max_frames: int, size_px: int):
     n_t = int(ds.sizes["time"])
     idx = np.unique(np.linspace(0, n_t - 1, min(max_frames, n_t)).round().astype(int))
     t = np.asarray(ds["time"].values)
-    what = f"mean over the {ds.sizes['path']} paths (renormalised)" if mean else "path 0"
+    if int(ds.sizes["path"]) == 1:
+        what, mean = "the one computed path", False
+    elif mean:
+        what = f"mean over the {ds.sizes['path']} paths (renormalised)"
+    else:
+        what = "path 0"
     fig = Figure(figsize=(size_px / 100, size_px / 100), dpi=100)
     canvas = FigureCanvasAgg(fig)
     for k in idx:
