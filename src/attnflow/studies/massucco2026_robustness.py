@@ -74,6 +74,12 @@ class RobustnessConfig(StudyConfig):
     draws: PositiveInt = Field(
         20, description="draws of the shared (x0, D0) for the deterministic regimes", examples=[20]
     )
+    draw_ids: list[int] | None = Field(
+        None,
+        description="the draws k (seed seed0 + k) of the deterministic regimes, instead of 0 .. draws-1 "
+        "(e.g. the draws a stopped study finished)",
+        examples=[[0, 1, 2, 6, 7]],
+    )
     ou_draws: PositiveInt = Field(3, description="draws of the shared (x0, D0) for OU", examples=[3])
     ou_paths: int = Field(5, ge=2, description="noise paths per OU draw (>= 2)", examples=[5])
     variants: list[tuple[int, float]] = Field(
@@ -100,6 +106,19 @@ class RobustnessConfig(StudyConfig):
     @classmethod
     def _distinct_H(cls, v: list[int]) -> list[int]:
         return distinct_sorted(list(v), "head counts")
+
+    @field_validator("draw_ids")
+    @classmethod
+    def _distinct_draws(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return v
+        if not v or any(k < 0 for k in v):
+            raise ValueError(f"draw_ids must be a non-empty list of draws >= 0: got {v}")
+        return distinct_sorted(list(v), "draw ids")
+
+    def deterministic_draws(self) -> list[int]:
+        """The draws k of the deterministic regimes."""
+        return list(self.draw_ids) if self.draw_ids is not None else list(range(self.draws))
 
     @model_validator(mode="after")
     def _grid(self):
@@ -198,16 +217,20 @@ class RobustnessStudy(Study):
         cells = config.cells()
         variant_regs = [r for r in config.variant_regimes if r in config.regimes]
 
-        def draws_of(reg: str, ci: int) -> int:
-            k = config.ou_draws if reg == "ou" else config.draws
-            return k if ci == 0 else min(k, config.variant_draws)
+        det = config.deterministic_draws()
+
+        def has_draw(reg: str, ci: int, k: int) -> bool:
+            ks = list(range(config.ou_draws)) if reg == "ou" else det
+            if ci > 0:
+                ks = ks[: config.variant_draws]
+            return k in ks
 
         out = []
-        for k in range(max(config.draws, config.ou_draws)):
+        for k in sorted(set(range(config.ou_draws)) | set(det)):
             for ci, (n, dt) in enumerate(cells):
                 cell = _cell_key(n, dt)
                 for reg in config.regimes if ci == 0 else variant_regs:
-                    if k >= draws_of(reg, ci):
+                    if not has_draw(reg, ci, k):
                         continue
                     cfgs = regime_configs(
                         man,
@@ -316,10 +339,11 @@ class RobustnessStudy(Study):
             "cells": {_cell_key(n, dt): {"n": n, "dt": dt} for n, dt in config.cells()},
             "windows": {k: list(v) for k, v in windows.items()},
             "what_ran": {
-                "deterministic regimes": f"{config.draws} draws in the base cell (one path each, "
-                "computed once)",
+                "deterministic regimes": f"{len(config.deterministic_draws())} draws in the base cell "
+                f"(k = {config.deterministic_draws()}; one path each, computed once)",
                 "ou": f"{config.ou_draws} draws x {config.ou_paths} noise paths in the base cell",
-                "variants": f"{config.variant_draws} draws of {', '.join(config.variant_regimes)} in each of "
+                "variants": f"the first {config.variant_draws} of those draws of "
+                f"{', '.join(config.variant_regimes)} in each of "
                 f"{', '.join(_cell_key(n, dt) for n, dt in config.cells()[1:]) or 'no variant cell'}",
             },
             "estimator_note": "per draw: the shared (x0, D0) of run seed seed0 + k; G^2 time-averaged over "
