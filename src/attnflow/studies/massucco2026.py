@@ -177,7 +177,8 @@ def markdown_tables(summary: dict) -> str:
     str
         Two tables: k(H) = a H^b fitted to the time-averaged G^2 per regime, next to the published
         values where the paper prints them; and per (regime, H) the time averages of G^2 and Ghat^2
-        (mean +- standard error over paths) and the residuals of identity (147) at T (mean +- sd).
+        (mean +- standard error over paths) and the residuals of identity (147) at T (mean +- sd); a
+        one-path (deterministic) run shows its values alone.
     """
 
     def ci(v):
@@ -211,10 +212,14 @@ def markdown_tables(summary: dict) -> str:
     for reg in summary["regimes"].values():
         for H, row in reg["per_H"].items():
             rp, rx, de = row["residual_paper_T"], row["residual_exact_T"], row["dE_T"]
+            if row["paths"] > 1:
+                pm = lambda m, e: f"{m:.3g} +- {e:.2g}"  # noqa: E731 - mean +- spread over paths
+            else:  # one deterministic path: no spread to print
+                pm = lambda m, e: f"{m:.3g}"  # noqa: E731
             lines.append(
-                f"| {reg['label']} | {H} | {row['paths']} | {row['G2_mean']:.3g} +- {row['G2_se']:.2g} "
-                f"| {row['Ghat2_mean']:.3g} +- {row['Ghat2_se']:.2g} | {rp['mean']:.3g} +- {rp['std']:.2g} "
-                f"| {rx['mean']:.3g} +- {rx['std']:.2g} | {de['mean']:.3g} +- {de['std']:.2g} |"
+                f"| {reg['label']} | {H} | {row['paths']} | {pm(row['G2_mean'], row['G2_se'])} "
+                f"| {pm(row['Ghat2_mean'], row['Ghat2_se'])} | {pm(rp['mean'], rp['std'])} "
+                f"| {pm(rx['mean'], rx['std'])} | {pm(de['mean'], de['std'])} |"
             )
     return "\n".join(lines) + "\n"
 

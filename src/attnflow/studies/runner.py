@@ -200,10 +200,11 @@ def run_study(
             if progress:
                 what = "already complete, skipped" if res.get("skipped") else res["status"]
                 took = "" if res.get("skipped") or "elapsed_s" not in res else f" in {res['elapsed_s']:.1f} s"
+                est = overall.left_s()
                 left = (
                     ""
-                    if count["k"] == len(configs)
-                    else f"; overall left {format_duration(overall.left_s())}"
+                    if count["k"] == len(configs) or est != est
+                    else f"; overall left {format_duration(est)}"
                 )
                 print(
                     f"[study {study.name}] run {count['k']}/{len(configs)} {name}: {what}{took}{left}",
