@@ -28,7 +28,11 @@ def quick(tmp_path_factory):
 
 def test_outputs_exist_and_figures_are_small_pngs(quick):
     out, summary = quick
-    for name in ("fig1_tokens.png", "fig2_G2.png", "fig3_ledger.png"):
+    names = ["fig2_G2.png"] + [
+        f"fig{i}_{w}_{k}.png" for i, w in ((1, "tokens"), (3, "ledger")) for k in REGIMES
+    ]
+    assert sorted(summary["figures"].values()) == sorted(names)
+    for name in names:
         data = (out / name).read_bytes()
         assert data[:8] == PNG
         assert 10_000 < len(data) < 300_000, (name, len(data))
@@ -53,7 +57,9 @@ def test_summary_keys(quick):
             assert reg[f]["b_ci"][0] <= reg[f]["b"] <= reg[f]["b_ci"][1]
         for h in ("1", "10", "100"):
             row = reg["per_H"][h]
-            assert row["paths"] == 3 and row["seed"] == 0
+            # init: shared: OU runs 3 noise paths, a noiseless (oscillating) regime is computed once
+            assert row["paths"] == (3 if reg["label"] == "OU" else 1) and row["seed"] == 0
+            assert row["init"] == "shared" and row["paths_requested"] == 3
             for k in ("G2_mean", "G2_se", "Ghat2_mean", "Ghat2_se", "residual_paper_T", "residual_exact_T"):
                 assert k in row
     assert s["published"]["osc_shared"]["b"] == 0.005
@@ -112,7 +118,9 @@ def test_cli_alias_and_study_show_on_the_same_directory(quick):
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["study"] == "massucco2026" and on_disk["status"] == "done"
     assert on_disk["regimes"]["ou"]["fit_G2"] == s["regimes"]["ou"]["fit_G2"]
-    assert on_disk["figures"] == {"fig1": "fig1_tokens.png", "fig2": "fig2_G2.png", "fig3": "fig3_ledger.png"}
+    assert on_disk["figures"]["fig2"] == "fig2_G2.png"
+    assert on_disk["figures"]["fig1_ou"] == "fig1_tokens_ou.png"
+    assert on_disk["figures"]["fig3_osc_shared"] == "fig3_ledger_osc_shared.png"
     res = CliRunner().invoke(app, ["study", "show", str(out)])
     assert res.exit_code == 0 and "status: done (9 done" in res.output
     assert markdown_tables(on_disk) in res.output

@@ -224,7 +224,8 @@ def test_a_killed_study_resumes_only_what_is_missing(tmp_path, tiny_study):
     meta["status"] = "running"
     (out / "runs" / "H3" / "meta.json").write_text(json.dumps(meta))
     info = study_info(out)
-    assert info["status"] == "incomplete" and info["runs"]["H3"] == "running" and info["table"] is not None
+    assert info["status"] == "incomplete" and info["table"] is not None
+    assert info["runs"]["H3"].startswith("running (step ")  # the step reached is shown
     shutil.rmtree(out / "runs" / "H2")  # and killed before the second run started
     assert study_info(out)["runs"]["H2"] == "pending"
     res = runner.invoke(app, ["study", "show", str(out)])
@@ -309,7 +310,7 @@ def test_committed_results_show_and_their_table_is_the_summarys():
     assert info["status"] == "done" and info["study"] == "massucco2026" and not info["quick"]
     assert set(info["runs"].values()) == {"done (run directory not stored)"}
     res = runner.invoke(app, ["study", "show", str(docs)])
-    assert res.exit_code == 0 and "| oscillating, shared forcing | 0.378 | [0.361, 0.395] |" in res.output
+    assert res.exit_code == 0 and "| oscillating, shared forcing | 0.379 | [0.366, 0.393] |" in res.output
 
 
 def test_a_failing_analysis_leaves_the_directory_incomplete_not_done(tmp_path, tiny_study):

@@ -112,6 +112,8 @@ def _reported(action: str) -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
         raise
+    except KeyboardInterrupt as exc:  # Ctrl-C: the run store checkpointed and says "interrupted"
+        raise _fail(str(exc) or "interrupted (Ctrl-C); rerun the same command to resume", 130) from None
     except ConfigError as exc:
         raise _fail(str(exc), 2) from None
     except (CorruptFileError, UnsafePathError, DirectoryLockedError) as exc:
@@ -281,8 +283,10 @@ def _is_sweep(path: Path) -> bool:
 
 
 @app.command()
-def info(directory: Annotated[Path, typer.Argument(help="A run or a sweep directory.")]) -> None:
-    """Summary of a run or sweep directory: config, status, progress, sizes."""
+def info(
+    directory: Annotated[Path, typer.Argument(help="A run, sweep, study or reproduction directory.")],
+) -> None:
+    """Summary of a run, sweep or study (reproduction) directory: config, status, progress, sizes."""
     with _reported(f"cannot read {directory}"):
         _info(directory)
 
@@ -305,6 +309,9 @@ def _info(directory: Path) -> None:
                 line += f": {row['error']}"
             typer.echo(for_cli(line))
         return
+    if (directory / "study.json").is_file():  # a study or reproduction directory
+        study_show(directory)
+        return
     if not ((directory / META_FILE).is_file() or (directory / CONFIG_FILE).is_file()):
         raise _fail(
             f"{directory} is neither a run directory (meta.json) nor a sweep directory (tasks.json)", 2
@@ -323,59 +330,6 @@ def _info(directory: Path) -> None:
     typer.echo("  sizes: " + ", ".join(f"{k} {_size(v)}" for k, v in r["sizes"].items()))
 
 
-def plot_run(ds, path: Path, title: str = "") -> Path:
-    """Energy, G2 and the ledger residuals over time (mean and 10-90% band over paths), and the token
-    cloud of path 0 at the last time (3D scatter for d=3, circle for d=2); saved as PNG."""
-    import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    panels = [(name, [name]) for name in ("energy", "G2") if name in ds]
-    residuals = [v for v in ("residual_paper", "residual_exact") if v in ds]
-    if residuals:
-        panels.append(("energy-ledger residuals", residuals))
-    d = ds.sizes.get("dim", 0)
-    cloud = "positions" in ds and d in (2, 3)
-    ncols = max(len(panels) + int(cloud), 1)
-    fig = Figure(figsize=(4.2 * ncols, 3.8), layout="constrained")
-    FigureCanvasAgg(fig)
-    t = np.asarray(ds["time"].values)
-    for i, (label, names) in enumerate(panels):
-        ax = fig.add_subplot(1, ncols, i + 1)
-        for name in names:
-            a = np.asarray(ds[name].transpose("path", "time").values, dtype=float)
-            lo, hi = np.nanquantile(a, [0.1, 0.9], axis=0)
-            (line,) = ax.plot(t, np.nanmean(a, axis=0), label=name)
-            ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.25, linewidth=0)
-        ax.set_xlabel("t")
-        ax.set_title(label)
-        if len(names) > 1:
-            ax.legend(fontsize="small")
-    if cloud:
-        x = np.asarray(ds["positions"].isel(time=-1, path=0).values)
-        if d == 3:
-            ax = fig.add_subplot(1, ncols, ncols, projection="3d")
-            u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 24), np.linspace(0, np.pi, 12))
-            ax.plot_wireframe(
-                np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", linewidth=0.4
-            )
-            ax.scatter(x[:, 0], x[:, 1], x[:, 2], s=12, color="C3")
-            ax.set_box_aspect((1, 1, 1))
-        else:
-            ax = fig.add_subplot(1, ncols, ncols)
-            s = np.linspace(0, 2 * np.pi, 200)
-            ax.plot(np.cos(s), np.sin(s), color="0.8", linewidth=0.8)
-            ax.scatter(x[:, 0], x[:, 1], s=12, color="C3")
-            ax.set_aspect("equal")
-        ax.set_title(f"tokens at t = {t[-1]:g} (path 0)")
-    if panels:
-        title = f"{title}  (lines: mean over {ds.sizes.get('path', 1)} paths; bands: 10-90% quantiles)"
-    if title:
-        fig.suptitle(title.strip())
-    fig.savefig(path, dpi=100)
-    return path
-
-
 @app.command()
 def plot(
     directory: Annotated[Path, typer.Argument(help="A run or a sweep directory.")],
@@ -383,7 +337,9 @@ def plot(
         Path | None, typer.Option("--output", help=f"PNG file (default DIR/{PLOT_FILE}).")
     ] = None,
 ) -> None:
-    """Figure of energy, G2 and the residuals over time (bands over paths) and the final token cloud."""
+    """Figure of energy, G2 (log) and the residuals over time (bands over paths) and the final token cloud;
+    a sweep gets one per task and an overlay of its grid (sweep.png). The title names H, beta, sigma^2,
+    direction and init mode, and says "unfinished (t = a of b)" for a run that is not done."""
     if output is not None:
         _check_output_dir(output, "--output")
     fix = "the store is damaged; rerun the run with --no-resume"
@@ -395,18 +351,22 @@ def _plot(directory: Path, output: Path | None) -> None:
     import warnings
 
     from .experiments.store import DATA_DIR, open_run, read_meta
+    from .plot.runs import plot_run, plot_sweep
 
     if _is_sweep(directory):
         from .experiments.sweep import read_index
 
-        names = [
-            n for n in read_index(directory)["tasks"] if read_meta(directory / n).get("status") == "done"
-        ]
+        tasks = read_index(directory)["tasks"]
+        names = [n for n in tasks if read_meta(directory / n).get("status") == "done"]
         if not names:
             raise _fail(f"no finished task in the sweep {directory}")
+        runs = {}
         for name in names:
-            p = plot_run(open_run(directory / name), directory / name / PLOT_FILE, title=name)
+            ds = open_run(directory / name)
+            p = plot_run(ds, directory / name / PLOT_FILE, title=name, status="done")
             typer.echo(str(p))
+            runs[", ".join(f"{k}={v}" for k, v in tasks[name].items()) or name] = ds
+        typer.echo(str(plot_sweep(runs, output or directory / "sweep.png", title=directory.name)))
         return
     if not (directory / DATA_DIR).is_dir():
         raise _fail(
@@ -415,7 +375,9 @@ def _plot(directory: Path, output: Path | None) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an unfinished run is plotted as far as it went
         ds = open_run(directory)
-    p = plot_run(ds, output or directory / PLOT_FILE, title=str(ds.attrs.get("name", directory.name)))
+    status = read_meta(directory).get("status")
+    name = str(ds.attrs.get("name", directory.name))
+    p = plot_run(ds, output or directory / PLOT_FILE, title=name, status=status)
     typer.echo(str(p))
 
 
@@ -448,6 +410,8 @@ def _run_study_cli(name: str, out: Path, what: str, **kwargs) -> dict:
 
     try:
         return run_study(name, out, **kwargs)
+    except KeyboardInterrupt as exc:  # Ctrl-C: the run under way checkpointed and says "interrupted"
+        raise _fail(f"{exc or 'interrupted (Ctrl-C)'}; rerun the same command to resume", 130) from None
     except (StudyConfigError, UnknownStudyError) as exc:
         raise _fail(str(exc), 2) from None
     except (StudyMismatchError, StudyRunError, DirectoryLockedError) as exc:
@@ -604,6 +568,8 @@ def reproduce(
             H=H,
             **({} if device is None else {"device": device}),
         )
+    except KeyboardInterrupt as exc:  # Ctrl-C: the run under way checkpointed and says "interrupted"
+        raise _fail(f"{exc or 'interrupted (Ctrl-C)'}; rerun the same command to resume", 130) from None
     except StudyConfigError as exc:
         raise _fail(str(exc), 2) from None
     except (StudyMismatchError, StudyRunError) as exc:
@@ -868,6 +834,49 @@ def critical_noise(
         typer.echo(
             f"beta = {b:g}: eps_c = {ec:.6g} (mean field)" + ("" if ecn is None else f", {ecn:.6g} (n = {n})")
         )
+
+
+# -- animate (issue 11) ----------------------------------------------------------------------------
+@app.command()
+def animate(
+    directory: Annotated[Path, typer.Argument(help="A run directory recorded with positions.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Output file (default DIR/tokens.mp4; .gif without ffmpeg)."),
+    ] = None,
+    fps: Annotated[int, typer.Option("--fps", min=1, help="Frames per second.")] = 10,
+    max_frames: Annotated[int, typer.Option("--max-frames", min=2, help="At most this many frames.")] = 200,
+    mean: Annotated[
+        bool, typer.Option("--mean", help="Animate the per-token mean over paths (shared init) not path 0.")
+    ] = False,
+    gif: Annotated[bool, typer.Option("--gif", help="Write a GIF even when ffmpeg is available.")] = False,
+) -> None:
+    """Animate a run's token cloud over time: MP4 through imageio-ffmpeg, GIF fallback."""
+    if output is not None:
+        _check_output_dir(output, "--output")
+    with _reported(f"cannot animate {directory}"):
+        import warnings
+
+        from .experiments.store import DATA_DIR, open_run
+        from .plot.runs import animate_run
+
+        if not (directory / DATA_DIR).is_dir():
+            raise _fail(f"{directory} holds no run data ({DATA_DIR}); give a run directory", 2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an unfinished run is animated as far as it went
+            ds = open_run(directory)
+        try:
+            p = animate_run(
+                ds,
+                output or directory / "tokens.mp4",
+                fps=fps,
+                max_frames=max_frames,
+                mean=mean,
+                fmt="gif" if gif else "auto",
+            )
+        except ValueError as exc:
+            raise _fail(str(exc), 2) from None
+        typer.echo(str(p))
 
 
 def main() -> None:

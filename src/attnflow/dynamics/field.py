@@ -161,6 +161,7 @@ def pair_sums(
         causal=model.causal,
         geometry=model.geometry,
         sinkhorn_iters=model.sinkhorn_iters,
+        sinkhorn_tol=model.sinkhorn_tol,
         ledger=ledger,
         ito=ito,
     )

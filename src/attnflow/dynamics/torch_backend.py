@@ -35,6 +35,7 @@ def pair_sums_torch(
     causal: bool = False,
     geometry: Geometry,
     sinkhorn_iters: int = 50,
+    sinkhorn_tol: float | None = None,
     ledger: bool = True,
     ito: bool = True,
     chunk_bytes: int = 2**27,
@@ -53,6 +54,9 @@ def pair_sums_torch(
     geometry : Geometry
         Off unit-norm geometries the extra Ito sum ``row_r2`` is accumulated.
     sinkhorn_iters : int
+        The most Sinkhorn sweeps.
+    sinkhorn_tol : float or None
+        Sinkhorn's column tolerance (None: the dtype's default).
     ledger : bool
         Also accumulate the float64 ledger sums (``row_x``, ``row_q``, ``row_r2``, ``col_x``).
     ito : bool
@@ -98,7 +102,9 @@ def pair_sums_torch(
             A = (
                 A_soft
                 if attention == "softmax"
-                else attention_weights(s, l, attention, sinkhorn_iters=sinkhorn_iters)
+                else attention_weights(
+                    s, l, attention, sinkhorn_iters=sinkhorn_iters, sinkhorn_tol=sinkhorn_tol
+                )
             )
             Ax = A @ x.unsqueeze(1)  # (P, hc, r, d): sum_j A_ij x_j
             attn_x[:, hs, rs] = Ax

@@ -6,6 +6,11 @@ summary = run_sweep(cfg, {"heads.H": [2, 4]}, "runs/sweep")
 ds = open_sweep("runs/sweep")                 # swept keys become dims (heads.H -> heads_H)
 """
 
+from .builder import (
+    ESTIMATORS as ESTIMATORS,
+    estimator as estimator,
+    paths_computed as paths_computed,
+)
 from .config import (
     EXAMPLE_YAML as EXAMPLE_YAML,
     ConfigError as ConfigError,
@@ -34,6 +39,7 @@ from .sweep import (
 )
 
 __all__ = [
+    "ESTIMATORS",
     "EXAMPLE_YAML",
     "ConfigError",
     "ExperimentConfig",
@@ -44,10 +50,12 @@ __all__ = [
     "build",
     "config_diff",
     "dump_config",
+    "estimator",
     "load_config",
     "open_run",
     "open_sweep",
     "parse_grid",
+    "paths_computed",
     "read_meta",
     "run_experiment",
     "run_info",

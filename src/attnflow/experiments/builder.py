@@ -26,7 +26,67 @@ from .schema import (
     weight_process,
 )
 
-__all__ = ["build"]
+__all__ = ["ESTIMATORS", "build", "estimator", "paths_computed"]
+
+#: What the Monte Carlo mean over a run's paths estimates, per ``init`` mode (and for a deterministic
+#: shared run, computed once); written into a run's ``meta.json`` and the reproduction summaries.
+ESTIMATORS = {
+    "per_path": "mean over paths of independent (x0, D0, noise) draws: initial-condition and noise spread",
+    "shared": "mean over paths of one shared (x0, D0), only the weight noise differs between paths "
+    "(the authors' Monte Carlo, NOTES section 6)",
+    "deterministic": "one trajectory from one (x0, D0): the dynamics have no noise, so every path of a "
+    "shared start is the same and the run is computed once (no spread over paths)",
+}
+
+
+def paths_computed(config: ExperimentConfig | dict | str | Path) -> int:
+    """How many paths a config really integrates.
+
+    ``init: shared`` with a deterministic weight process (no noise: ``oscillating``, ``constant``,
+    ``ornstein_uhlenbeck`` with ``sigma2 = 0``) and noiseless tokens (``model.token_noise = 0``) makes
+    every path identical, so such a run is computed once, as one path; otherwise ``config.paths``.
+
+    Parameters
+    ----------
+    config : ExperimentConfig, dict or path of a YAML file
+
+    Returns
+    -------
+    int
+    """
+    cfg = load_config(config)
+    if cfg.init == "shared" and not _stochastic(cfg):
+        return 1
+    return cfg.paths
+
+
+def _stochastic(cfg: ExperimentConfig) -> bool:
+    """Whether the paths of a config differ by noise: noisy weights or Brownian tokens."""
+    return weight_process(cfg.weights).stochastic or cfg.model.token_noise > 0
+
+
+def estimator(config: ExperimentConfig | dict | str | Path) -> str:
+    """The key of :data:`ESTIMATORS` that describes a config's mean over paths.
+
+    Returns
+    -------
+    str
+        ``"per_path"``, ``"shared"`` or ``"deterministic"`` (shared and computed once).
+    """
+    cfg = load_config(config)
+    if cfg.init == "per_path":
+        return "per_path"
+    return "shared" if _stochastic(cfg) else "deterministic"
+
+
+def _check_shared_file(arr: np.ndarray, per_path_ndim: int, key: str) -> None:
+    """``init: shared`` takes one cloud / one set of heads from a file, not one per path."""
+    if arr.ndim == per_path_ndim and arr.shape[0] != 1:
+        raise ConfigError(
+            f"init: shared copies one initial state to every path, but the file of {key} holds "
+            f"{arr.shape[0]} paths (shape {tuple(arr.shape)}); give a file without the paths axis or "
+            "set init: per_path"
+        )
 
 
 @contextlib.contextmanager
@@ -56,7 +116,10 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
         Frozen: the model (with its weight process from :mod:`attnflow.model.registry`), the initial
         tokens ``x0`` [paths, n, d] and heads [paths, H, d, d], t0 = 0, t1, dt, the integrator, the
         seed, ``record_every`` and what to record, dtype and device. Run it with
-        :meth:`attnflow.simulation.Simulator.from_spec`.
+        :meth:`attnflow.simulation.Simulator.from_spec`. With ``init: shared`` the tokens and heads
+        of path 0 (the streams of :func:`attnflow.random.path_seed` for path 0, so the same draw as
+        path 0 of ``init: per_path``) are copied to every path; a deterministic shared run has
+        :func:`paths_computed` = 1 path.
 
     Raises
     ------
@@ -78,10 +141,13 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
             causal=m.causal,
             layer_scaling=m.layer_scaling,
             sinkhorn_iters=m.sinkhorn_iters,
+            sinkhorn_tol=m.sinkhorn_tol,
             backend=m.backend,
             token_noise=m.token_noise,
         )
-    t, P, seed = cfg.tokens, cfg.paths, cfg.seed
+    t, seed = cfg.tokens, cfg.seed
+    P_run = paths_computed(cfg)
+    P = 1 if cfg.init == "shared" else P_run  # paths drawn; a shared draw is copied to P_run paths
     with _building("tokens.path" if isinstance(t, FileTokens) else "tokens"):
         if isinstance(t, UniformTokens):
             x0 = tokens_mod.uniform(P, t.n, t.d, seed=seed, dtype=dtype)
@@ -92,7 +158,10 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
                 P, t.n, t.d, seed=seed, clusters=t.clusters, kappa=t.kappa, dtype=dtype
             )
         else:
-            x0 = tokens_mod.from_array(np.load(t.path), paths=P, dtype=dtype)
+            arr = np.load(t.path)
+            if cfg.init == "shared":
+                _check_shared_file(arr, 3, "tokens.path")
+            x0 = tokens_mod.from_array(arr, paths=P, dtype=dtype)
     d = x0.shape[-1]
     h = cfg.heads
     with _building("heads.path" if h.init == "file" else "heads"):
@@ -104,9 +173,14 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
             D0 = heads_mod.identity(P, h.H, d, scale=h.scale, dtype=dtype)
         else:
             arr = np.load(h.path)
+            if cfg.init == "shared":
+                _check_shared_file(arr, 4, "heads.path")
             D0 = h.scale * heads_mod.from_array(arr, paths=P, d=d, dtype=dtype)
             if D0.shape[1] != h.H:
                 raise ConfigError(f"heads.H = {h.H} but the file {h.path!r} holds {D0.shape[1]} heads")
+    if P_run != P:
+        x0 = x0.expand(P_run, *x0.shape[1:]).clone()
+        D0 = D0.expand(P_run, *D0.shape[1:]).clone()
     if isinstance(t, FileTokens):  # d is known only now (ExperimentConfig checked the other inits)
         try:
             check_weights_fit(cfg.weights, h.H, d, f"the tokens of tokens.path {t.path!r} (d = {d})")

@@ -8,6 +8,12 @@ A manifest (``presets/<name>.yaml``, ``kind: reproduction``) names one base pres
 experiment config, see docs/design.md) and the head counts; the base preset is run once per H with
 ``heads.H`` overridden. ``quick=True`` keeps the model and shrinks paths, horizon and token count
 (manifest key ``quick``) for tests.
+
+Overrides, applied in this order (a later one wins): the manifest's ``overrides`` (e.g. the authors'
+code defaults of ``massucco2026_code.yaml``), its ``quick`` sizes when ``quick=True``, then the explicit
+arguments. The keys (:data:`OVERRIDE_KEYS`): ``paths``, ``n``, ``t1``, ``dt``, ``record_every``,
+``seed``, ``precision`` and ``init`` (``shared``: one x0 and D0 copied to every path, the authors'
+Monte Carlo; ``per_path``).
 """
 
 from __future__ import annotations
@@ -18,9 +24,33 @@ from pathlib import Path
 
 from .schema import load_yaml
 
-__all__ = ["PRESETS", "available_reproductions", "load_manifest", "load_preset", "regime_configs"]
+__all__ = [
+    "OVERRIDE_KEYS",
+    "PRESETS",
+    "available_reproductions",
+    "load_manifest",
+    "load_preset",
+    "regime_configs",
+]
+
+#: Manifest / argument override -> the dotted key of the experiment config it sets.
+OVERRIDE_KEYS = {
+    "paths": "paths",
+    "n": "tokens.n",
+    "t1": "integrator.t1",
+    "dt": "integrator.dt",
+    "record_every": "record.every",
+    "seed": "seed",
+    "precision": "precision",
+    "init": "init",
+}
 
 PRESETS = Path(__file__).resolve().parent / "presets"
+
+
+def _as_float(v):
+    """An integer time (``t1: 20``) as a float, for the strict schema; anything else as it is."""
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 # -- manifests and configs ---------------------------------------------------------------------------
@@ -67,12 +97,30 @@ def regime_configs(
     t1: float | None = None,
     H: Sequence[int] | None = None,
     seed: int | None = None,
+    dt: float | None = None,
+    init: str | None = None,
 ) -> list[tuple[str, int, dict]]:
-    """Every (regime key, H, config dict) of a manifest, with the quick / explicit overrides applied."""
-    over = dict(manifest.get("quick", {})) if quick else {}
-    for k, v in (("paths", paths), ("n", n), ("t1", t1), ("seed", seed)):
-        if v is not None:
-            over[k] = v
+    """Every (regime key, H, config dict) of a manifest, with the manifest's, quick and explicit overrides.
+
+    Raises
+    ------
+    ValueError
+        A manifest ``overrides`` / ``quick`` key that is not one of :data:`OVERRIDE_KEYS`.
+    """
+    over: dict = {}
+    layers = [("overrides", manifest.get("overrides") or {})]
+    if quick:
+        layers.append(("quick", manifest.get("quick") or {}))
+    for where, layer in layers:
+        bad = sorted(set(layer) - set(OVERRIDE_KEYS))
+        if bad:
+            raise ValueError(
+                f"the manifest {manifest.get('name')!r} has unknown {where} keys {bad}; valid: "
+                f"{', '.join(OVERRIDE_KEYS)}"
+            )
+        over.update(layer)
+    given = {"paths": paths, "n": n, "t1": t1, "seed": seed, "dt": dt, "init": init}
+    over.update({k: v for k, v in given.items() if v is not None})
     Hs = [int(h) for h in (H if H is not None else manifest["H"])]
     out = []
     for reg in manifest["regimes"]:
@@ -80,16 +128,12 @@ def regime_configs(
         for h in Hs:
             cfg = copy.deepcopy(base)
             cfg["heads"]["H"] = h
-            if "paths" in over:
-                cfg["paths"] = int(over["paths"])
-            if "n" in over:
-                cfg["tokens"]["n"] = int(over["n"])
-            if "t1" in over:
-                cfg["integrator"]["t1"] = float(over["t1"])
-            if "seed" in over:
-                cfg["seed"] = int(over["seed"])
-            if "precision" in over:
-                cfg["precision"] = str(over["precision"])
+            for key, value in over.items():
+                *sections, leaf = OVERRIDE_KEYS[key].split(".")
+                node = cfg
+                for sec in sections:
+                    node = node[sec]
+                node[leaf] = _as_float(value) if key in ("t1", "dt") else value
             cfg["name"] = f"{manifest['name']}_{reg['key']}_H{h}"
             out.append((reg["key"], h, cfg))
     return out

@@ -273,6 +273,7 @@ class ModelConfig(_Section):
     )
     backend: _one_of("model.backend") = "auto"
     sinkhorn_iters: int = Field(50, ge=1)
+    sinkhorn_tol: float | None = Field(None, gt=0)
     token_noise: float = 0.0
 
     @field_validator("token_noise")
@@ -578,6 +579,7 @@ class ExperimentConfig(_Section):
     integrator: IntegratorConfig
     record: RecordConfig = Field(default_factory=RecordConfig)
     paths: int = Field(1, ge=1)
+    init: Literal["per_path", "shared"] = "per_path"
     seed: int = Field(0, ge=0)
     precision: _one_of("precision") = "float64"
     device: str = "cpu"
@@ -797,6 +799,10 @@ EXAMPLE_YAML = "\n".join(
         _comment("  ledger: true", "energy, G2, Ghat2 and the energy-ledger residuals"),
         "",
         _comment("paths: 20", "independent trajectories"),
+        _comment(
+            "init: per_path",
+            "per_path (x0, D0 drawn per path) | shared (one x0, D0 for all paths: the authors' estimator)",
+        ),
         _comment("seed: 0", "tokens, heads and noise streams all derive from it"),
         _comment("precision: float64", _alts("precision")),
         _comment("device: cpu", "cpu | cuda | cuda:N"),

@@ -51,7 +51,8 @@ import zarr
 
 from .._version import __version__
 from ..simulation import Simulator, integrate, records_to_dataset, run_attrs
-from .builder import build
+from ..simulation.driver import RunInterrupted
+from .builder import ESTIMATORS, build, estimator, paths_computed
 from .errors import ConfigError
 from .files import (
     MARKER_FILE,
@@ -345,7 +346,15 @@ class _Writer:
     Zarr store and writes the checkpoints."""
 
     def __init__(
-        self, out: Path, sim, spec, checkpoint_steps: int, attrs: dict, meta: dict, flush_every_s: float
+        self,
+        out: Path,
+        sim,
+        spec,
+        checkpoint_steps: int,
+        attrs: dict,
+        meta: dict,
+        flush_every_s: float,
+        checkpoint_every_s: float | None = None,
     ):
         self.out, self.sim, self.spec, self.attrs, self.meta = out, sim, spec, attrs, meta
         self.checkpoint_steps = checkpoint_steps
@@ -355,7 +364,8 @@ class _Writer:
         self.written = 0
         self.last_step = -1
         self.checkpointed_step = -1
-        self._last_flush = time.monotonic()
+        self.checkpoint_every_s = checkpoint_every_s
+        self._last_flush = self._last_checkpoint = time.monotonic()
 
     @property
     def last_recorded_step(self) -> int | None:
@@ -366,7 +376,11 @@ class _Writer:
 
     def on_record(self, rec) -> None:
         self.buffer.append(rec)
-        if rec.step % self.checkpoint_steps == 0:
+        now = time.monotonic()
+        by_time = (
+            self.checkpoint_every_s is not None and now - self._last_checkpoint >= self.checkpoint_every_s
+        )
+        if rec.step % self.checkpoint_steps == 0 or by_time:
             self.checkpoint()
         elif time.monotonic() - self._last_flush >= self.flush_every_s:
             self.flush()
@@ -402,6 +416,7 @@ class _Writer:
         # fsynced before it replaces the previous one; a unique tmp name
         atomic_write_bytes(self.out / CHECKPOINT_FILE, lambda fh: torch.save(state, fh))
         self.checkpointed_step = self.sim.step_index
+        self._last_checkpoint = time.monotonic()
         self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=utc_now())
         _write_meta(self.out, self.meta)
 
@@ -413,6 +428,7 @@ def run_experiment(
     resume: bool = True,
     progress: bool = False,
     flush_every_s: float = 5.0,
+    checkpoint_every_s: float | None = 60.0,
 ) -> xr.Dataset:
     """Run an experiment into a run directory, resuming it if it was interrupted.
 
@@ -427,10 +443,20 @@ def run_experiment(
         :class:`RunConfigMismatchError` naming the differing keys. ``False`` deletes the run files
         in the directory (config.yaml, meta.json, data.zarr, checkpoint.pt) and starts afresh.
     progress : bool
-        Draw a progress bar on stderr (only when stderr is a terminal).
+        Draw a progress bar on stderr when it is a terminal, else write a progress line every 30 s
+        (inside :func:`attnflow.experiments.progress.overall_progress` it also names the run's place
+        and the overall time left).
     flush_every_s : float
         Also append buffered records to the store when this many seconds passed since the last
         write (so that ``attnflow info`` sees progress between checkpoints).
+    checkpoint_every_s : float or None
+        Also checkpoint at the first record after this many seconds of wall time since the last
+        checkpoint (besides every ``checkpoint_every`` steps), so a kill loses at most about this
+        long; None: by steps only. Where the checkpoints fall does not change the results.
+
+    Ctrl-C (SIGINT) finishes the step under way, checkpoints there and sets ``status: interrupted``
+    with the error "interrupted at step k of N; rerun to resume"
+    (:class:`attnflow.simulation.driver.RunInterrupted`, re-raised); rerunning resumes bit for bit.
 
     Returns
     -------
@@ -447,8 +473,13 @@ def run_experiment(
     cfg = load_config(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if checkpoint_every_s is not None and not checkpoint_every_s > 0:
+        raise ValueError(
+            f"checkpoint_every_s must be > 0 seconds or None (by steps only): got {checkpoint_every_s!r}; "
+            "give e.g. 60.0"
+        )
     with DirectoryLock(out, "run directory"):
-        return _run_locked(cfg, out, resume, progress, flush_every_s)
+        return _run_locked(cfg, out, resume, progress, flush_every_s, checkpoint_every_s)
 
 
 def _claim(out: Path, cfg: ExperimentConfig, resume: bool) -> tuple[bool, dict]:
@@ -489,8 +520,22 @@ def _claim(out: Path, cfg: ExperimentConfig, resume: bool) -> tuple[bool, dict]:
     return False, {}
 
 
+def _interrupted(exc: BaseException) -> bool:
+    """Ctrl-C, also when it surfaced from compiled code as another error (numba's SystemError)."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _run_locked(
-    cfg: ExperimentConfig, out: Path, resume: bool, progress: bool, flush_every_s: float
+    cfg: ExperimentConfig,
+    out: Path,
+    resume: bool,
+    progress: bool,
+    flush_every_s: float,
+    checkpoint_every_s: float | None = None,
 ) -> xr.Dataset:
     resumed, meta = _claim(out, cfg, resume)
     if resumed and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
@@ -509,6 +554,10 @@ def _run_locked(
             "seed": cfg.seed,
             "streams": "attnflow.random.path_seed(seed, path, purpose), purposes tokens, heads, noise",
         },
+        "init": cfg.init,
+        "paths_requested": cfg.paths,
+        "paths_computed": paths_computed(cfg),
+        "estimator": ESTIMATORS[estimator(cfg)],
         "started": meta.get("started", utc_now()),
         "resumed": [*meta.get("resumed", []), utc_now()] if resumed else [],
         "ended": None,
@@ -526,7 +575,7 @@ def _run_locked(
         sim = Simulator.from_spec(spec)
         n_steps = spec.n_steps
         attrs = {**run_attrs(sim, spec.t1, spec.record_every), "name": cfg.name, "config": dump_config(cfg)}
-        writer = _Writer(out, sim, spec, cfg.checkpoint_steps, attrs, meta, flush_every_s)
+        writer = _Writer(out, sim, spec, cfg.checkpoint_steps, attrs, meta, flush_every_s, checkpoint_every_s)
         if resumed:
             state = _load_checkpoint(out, sim, n_steps)  # validated before the store is changed
             _truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
@@ -543,6 +592,8 @@ def _run_locked(
             unit="steps",
             initial=sim.step_index,
             enabled=None if progress else False,
+            log_every_s=30.0 if progress else None,  # stderr not a terminal: a line every 30 s
+            run=out.name,
         )
         # the driver records the initial state of a fresh run (which checkpoints it) and the final state
         integrate(
@@ -552,6 +603,7 @@ def _run_locked(
             sink=writer,
             with_heads=spec.record_heads,
             progress=bar,
+            total_steps=n_steps,
         )
         if writer.checkpointed_step != sim.step_index or writer.buffer:
             writer.checkpoint()
@@ -560,16 +612,32 @@ def _run_locked(
     except BaseException as exc:
         if bar is not None:
             bar.close()
-        if writer is not None and writer.written and not isinstance(exc, CorruptFileError):
+        if isinstance(exc, RunInterrupted) and writer is not None:
+            try:  # the state after a whole step: checkpoint it, the rerun goes on from there
+                writer.checkpoint()
+            except Exception:  # noqa: BLE001 - keep the interruption; the last checkpoint still holds
+                pass
+        elif writer is not None and writer.written and not isinstance(exc, CorruptFileError):
             try:
                 writer.flush()  # what was recorded before the failure is valid data
                 meta["records"] = writer.written
             except Exception:  # noqa: BLE001 - keep the original error
                 pass
+        stopped = _interrupted(exc)
+        if isinstance(exc, RunInterrupted):
+            error = str(exc)
+        elif stopped:
+            step = writer.checkpointed_step if writer is not None else meta.get("step", 0)
+            error = (
+                f"interrupted (Ctrl-C) during step {sim.step_index + 1 if writer is not None else '?'} of "
+                f"{meta['n_steps']}; the last checkpoint is at step {step}; rerun to resume"
+            )
+        else:
+            error = f"{type(exc).__name__}: {exc}"
         meta.update(
-            status="interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
+            status="interrupted" if stopped else "failed",
             ended=utc_now(),
-            error=f"{type(exc).__name__}: {exc}",
+            error=error,
             traceback=traceback.format_exc(),
         )
         _write_meta(out, meta)
@@ -642,6 +710,8 @@ def run_info(out_dir: str | Path) -> dict:
             "heads": f"{cfg.heads.init} H={cfg.heads.H}",
             "integrator": f"{cfg.integrator.method} dt={cfg.integrator.dt:g} t1={cfg.integrator.t1:g}",
             "paths": cfg.paths,
+            "init": cfg.init,
+            "paths_computed": paths_computed(cfg),
             "seed": cfg.seed,
             "precision": cfg.precision,
             "device": cfg.device,

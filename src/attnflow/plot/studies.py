@@ -20,7 +20,7 @@ from .multihead import (
 from .noise import plot_jko_stability, plot_noise_phase
 from .pde import plot_pde_particles
 from .real_model import plot_real_model
-from .reproduction import plot_all
+from .reproduction import plot_all, plot_robustness
 from .theorems import (
     plot_layer_scaling,
     plot_longtime,
@@ -54,6 +54,7 @@ _FIGURES.update(
     stability_input=plot_stability_input,
     stability_weights=plot_stability_weights,
 )
+_FIGURES["massucco2026_robustness"] = plot_robustness  # issue 11
 
 # the training studies (issue 15)
 _FIGURES.update(ntk_injectivity=plot_ntk_injectivity, depth_limit=plot_depth_limit)

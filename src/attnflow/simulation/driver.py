@@ -4,14 +4,80 @@ sink, the energy-identity audit a :class:`MemorySink` as well.
 
 A sink has one method, ``on_record(record)``, and one attribute, ``last_recorded_step`` (the step of the
 last record it holds, ``None`` before the first).
+
+Ctrl-C. While :func:`integrate` runs in the main thread, a first SIGINT only sets a flag: the step under
+way (possibly inside a compiled numba kernel, where an exception raised by the signal would surface as a
+``SystemError``) finishes, and the loop then raises :class:`RunInterrupted`, "interrupted at step k of N;
+rerun to resume", with the simulator in the consistent state after step k (the run store checkpoints it
+there). A second SIGINT raises :class:`KeyboardInterrupt` at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-__all__ = ["CallbackSink", "MemorySink", "Sink", "Steppable", "integrate"]
+__all__ = [
+    "CallbackSink",
+    "MemorySink",
+    "RunInterrupted",
+    "Sink",
+    "Steppable",
+    "deferred_sigint",
+    "integrate",
+]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a run between two steps; the state after ``step`` is whole.
+
+    Attributes
+    ----------
+    step : int
+        The global step index reached (the steps 1..step are done).
+    n_steps : int
+        The step count of the whole run.
+    """
+
+    def __init__(self, step: int, n_steps: int):
+        self.step, self.n_steps = int(step), int(n_steps)
+        super().__init__(f"interrupted at step {self.step} of {self.n_steps}; rerun to resume")
+
+    def __str__(self) -> str:
+        return f"interrupted at step {self.step} of {self.n_steps}; rerun to resume"
+
+
+@contextlib.contextmanager
+def deferred_sigint() -> Iterator[Callable[[], bool]]:
+    """Turn the first SIGINT into a flag for the enclosed code; yields ``pending()`` (True once it came).
+
+    A second SIGINT restores the previous handler and raises :class:`KeyboardInterrupt` at once. Outside
+    the main thread (signal handlers cannot be set there) nothing is deferred and ``pending()`` is False.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    hits = {"n": 0}
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        hits["n"] += 1
+        if hits["n"] > 1:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt("interrupted twice: stopped at once, without finishing the step")
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main interpreter
+        yield lambda: False
+        return
+    try:
+        yield lambda: hits["n"] > 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class Steppable(Protocol):
@@ -71,6 +137,7 @@ def integrate(
     with_heads: bool = False,
     progress: Callable[[int], None] | None = None,
     endpoints: bool = True,
+    total_steps: int | None = None,
 ) -> Sink:
     """Take ``n_steps`` steps of ``sim``, recording every ``record_every``-th global step into ``sink``.
 
@@ -90,24 +157,39 @@ def integrate(
     endpoints : bool
         Also record the current state first when the sink holds no record yet, and the final state
         when it was not recorded (the initial and final states are always in a run's data).
+    total_steps : int or None
+        The step count of the whole run, for the message of :class:`RunInterrupted` (default: the
+        current step plus ``n_steps``).
 
     Returns
     -------
     Sink
         ``sink``.
+
+    Raises
+    ------
+    RunInterrupted
+        A SIGINT (Ctrl-C) came while stepping: the step under way was finished first (see the module
+        docstring); the final state is then not recorded.
     """
     if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
         raise ValueError(f"record_every must be an integer >= 1: got {record_every!r}")
     if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
         raise ValueError(f"n_steps must be an integer >= 0: got {n_steps!r}")
-    if endpoints and sink.last_recorded_step is None:
-        sink.on_record(sim.record(with_heads=with_heads))
-    for _ in range(n_steps):
-        sim.step()
-        if sim.step_index % record_every == 0:
+    total = sim.step_index + n_steps if total_steps is None else int(total_steps)
+    with deferred_sigint() as interrupted:
+        if endpoints and sink.last_recorded_step is None:
             sink.on_record(sim.record(with_heads=with_heads))
-        if progress is not None:
-            progress(1)
+        for _ in range(n_steps):
+            if interrupted():
+                raise RunInterrupted(sim.step_index, total)
+            sim.step()
+            if sim.step_index % record_every == 0:
+                sink.on_record(sim.record(with_heads=with_heads))
+            if progress is not None:
+                progress(1)
+        if interrupted():
+            raise RunInterrupted(sim.step_index, total)
     if endpoints and sink.last_recorded_step != sim.step_index:
         sink.on_record(sim.record(with_heads=with_heads))
     return sink

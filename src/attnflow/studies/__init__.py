@@ -37,6 +37,10 @@ from .massucco2026 import (  # importing it registers the shipped reproductions
     markdown_tables as markdown_tables,
     reproduce as reproduce,
 )
+from .massucco2026_robustness import (  # registers it
+    RobustnessConfig as RobustnessConfig,
+    RobustnessStudy as RobustnessStudy,
+)
 from .mean_field_heads import (  # importing it registers the study
     MeanFieldHeadsConfig as MeanFieldHeadsConfig,
     MeanFieldHeadsStudy as MeanFieldHeadsStudy,
@@ -102,6 +106,8 @@ __all__ = [
     "PdeParticlesStudy",
     "ReproductionConfig",
     "ReproductionStudy",
+    "RobustnessConfig",
+    "RobustnessStudy",
     "Study",
     "StabilityInputConfig",
     "StabilityInputStudy",

@@ -23,6 +23,7 @@ kept as an alias: ``reproduce(name, out_dir, ...)`` = :func:`~attnflow.studies.r
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ import xarray as xr
 from pydantic import Field, PositiveInt, field_validator
 
 from ..analysis.fits import fit_power_law
+from ..experiments.builder import ESTIMATORS, estimator
 from ..experiments.reproduce import (
     PRESETS,
     available_reproductions,
@@ -72,6 +74,13 @@ class ReproductionConfig(StudyConfig):
         None, min_length=1, description="the head counts to run (distinct, >= 1)", examples=[[1, 10, 100]]
     )
     seed: int | None = Field(None, ge=0, description="the seed of every run (>= 0)", examples=[0])
+    dt: float | None = Field(None, gt=0, description="the time step (> 0; T/dt whole)", examples=[0.005])
+    init: Literal["shared", "per_path"] | None = Field(
+        None,
+        description="initial state: one (x0, D0) copied to every path ('shared', the authors' Monte Carlo) "
+        "or drawn per path ('per_path')",
+        examples=["per_path"],
+    )
     window: tuple[float, float] | None = Field(
         None,
         description="the averaging window (t_a, t_b) in time units, 0 <= t_a < t_b <= T",
@@ -168,7 +177,8 @@ def markdown_tables(summary: dict) -> str:
     str
         Two tables: k(H) = a H^b fitted to the time-averaged G^2 per regime, next to the published
         values where the paper prints them; and per (regime, H) the time averages of G^2 and Ghat^2
-        (mean +- standard error over paths) and the residuals of identity (147) at T (mean +- sd).
+        (mean +- standard error over paths) and the residuals of identity (147) at T (mean +- sd); a
+        one-path (deterministic) run shows its values alone.
     """
 
     def ci(v):
@@ -202,10 +212,14 @@ def markdown_tables(summary: dict) -> str:
     for reg in summary["regimes"].values():
         for H, row in reg["per_H"].items():
             rp, rx, de = row["residual_paper_T"], row["residual_exact_T"], row["dE_T"]
+            if row["paths"] > 1:
+                pm = lambda m, e: f"{m:.3g} +- {e:.2g}"  # noqa: E731 - mean +- spread over paths
+            else:  # one deterministic path: no spread to print
+                pm = lambda m, e: f"{m:.3g}"  # noqa: E731
             lines.append(
-                f"| {reg['label']} | {H} | {row['paths']} | {row['G2_mean']:.3g} +- {row['G2_se']:.2g} "
-                f"| {row['Ghat2_mean']:.3g} +- {row['Ghat2_se']:.2g} | {rp['mean']:.3g} +- {rp['std']:.2g} "
-                f"| {rx['mean']:.3g} +- {rx['std']:.2g} | {de['mean']:.3g} +- {de['std']:.2g} |"
+                f"| {reg['label']} | {H} | {row['paths']} | {pm(row['G2_mean'], row['G2_se'])} "
+                f"| {pm(row['Ghat2_mean'], row['Ghat2_se'])} | {pm(rp['mean'], rp['std'])} "
+                f"| {pm(rx['mean'], rx['std'])} | {pm(de['mean'], de['std'])} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -246,10 +260,15 @@ class ReproductionStudy(Study):
             t1=config.t1,
             H=config.H,
             seed=config.seed,
+            dt=config.dt,
+            init=config.init,
         )
 
     def _window(self, config: ReproductionConfig, T: float) -> tuple[float, float]:
         if config.window is None:
+            if "window" in self.manifest:  # absolute times; null = T (e.g. the authors' t >= 2.5)
+                ta, tb = self.manifest["window"]
+                return _check_window((float(ta), T if tb is None else float(tb)), T)
             fa, fb = self.manifest.get("window_fraction", [0.5, 1.0])
             return _check_window((fa * T, fb * T), T)
         return _check_window(config.window, T)
@@ -258,6 +277,42 @@ class ReproductionStudy(Study):
         cfgs = self._cfgs(config)
         self._window(config, float(cfgs[0][2]["integrator"]["t1"]))  # a bad window fails before any run
         return {f"{key}_H{h}": cfg for key, h, cfg in cfgs}
+
+    def after_run(
+        self,
+        config: ReproductionConfig,
+        runs: StudyRuns,
+        out_dir: Path,
+        name: str,
+        *,
+        figures: Callable[..., dict] | None = None,
+    ) -> dict:
+        """Once every run of ``name``'s regime is done, draw that regime's figures (Figs. 1 and 3) at once,
+        while the other regimes still run; a figure that fails only warns (the analysis draws all again).
+
+        Returns
+        -------
+        dict
+            {figure key: file name}, empty while the regime is unfinished or without ``figures``.
+        """
+        if figures is None:
+            return {}
+        cfgs = self._cfgs(config)
+        key = next((k for k, h, _ in cfgs if f"{k}_H{h}" == name), None)
+        mine = [(h, f"{key}_H{h}") for k, h, _ in cfgs if k == key]
+        if key is None or any(runs.meta(n).get("status") != "done" for _, n in mine):
+            return {}
+        label = next(r.get("label", key) for r in self.manifest["regimes"] if r["key"] == key)
+        T = float(cfgs[0][2]["integrator"]["t1"])
+        snaps = [f * T for f in self.manifest.get("snapshot_fraction", [0.0, 0.8, 0.9, 1.0])]
+        try:
+            datasets = {key: {h: runs.open(n) for h, n in mine}}
+            rows = {str(h): {"init": runs.configs[n].init} for h, n in mine}
+            part = {"partial": True, "regimes": {key: {"label": label, "per_H": rows}}}
+            return figures(datasets, part, out_dir, snapshot_times=snaps)
+        except Exception as exc:  # noqa: BLE001 - a figure must not stop the runs
+            warnings.warn(f"the figures of regime {key!r} failed ({type(exc).__name__}: {exc})", stacklevel=2)
+            return {}
 
     def analyse(
         self,
@@ -291,6 +346,9 @@ class ReproductionStudy(Study):
             this_call = float(runs.results.get(name, {}).get("elapsed_s", 0.0))
             s.update(
                 run_dir=str(runs.path(name).relative_to(out_dir)),
+                init=runs.configs[name].init,
+                paths_requested=runs.configs[name].paths,
+                estimator=estimator(runs.configs[name]),
                 seed=int(cfg["seed"]),
                 wall_time_s=_run_wall(runs.meta(name)) or this_call,
                 wall_time_this_call_s=this_call,
@@ -325,6 +383,14 @@ class ReproductionStudy(Study):
             "fit_note": "k(H) = a H^b by least squares on (log H, log y); 95% t intervals with m - 2 dof "
             "(3 head counts: 1 dof, t = 12.71); fit_*_weighted weights by (y/se)^2",
             "T": T,
+            "estimators": {
+                key: ESTIMATORS[next(iter(reg["per_H"].values()))["estimator"]]
+                for key, reg in regimes.items()
+            },
+            "estimator_note": "G^2 averages are means over a run's paths: with init: shared the paths "
+            "share one (x0, D0) and differ by the weight noise only (the authors' Monte Carlo), a "
+            "noiseless regime is one deterministic path (no standard error); with init: per_path they "
+            "also differ by the start",
             "store": "attnflow.experiments.store.run_experiment",
             "regimes": regimes,
             "published": published,

@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
+from ..experiments.builder import paths_computed
 from ..experiments.config import ConfigError, config_diff, load_config
 from ..experiments.files import atomic_write_text, utc_now
 from ..experiments.locking import DirectoryLock
+from ..experiments.progress import format_duration, overall_progress
 from ..experiments.schema import with_device
 from ..experiments.store import CONFIG_FILE, META_FILE, read_meta
 from ..experiments.sweep import TASKS_FILE, run_tasks
@@ -69,6 +71,12 @@ def _json_default(o: Any) -> Any:
 
 def _write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, default=_json_default))
+
+
+def run_work(cfg) -> float:
+    """The work of one run for the overall time estimate: paths computed x n^2 x H x steps (+ overhead)."""
+    n = getattr(cfg.tokens, "n", 100)
+    return float(paths_computed(cfg)) * (n * n * cfg.heads.H + 2000.0) * cfg.integrator.n_steps
 
 
 def _check_same_study(out: Path, name: str) -> None:
@@ -187,27 +195,43 @@ def run_study(
             (out / stale).unlink(missing_ok=True)
 
         count = {"k": 0}
+        tracker = {"overall": None}
+        after_run = getattr(study, "after_run", None)
 
         def report(name: str, res: dict) -> None:
             count["k"] += 1
+            overall = tracker["overall"]
+            overall.finish(name, skipped=bool(res.get("skipped")))
             if progress:
                 what = "already complete, skipped" if res.get("skipped") else res["status"]
-                took = f" in {res['elapsed_s']:.1f} s" if "elapsed_s" in res else ""
-                print(
-                    f"[study {study.name}] run {count['k']}/{len(configs)} {name}: {what}{took}", flush=True
+                took = "" if res.get("skipped") or "elapsed_s" not in res else f" in {res['elapsed_s']:.1f} s"
+                est = overall.left_s()
+                left = (
+                    ""
+                    if count["k"] == len(configs) or est != est
+                    else f"; overall left {format_duration(est)}"
                 )
+                print(
+                    f"[study {study.name}] run {count['k']}/{len(configs)} {name}: {what}{took}{left}",
+                    flush=True,
+                )
+            if after_run is not None and res.get("status") == "done":
+                # e.g. the figures of a regime whose runs are now all finished
+                after_run(config, StudyRuns(root, configs, {}), out, name, figures=figures)
 
-        results = run_tasks(
-            configs,
-            root,
-            scheduler=scheduler,
-            workers=workers,
-            resume=resume,
-            progress=progress,
-            label=f"study {study.name}",
-            run_progress=progress,
-            on_result=report,
-        )
+        with overall_progress({name: run_work(cfg) for name, cfg in configs.items()}) as overall:
+            tracker["overall"] = overall
+            results = run_tasks(
+                configs,
+                root,
+                scheduler=scheduler,
+                workers=workers,
+                resume=resume,
+                progress=progress,
+                label=f"study {study.name}",
+                run_progress=progress,
+                on_result=report,
+            )
         run_status = {
             name: {"dir": f"{RUNS_DIR}/{name}", **{k: v for k, v in res.items() if k != "traceback"}}
             for name, res in results.items()
@@ -287,10 +311,15 @@ def study_info(out_dir: str | Path) -> dict:
         if committed:
             runs[name] = f"{stored.get(name, {}).get('status', 'done')} (run directory not stored)"
         else:
-            runs[name] = read_meta(out / RUNS_DIR / name).get("status", "pending")
+            meta = read_meta(out / RUNS_DIR / name)
+            st = meta.get("status", "pending")
+            if st in ("running", "interrupted", "failed") and meta.get("n_steps"):
+                st = f"{st} (step {meta.get('step', 0)} of {meta['n_steps']})"
+            runs[name] = st
     counts: dict[str, int] = {}
     for st in runs.values():
-        counts[st] = counts.get(st, 0) + 1
+        key = st.split(" (")[0]
+        counts[key] = counts.get(key, 0) + 1
     finished = all(st.startswith("done") for st in runs.values())
     status = summary.get("status", "done" if committed else "incomplete")
     if status == "done" and not finished:
