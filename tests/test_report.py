@@ -213,6 +213,8 @@ def test_committed_study_reports(study, tmp_path):
     text = page_html(page)
     pngs = sorted(study.glob("*.png"))
     assert text.count('<img alt="') == len(pngs) > 0
+    for anim in study.glob("*.mp4"):  # animations are linked, never inlined as images
+        assert "MP4 file: " in text and anim.name in text
     assert any("run directories not stored here" in n for n in page.notes)
     verdicts = next(s for s in page.sections if s.id == "verdicts").body
     blocks = theory_check_sections(

@@ -156,10 +156,11 @@ def _raw(source: Any) -> Any:
 
 
 def is_pde_config(source: Any) -> bool:
-    """Whether a YAML file / mapping is a density run (``model: pde``)."""
+    """Whether a YAML file / mapping is a density run (``model: pde``); a file that cannot be read or
+    parsed is not (the particle loader then reports what is wrong with it)."""
     try:
         data = _raw(source)
-    except (OSError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError):
         return False
     return isinstance(data, dict) and data.get("model") == "pde"
 

@@ -118,17 +118,26 @@ def cloud_entry(name: str, cf: CloudFrames) -> dict:
     }
 
 
+#: figure files inlined as images, by suffix; any other file a study lists (an MP4 animation) is linked
+IMAGE_TYPES = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml", ".jpg": "image/jpeg"}
+
+
 def figures_section(directory: Path, page_dir: Path, names: list[str] | None = None) -> Section | None:
     """The PNG figures of the directory, inlined (base64) with a link to each file."""
     files = [directory / n for n in names] if names else sorted(directory.glob("*.png"))
+    files += [f for f in sorted(directory.glob("*.mp4")) if f not in files]  # animations, linked
     files = [f for f in files if f.is_file()]
     if not files:
         return None
     parts = []
     for f in files:
+        mime = IMAGE_TYPES.get(f.suffix.lower())
+        if mime is None:  # an animation or other file: a link, not inlined (it would swell the page)
+            parts.append(f"<p>{esc(f.suffix.lstrip('.').upper())} file: {link(f, page_dir, f.name)}</p>")
+            continue
         data = base64.b64encode(f.read_bytes()).decode("ascii")
         parts.append(
-            f'<figure><img alt="{esc(f.name)}" src="data:image/png;base64,{data}">'
+            f'<figure><img alt="{esc(f.name)}" src="data:{mime};base64,{data}">'
             f"<figcaption>{link(f, page_dir, f.name)}</figcaption></figure>"
         )
     return Section("figures", "Figures", "".join(parts))
