@@ -454,10 +454,6 @@ def run_experiment(
         checkpoint (besides every ``checkpoint_every`` steps), so a kill loses at most about this
         long; None: by steps only. Where the checkpoints fall does not change the results.
 
-    Ctrl-C (SIGINT) finishes the step under way, checkpoints there and sets ``status: interrupted``
-    with the error "interrupted at step k of N; rerun to resume"
-    (:class:`attnflow.simulation.driver.RunInterrupted`, re-raised); rerunning resumes bit for bit.
-
     Returns
     -------
     xarray.Dataset
@@ -469,6 +465,12 @@ def run_experiment(
         ``resume=True`` and the directory holds another config.
     attnflow.NonFiniteStateError, ValueError
         From the core (the run's ``meta.json`` then says ``status: failed`` with the traceback).
+
+    Notes
+    -----
+    Ctrl-C (SIGINT) finishes the step under way, checkpoints there and sets ``status: interrupted``
+    with the error "interrupted at step k of N; rerun to resume"
+    (:class:`attnflow.simulation.driver.RunInterrupted`, re-raised); rerunning resumes bit for bit.
     """
     cfg = load_config(config)
     out = Path(out_dir)
