@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from .common import DPI, save_named as _save
+
 __all__ = [
     "plot_critical_beta",
     "plot_entropy",
@@ -22,15 +24,6 @@ __all__ = [
     "plot_superadditivity",
 ]
 
-DPI = 110
-
-
-def _save(fig: Figure, out_dir: Path, name: str) -> dict[str, str]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(out_dir / name, dpi=DPI)
-    return {name.removesuffix(".png"): name}
 
 
 def plot_monotonicity(data: dict, out_dir: Path) -> dict[str, str]:

@@ -15,15 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..analysis.noise_stability import critical_token_noise  # noqa: E402
+from .common import save_figure as _save  # noqa: E402
 
 __all__ = ["plot_jko_stability", "plot_noise_phase"]
-
-
-def _save(fig, out_dir: Path, name: str) -> str:
-    fig.tight_layout()
-    fig.savefig(Path(out_dir) / name, dpi=110)
-    plt.close(fig)
-    return name
 
 
 def plot_noise_phase(summary: dict, out_dir: str | Path) -> dict[str, str]:

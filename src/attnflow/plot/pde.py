@@ -18,6 +18,8 @@ import matplotlib.animation as manimation  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .common import save_figure as _save  # noqa: E402
+
 __all__ = [
     "density_animation",
     "density_map",
@@ -25,13 +27,6 @@ __all__ = [
     "plot_density_run",
     "plot_pde_particles",
 ]
-
-
-def _save(fig, out_dir: Path, name: str) -> str:
-    fig.tight_layout()
-    fig.savefig(Path(out_dir) / name, dpi=110)
-    plt.close(fig)
-    return name
 
 
 def lat_lon_raster(n_lat: int = 90, n_lon: int = 180) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -12,17 +12,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from .multihead import DPI
+from .common import DPI, save_named as _save
 
 __all__ = ["plot_real_model"]
-
-
-def _save(fig: Figure, out_dir: Path, name: str) -> dict[str, str]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(out_dir / name, dpi=DPI)
-    return {name.removesuffix(".png"): name}
 
 
 def _band(ax, x, stat, label, style):

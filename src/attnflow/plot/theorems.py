@@ -14,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .common import save_figure as _save  # noqa: E402
+
 __all__ = [
     "plot_layer_scaling",
     "plot_longtime",
@@ -21,13 +23,6 @@ __all__ = [
     "plot_stability_input",
     "plot_stability_weights",
 ]
-
-
-def _save(fig, out_dir: Path, name: str) -> str:
-    fig.tight_layout()
-    fig.savefig(Path(out_dir) / name, dpi=110)
-    plt.close(fig)
-    return name
 
 
 def plot_mean_field_heads(summary: dict, out_dir: str | Path) -> dict[str, str]:

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from .common import DPI, save_figure
+
 __all__ = [
     "plot_clouds",
     "plot_head_law",
@@ -24,14 +26,10 @@ __all__ = [
     "training_figures",
 ]
 
-DPI = 110
 
 
 def _save(fig: Figure, path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    return path.name
+    return save_figure(fig, path.parent, path.name)
 
 
 def plot_loss(history: dict, path: Path) -> str:

@@ -12,17 +12,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from .common import save_named as _save
+
 __all__ = ["plot_depth_limit", "plot_ntk_injectivity"]
 
-DPI = 110
-
-
-def _save(fig: Figure, out_dir: Path, name: str) -> dict[str, str]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(out_dir / name, dpi=DPI)
-    return {name.removesuffix(".png"): name}
 
 
 def plot_ntk_injectivity(data: dict, out_dir: Path) -> dict[str, str]:
