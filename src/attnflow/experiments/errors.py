@@ -18,9 +18,10 @@ import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Any, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 __all__ = [
+    "validate_mapping",
     "MAX_MESSAGE_CHARS",
     "ROOT",
     "ConfigError",
@@ -187,3 +188,36 @@ def invalid_config(source: str, errors: Iterable[str]) -> ConfigError:
     """The ConfigError listing every problem of a config, one per line."""
     lines = "\n  ".join(short_message(e, 500) for e in errors)
     return ConfigError(short_message(f"invalid experiment config ({short_message(source, 200)}):\n  {lines}"))
+
+
+def validate_mapping(data: Any, model: type[BaseModel], unions: Unions, source: str, what: str, label: str):
+    """Validate a config mapping against ``model``: unknown keys first (with the closest valid key), then
+    pydantic's rules, every problem reported at once.
+
+    Parameters
+    ----------
+    data : the parsed YAML (anything: a non-mapping is refused)
+    model : the pydantic model of the config
+    unions : the tagged sections of ``model`` (:func:`unknown_keys`)
+    source : where the config came from, for a non-mapping's message
+    what : the kind of config, e.g. ``"experiment config"``
+    label : the name :func:`invalid_config` gives the config
+
+    Raises
+    ------
+    ConfigError
+        One line per problem: the key, the rule, the value received.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid {what} ({source}): expected a mapping of keys, got {type(data).__name__}")
+    errors = unknown_keys(data, model, unions)
+    if not errors:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            tags = {k: data[k].get(tag) for k, (tag, _) in unions.items() if isinstance(data.get(k), dict)}
+            for e in exc.errors():
+                m = format_error(e, unions, tags)
+                if m not in errors:
+                    errors.append(m)
+    raise invalid_config(label, errors)

@@ -29,7 +29,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -49,11 +48,9 @@ from ..simulation import n_steps_for, simulator as simulator_module
 from .errors import (
     ConfigError,
     format_choices,
-    format_error,
-    invalid_config,
     short_message,
     short_repr,
-    unknown_keys,
+    validate_mapping,
 )
 
 __all__ = [
@@ -615,21 +612,7 @@ UNIONS = {"weights": ("process", WEIGHT_SECTIONS), "tokens": ("init", TOKEN_SECT
 
 # -- loading, dumping, comparing -----------------------------------------------------------------------
 def _validate(data: Any, source: str) -> ExperimentConfig:
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"invalid experiment config ({source}): expected a mapping of keys, got {type(data).__name__}"
-        )
-    errors = unknown_keys(data, ExperimentConfig, UNIONS)
-    if not errors:
-        try:
-            return ExperimentConfig.model_validate(data)
-        except ValidationError as exc:
-            tags = {k: data[k].get(tag) for k, (tag, _) in UNIONS.items() if isinstance(data.get(k), dict)}
-            for e in exc.errors():
-                m = format_error(e, UNIONS, tags)
-                if m not in errors:
-                    errors.append(m)
-    raise invalid_config(source, errors)
+    return validate_mapping(data, ExperimentConfig, UNIONS, source, "experiment config", source)
 
 
 def load_config(source: str | Path | dict | ExperimentConfig) -> ExperimentConfig:

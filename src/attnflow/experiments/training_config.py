@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..integrators import INTEGRATORS
@@ -25,7 +25,7 @@ from ..training.adjoint import ADJOINT_STATES
 from ..training.flow import HEAD_PARAMS
 from ..training.losses import CLASS_LOSSES, LOSSES, MEASURE_LOSSES
 from ..training.trainer import GRADIENTS
-from .errors import ConfigError, format_choices, format_error, invalid_config, short_repr, unknown_keys
+from .errors import ConfigError, format_choices, short_repr, validate_mapping
 from .schema import MAX_CONFIG_BYTES, ModelConfig, load_yaml
 
 __all__ = ["EXAMPLE_TRAINING_YAML", "TrainingConfig", "dump_training_config", "load_training_config"]
@@ -160,21 +160,8 @@ train: {steps: 200, lr: 0.03, gradient: autograd, record_every: 20, checkpoint_e
 
 
 def _validate(data: Any, source: str) -> TrainingConfig:
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"invalid training config ({source}): expected a mapping of keys, got {type(data).__name__}"
-        )
-    errors = unknown_keys(data, TrainingConfig, UNIONS)
-    if not errors:
-        try:
-            return TrainingConfig.model_validate(data)
-        except ValidationError as exc:
-            tags = {k: data[k].get(tag) for k, (tag, _) in UNIONS.items() if isinstance(data.get(k), dict)}
-            for e in exc.errors():
-                m = format_error(e, UNIONS, tags)
-                if m not in errors:
-                    errors.append(m)
-    raise invalid_config(f"training config {source}", errors)
+    label = f"training config {source}"
+    return validate_mapping(data, TrainingConfig, UNIONS, source, "training config", label)
 
 
 def load_training_config(source: str | Path | dict | TrainingConfig) -> TrainingConfig:

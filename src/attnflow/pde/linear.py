@@ -84,7 +84,7 @@ def mode_growth_rate(
     Examples
     --------
     >>> round(mode_growth_rate(1, d=2, beta=1.0), 6)  # I_1(1)/I_0(1)
-    0.446390
+    0.44639
     """
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
         raise ValueError(f"degree must be an integer >= 1: got {degree!r}")
