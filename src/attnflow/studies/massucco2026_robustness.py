@@ -80,7 +80,7 @@ class RobustnessConfig(StudyConfig):
         "(e.g. the draws a stopped study finished)",
         examples=[[0, 1, 2, 6, 7]],
     )
-    ou_draws: PositiveInt = Field(3, description="draws of the shared (x0, D0) for OU", examples=[3])
+    ou_draws: PositiveInt = Field(20, description="draws of the shared (x0, D0) for OU", examples=[20])
     ou_paths: int = Field(5, ge=2, description="noise paths per OU draw (>= 2)", examples=[5])
     variants: list[tuple[int, float]] = Field(
         [(200, 0.005), (300, 0.01)],
@@ -88,7 +88,7 @@ class RobustnessConfig(StudyConfig):
         examples=[[[200, 0.005], [300, 0.01]]],
     )
     variant_regimes: list[Literal["ou", "osc_shared", "osc_per_head"]] = Field(
-        ["osc_shared"], description="the regimes run in the variant cells", examples=[["osc_shared"]]
+        list(REGIMES), description="the regimes run in the variant cells", examples=[["osc_shared"]]
     )
     variant_draws: PositiveInt = Field(2, description="draws per variant cell", examples=[2])
     window_starts: list[float | None] = Field(
@@ -202,6 +202,7 @@ class RobustnessStudy(Study):
             "ou_draws": 2,
             "ou_paths": 2,
             "variants": [(12, 0.005)],
+            "variant_regimes": ["osc_shared"],
             "variant_draws": 1,
             "window_starts": [None, 0.2],
             "precision": "float64",
