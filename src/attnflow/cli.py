@@ -167,6 +167,12 @@ def config_check(config: Annotated[Path, typer.Argument(help="YAML config file."
 
 
 # -- run / sweep -----------------------------------------------------------------------------------
+#: the ``--device`` option of run, study run, reproduce and check-edi (checked by ``_check_device_cli``)
+DeviceOption = Annotated[
+    str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
+]
+
+
 @app.command()
 def run(
     config: Annotated[Path, typer.Argument(help="YAML config file (see `attnflow config example`).")],
@@ -178,9 +184,7 @@ def run(
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
-    device: Annotated[
-        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
-    ] = None,
+    device: DeviceOption = None,
 ) -> None:
     """Run one experiment into a run directory (config.yaml, meta.json, data.zarr, checkpoint.pt)."""
     from .experiments.config import ConfigError, load_config
@@ -461,9 +465,7 @@ def study_run(
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")] = False,
-    device: Annotated[
-        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
-    ] = None,
+    device: DeviceOption = None,
 ) -> None:
     """Run a study into a directory: its runs (resumable, local or Dask), summary.json, table.md, figures."""
     from .plot.studies import figures_for
@@ -537,9 +539,7 @@ def reproduce(
     H: Annotated[
         list[int] | None, typer.Option("--H", help="Head counts to run (repeat the option).")
     ] = None,
-    device: Annotated[
-        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
-    ] = None,
+    device: DeviceOption = None,
 ) -> None:
     """Reproduce and audit a published experiment: figures 1-3, summary.json and the stored runs.
 
@@ -599,9 +599,7 @@ def check_edi(
         list[str] | None,
         typer.Option("--weights", help="frozen, ou, oscillating, oscillating_shared (repeat the option)."),
     ] = None,
-    device: Annotated[
-        str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
-    ] = None,
+    device: DeviceOption = None,
 ) -> None:
     """Audit the discrete energy-dissipation identity (147): both residuals and their order in dt."""
     from .analysis.edi import check_edi_cli
