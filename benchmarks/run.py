@@ -22,7 +22,12 @@ shared machine hits all of them alike) and the median over rounds is reported as
   with ``backend="torch"`` (skipped with a message when it cannot be imported);
 * ``numpy_f32``, ``numpy_f64``: the dense NumPy baseline (``benchmarks/numpy_baseline.py``);
 * ``exp2_f32``, ``exp2_f64``: ``numpy.exp`` on two threads (``benchmarks/exp_ceiling.py``),
-  in exponentials per second: the 2-core ceiling of one library ``exp`` per pair.
+  in exponentials per second: the 2-core ceiling of one library ``exp`` per pair;
+* ``steps_fused_f32``, ``steps_fused_f64``, ``steps_python_f32``, ``steps_python_f64``: whole simulation
+  steps (field, ledger, OU weight update, Euler step) of :class:`attnflow.simulation.Simulator` on the
+  numba kernel, ``STEPS_PER_CALL`` per timed call: the compiled multi-step loop (``loop="fused"``, one
+  ``advance`` call) against the Python loop (``loop="python"``, one ``step()`` per step); rates in pairs
+  of a step per second.
 
 The full Sec. 6 reproduction's wall time is read from ``--reproduction-summary`` (default: the committed
 ``docs/studies/massucco2026/summary.json``) and compared with the 5-minute target. The payload records
@@ -165,9 +170,44 @@ def tiled_method(dtype_name: str, device: str):
     return (prepare, call), None
 
 
+STEPS_PER_CALL = 8  # steps per timed call of the simulation-loop methods
+
+
+def step_method(dtype_name: str, loop: str):
+    """``STEPS_PER_CALL`` steps of a :class:`attnflow.simulation.Simulator` on the numba kernel (OU weights,
+    sigma^2 = 1, ledger on, nothing recorded): the compiled multi-step loop (``loop="fused"``, one call of
+    ``advance``) or the Python loop (``loop="python"``, one ``step()`` per step)."""
+    import torch
+
+    import attnflow as af
+    from attnflow.simulation import Simulator
+
+    model = af.TransformerModel(
+        direction="descent", beta=1.0, weights=af.OrnsteinUhlenbeck(), backend="numba"
+    )
+
+    def prepare(x, D):
+        return (
+            Simulator(
+                model, torch.from_numpy(x), torch.from_numpy(D), dt=0.01, seed=0, dtype=dtype_name, loop=loop
+            ),
+        )
+
+    def call(sim):
+        if loop == "fused":
+            sim.advance(STEPS_PER_CALL)
+        else:
+            for _ in range(STEPS_PER_CALL):
+                sim.step()
+
+    return prepare, call
+
+
 def build_methods(device: str):
     methods, notes = {}, {}
     for name, dtype in (("f32", np.float32), ("f64", np.float64)):
+        for loop in ("fused", "python"):
+            methods[f"steps_{loop}_{name}"] = step_method("float32" if name == "f32" else "float64", loop)
         methods[f"numba_{name}"] = (
             lambda x, D, dt=dtype: (x.astype(dt), D.astype(dt)),
             lambda x, D: fused_field(x, D, None, 1.0, ledger=True),
@@ -207,23 +247,24 @@ def run_cell(n, heads, npaths, methods, rates, args):
     pairs = npaths * heads * n * n
     active, result = {}, {"n": n, "H": heads, "P": npaths, "pairs": pairs, "rates": {}, "skipped": {}}
     for name, (prepare, call) in methods.items():
-        predicted = pairs / rates[name] if name in rates else 0.0
+        work = pairs * (STEPS_PER_CALL if name.startswith("steps_") else 1)
+        predicted = work / rates[name] if name in rates else 0.0
         if predicted > args.max_seconds:
             result["skipped"][name] = f"predicted {predicted:.0f} s > --max-seconds {args.max_seconds:g}"
             continue
         inputs = prepare(x, D)
         call(*inputs)  # warm-up (JIT, allocator, thread pools)
-        active[name] = (inputs, call, [])
+        active[name] = (inputs, call, [], work)
     exp_samples = {"exp2_f32": [], "exp2_f64": []}
     for _ in range(args.repeats):
-        for inputs, call, times in active.values():
+        for inputs, call, times, _ in active.values():
             start = time.perf_counter()
             call(*inputs)
             times.append(time.perf_counter() - start)
         for key, dt in (("exp2_f32", np.float32), ("exp2_f64", np.float64)):
             exp_samples[key].append(exp_throughput(dt, workers=2, size=2**20, rounds=3, repeats=1))
-    for name, (_, _, times) in active.items():
-        rates[name] = result["rates"][name] = pairs / float(np.median(times))
+    for name, (_, _, times, work) in active.items():
+        rates[name] = result["rates"][name] = work / float(np.median(times))
         result.setdefault("seconds", {})[name] = float(np.median(times))
     for key, samples in exp_samples.items():
         result["rates"][key] = float(np.median(samples))
@@ -234,6 +275,11 @@ def run_cell(n, heads, npaths, methods, rates, args):
         for other in others:
             if kernel and rate.get(other):
                 result.setdefault("ratios", {})[f"numba_{dt}/{other}"] = kernel / rate[other]
+        fused_rate, python_rate = rate.get(f"steps_fused_{dt}"), rate.get(f"steps_python_{dt}")
+        if fused_rate and python_rate:
+            result.setdefault("ratios", {})[f"steps_fused_{dt}/steps_python_{dt}"] = fused_rate / python_rate
+        if fused_rate and rate.get(f"numpy_{dt}"):
+            result.setdefault("ratios", {})[f"steps_fused_{dt}/numpy_{dt}"] = fused_rate / rate[f"numpy_{dt}"]
     return result
 
 
@@ -291,11 +337,24 @@ def format_table(cells, notes, memory) -> str:
     cols = ["numba_f32", "numba_f64", "full_f32", "full_f64", "noito_f32", "noito_f64"]
     cols += ["numba_gen_f32", "numba_gen_f64", "tiled_f32", "tiled_f64", "torch_f32", "torch_f64"]
     cols += ["numpy_f32", "numpy_f64", "exp2_f32", "exp2_f64"]
+    cols += ["steps_fused_f32", "steps_fused_f64", "steps_python_f32", "steps_python_f64"]
     ratio_cols = ["numba_f32/numpy_f32", "numba_f64/numpy_f64", "numba_f32/full_f32", "numba_f64/full_f64"]
     ratio_cols += ["numba_f32/exp2_f32", "numba_f64/torch_f64", "numba_f64/tiled_f64"]
-    head = f"{'n':>6} {'H':>4} {'P':>3} " + " ".join(f"{c.replace('numba_gen_', 'gen_'):>10}" for c in cols)
-    head += " | " + " ".join(f"{c.replace('numba_', 'k').replace('/', '/'):>13}" for c in ratio_cols)
-    lines = ["pairs/s (median; exp2 = numpy.exp on 2 threads, exp/s) and ratios", head]
+    ratio_cols += ["steps_fused_f32/steps_python_f32", "steps_fused_f64/steps_python_f64"]
+    ratio_cols += ["steps_fused_f32/numpy_f32"]
+
+    def short(c: str) -> str:
+        return (
+            c.replace("numba_gen_", "gen_").replace("steps_fused_", "sfus_").replace("steps_python_", "spy_")
+        )
+
+    head = f"{'n':>6} {'H':>4} {'P':>3} " + " ".join(f"{short(c):>10}" for c in cols)
+    head += " | " + " ".join(f"{short(c).replace('numba_', 'k'):>13}" for c in ratio_cols)
+    lines = [
+        "pairs/s (median; exp2 = numpy.exp on 2 threads, exp/s; sfus/spy = simulation steps, fused or Python "
+        "loop, pairs of a step per second) and ratios",
+        head,
+    ]
     for cell in cells:
         row = f"{cell['n']:>6} {cell['H']:>4} {cell['P']:>3} "
         row += " ".join(f"{cell['rates'][c]:>10.3g}" if c in cell["rates"] else f"{'skip':>10}" for c in cols)

@@ -72,10 +72,10 @@ def test_run_errors(tmp_path, monkeypatch):
     # a failure while running: exit 1 with a pointer to the traceback
     from attnflow.simulation import Simulator
 
-    def boom(self):
+    def boom(self, *args, **kwargs):
         raise RuntimeError("injected failure")
 
-    monkeypatch.setattr(Simulator, "step", boom)
+    monkeypatch.setattr(Simulator, "advance", boom)
     res = runner.invoke(app, ["run", str(_write(tmp_path)), "--out", str(tmp_path / "r2")])
     assert res.exit_code == 1 and "the run failed: RuntimeError: injected failure" in res.output
     assert "meta.json" in res.output

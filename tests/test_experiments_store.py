@@ -105,17 +105,22 @@ KILL_SCRIPT = textwrap.dedent(
     from attnflow.experiments.store import run_experiment
 
     config, out, marker = sys.argv[1:4]
-    original = Simulator.step
+    original = Simulator.advance
 
-    def step(self):
+    def advance(self, k, **kwargs):
         # stop for good at step 35: the last checkpoint is at step 20, the data already hold
-        # records up to step 35 (flush_every_s=0 appends every record), so resuming must truncate
+        # records up to step 35 (flush_every_s=0 appends every record), so resuming must truncate;
+        # the driver takes blocks of steps: the one that crosses step 35 is split
+        if self.step_index < 35 < self.step_index + k:
+            first_part = 35 - self.step_index
+            original(self, first_part, **kwargs)
+            k -= first_part
         if self.step_index == 35:
             open(marker, "w").close()
             time.sleep(600)
-        original(self)
+        original(self, k, **kwargs)
 
-    Simulator.step = step
+    Simulator.advance = advance
     run_experiment(config, out, flush_every_s=0.0)
     """
 )
@@ -202,17 +207,22 @@ def test_open_run_errors(tmp_path):
 
 
 def _fail_at(monkeypatch, step_index: int, seen: list | None = None, out: Path | None = None) -> None:
-    """Make Simulator.step raise at ``step_index`` (recording meta.json as it is then, if asked)."""
-    original = Simulator.step
+    """Make Simulator.advance raise on reaching ``step_index`` (recording meta.json as it is then, if asked);
+    the driver's block that crosses it is split there."""
+    original = Simulator.advance
 
-    def step(self):
+    def advance(self, k, **kwargs):
+        if self.step_index < step_index < self.step_index + k:
+            first_part = step_index - self.step_index
+            original(self, first_part, **kwargs)
+            k -= first_part
         if self.step_index == step_index:
             if seen is not None:
                 seen.append(read_meta(out))
             raise RuntimeError(f"injected failure at step {step_index}")
-        original(self)
+        original(self, k, **kwargs)
 
-    monkeypatch.setattr(Simulator, "step", step)
+    monkeypatch.setattr(Simulator, "advance", advance)
 
 
 def test_failed_run_resumes_with_consistent_meta(tmp_path, monkeypatch):

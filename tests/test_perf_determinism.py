@@ -42,7 +42,8 @@ def test_kernel_repeats_bit_for_bit_under_heap_churn(heads, ito, monkeypatch):
         D0 = torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     proc = af.OrnsteinUhlenbeck(sigma2=0.5) if ito else af.Constant()
     model = af.TransformerModel(direction="ascent", beta=1.0, weights=proc, backend="numba")
-    sim = Simulator(model, af.tokens.uniform(2, 30, 3, seed=1), D0, dt=0.05, seed=7, ledger=True)
+    x0 = af.tokens.uniform(2, 30, 3, seed=1)
+    sim = Simulator(model, x0, D0, dt=0.05, seed=7, ledger=True, loop="python")  # calls through the wrapper
     for _ in range(12):
         sim.step()
     assert len(calls) >= 12

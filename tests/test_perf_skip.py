@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import attnflow as af
-from attnflow.dynamics import field, numba_backend
+from attnflow.dynamics import field, numba_kernel
 from attnflow.dynamics.assembly import ledger_rates
 from attnflow.simulation import Simulator
 
@@ -59,19 +59,21 @@ def test_zero_noise_rate_without_ito_factors_is_zero_and_nonzero_noise_refuses()
 class _Spy:
     def __init__(self, monkeypatch):
         self.calls = []
-        inner = numba_backend.pair_sums_numba
+        inner = numba_kernel.pair_sums
 
         def spy(*args, **kwargs):
             self.calls.append((kwargs.get("ledger", True), kwargs.get("ito", True)))
             return inner(*args, **kwargs)
 
-        monkeypatch.setattr(numba_backend, "pair_sums_numba", spy)
+        monkeypatch.setattr(numba_kernel, "pair_sums", spy)
 
 
 def _run(model, ledger, steps=12, force_ito=False):
     x0 = af.tokens.uniform(2, 30, 3, seed=1)
     D0 = af.heads.symmetric_gaussian(1, 2, 3, seed=2)[0]
-    sim = Simulator(model, x0, D0, dt=0.05, seed=7, ledger=ledger)
+    # the Python loop, whose field calls go through the kernel's Python wrapper (the spy); the compiled loop
+    # of simulation.fused passes the same ito flag to the same compiled kernel (tests/test_fused_loop.py)
+    sim = Simulator(model, x0, D0, dt=0.05, seed=7, ledger=ledger, loop="python")
     if force_ito:  # the same run with the Ito sums computed (the path before issue 12)
         sim.field = _ForceIto(sim.field)
     recs = [sim.record()]

@@ -7,9 +7,8 @@ import numpy as np
 import torch
 
 from ..geometry import Geometry, get_geometry
-from .assembly import FieldEval, assemble
+from .assembly import FieldEval
 from .pairsums import PairSums
-from .threads import torch_threads
 
 __all__ = ["SCORE_MAX", "available", "evaluate_numba", "fused_field", "pair_sums_numba", "score_bound"]
 
@@ -95,15 +94,27 @@ def evaluate_numba(
     raw: bool = False,
     **private,
 ) -> FieldEval:
-    """The field from the fused kernel's pair sums and :func:`attnflow.dynamics.assembly.assemble`.
+    """The field from the fused kernel's pair sums and the compiled assembly.
 
-    ``D`` and ``V`` are the effective score and value matrices (layer scaling applied); the assembly runs
-    on one torch thread (:func:`attnflow.dynamics.threads.torch_threads`). ``ito=False``: no Ito sums
-    and no Ito factors (``ito_moment = None``).
+    ``D`` and ``V`` are the effective score and value matrices (layer scaling applied). The assembly is
+    the compiled one of :mod:`attnflow.dynamics.numba_assembly` (the formulas of
+    :func:`attnflow.dynamics.assembly.assemble`, checked against it in the tests; at the paper's size it
+    takes a quarter of the PyTorch assembly's time). ``ito=False``: no Ito sums and no Ito factors
+    (``ito_moment = None``).
     """
-    sums = pair_sums_numba(x, D, beta, causal=causal, ledger=ledger, ito=ito, **private)
-    with torch_threads(1):  # small arrays right after the kernel's OpenMP pass (dynamics.threads)
-        return assemble(sums, x, D, V, float(beta), geometry, ledger=ledger, raw=raw)
+    from .numba_assembly import assemble_numba  # compiled on first use, like the kernel
+    from .numba_kernel import pair_sums
+
+    sums = pair_sums(
+        np.ascontiguousarray(x.detach().numpy()),
+        np.ascontiguousarray(D.detach().numpy()),
+        float(beta),
+        causal=causal,
+        ledger=ledger,
+        ito=ito,
+        **private,
+    )
+    return assemble_numba(sums, x, D, V, float(beta), geometry, ledger=ledger, raw=raw)
 
 
 def fused_field(

@@ -80,7 +80,15 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["check_inputs", "pair_sums"]
+__all__ = [
+    "PASSES",
+    "bound_range",
+    "check_inputs",
+    "pair_sums",
+    "pair_sums_core",
+    "score_bounds",
+    "work_items",
+]
 
 _LOOP_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 _EXP_FLAGS = {"nsz", "arcp", "contract", "afn"}
@@ -491,21 +499,38 @@ def _half_tile_generic(xi, mi, k, x, zt, j0, j1, ito, sbuf, ebuf, ysum, zero):
     return ell, q
 
 
+@njit(cache=True)
+def _item_keys(bd, x, r1, out):
+    """``out[a, j] = sum_b bd[a, b] x[b, j]`` for ``j < r1``: the keys of one head, in the order and the
+    plain IEEE arithmetic of :func:`_keys` (compiled apart, without fast-math: the same bits)."""
+    d = x.shape[0]
+    for a in range(d):
+        for j in range(r1):
+            out[a, j] = bd[a, 0] * x[0, j]
+        for b in range(1, d):
+            for j in range(r1):
+                out[a, j] += bd[a, b] * x[b, j]
+
+
 @njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
-def _half_pass(xt, kt, shift, items, chunk_of, ito, zero, rsum, ysum, qsum, cbuf):
+def _half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsum, cbuf):
     """Symmetric half pass: every unordered pair once (see the comment above).
 
-    ``shift[p, h]`` is the head's common shift; rows of ``cbuf[p, h, c]`` are ``sum_i e_ij``,
-    ``sum_i e_ij x_i`` (d rows) and ``sum_i e_ij <x_i, x_j>^2`` over the item's rows ``i > j``.
+    ``bd[p, h] = beta D_h`` (the keys ``beta D_h x_j`` of the item's columns are computed by the item),
+    ``shift[p, h]`` is the head's common shift. The item's column contributions (rows
+    ``sum_i e_ij``, ``sum_i e_ij x_i`` (d rows) and ``sum_i e_ij <x_i, x_j>^2`` over its rows ``i > j``)
+    gather in a buffer of its own; with one chunk per head (``nchunk == 1``) the item owns every row of
+    its head and adds them to the outputs itself, else it leaves them in ``cbuf[p, h, c]``.
     """
     d = xt.shape[1]
     for it in prange(items.shape[0]):
         p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
         c = chunk_of[it]
-        k = kt[p, h]
         x = xt[p]
         mi = shift[p, h]
-        cb = cbuf[p, h, c]
+        k = _aligned_zeros(d, r1, xt.dtype)
+        _item_keys(bd[p, h], x, r1, k)
+        cb = _aligned_zeros(d + 2, r1, np.float64)
         zt = _aligned_zeros(d + 2, _TILE, xt.dtype)
         work = _aligned_zeros(2, _TILE, xt.dtype)
         sbuf = work[0]
@@ -553,6 +578,17 @@ def _half_pass(xt, kt, shift, items, chunk_of, ito, zero, rsum, ysum, qsum, cbuf
                             cb[a, j0 + j] += zt[a, j]
                             zt[a, j] = zero
                     pending = 0
+        if nchunk == 1:
+            for j in range(r1):
+                rsum[p, h, j] += cb[0, j]
+            for a in range(d):
+                for j in range(r1):
+                    ysum[p, h, j, a] += cb[1 + a, j]
+            if ito:
+                for j in range(r1):
+                    qsum[p, h, j] += cb[d + 1, j]
+        else:
+            cbuf[p, h, c, :, :r1] = cb
 
 
 # --------------------------------------------------------------------------- public
@@ -590,26 +626,161 @@ def check_inputs(x, dm, vm, beta):
         raise ValueError(f"beta must be finite and > 0; got {beta!r}")
 
 
+#: which pass produced the sums (``pair_sums(...)["pass"]``)
+PASSES = ("half", "ordered", "exact")
+
+
+@njit(cache=True)
 def _keys(xt, bd):
-    """``kt[p, h, a, j] = sum_b bd[p, h, a, b] xt[p, b, j]`` by elementwise products and sums in a fixed
-    order: the result does not depend on memory alignment (``einsum`` / BLAS may round differently with
-    the addresses of their operands, and a run must repeat bit for bit)."""
-    kt = bd[:, :, :, 0, None] * xt[:, None, None, 0, :]
-    for b in range(1, xt.shape[1]):
-        kt += bd[:, :, :, b, None] * xt[:, None, None, b, :]
+    """``kt[p, h, a, j] = sum_b bd[p, h, a, b] xt[p, b, j]`` in a fixed order and plain IEEE arithmetic (no
+    fast-math): the result does not depend on memory alignment (``einsum`` / BLAS may round differently
+    with the addresses of their operands, and a run must repeat bit for bit)."""
+    P, d, n = xt.shape
+    H = bd.shape[1]
+    kt = np.empty((P, H, d, n), dtype=xt.dtype)
+    for p in range(P):
+        for h in range(H):
+            _item_keys(bd[p, h], xt[p], n, kt[p, h])
     return kt
 
 
-def _sum_sq(a):
-    """``sum_k a[..., k]**2`` in float64, in a fixed order (see :func:`_keys`)."""
-    a = a.astype(np.float64, copy=False)
-    out = a[..., 0] * a[..., 0]
-    for k in range(1, a.shape[-1]):
-        out += a[..., k] * a[..., k]
+@njit(cache=True)
+def score_bounds(x, D, beta):
+    """``c_h = beta |D_h|_F max_j |x_j|^2`` per (p, h), in float64 (sums of squares in index order)."""
+    P, n, d = x.shape
+    H = D.shape[1]
+    out = np.empty((P, H))
+    for p in range(P):
+        r2 = 0.0
+        for i in range(n):
+            s = 0.0
+            for a in range(d):
+                v = np.float64(x[p, i, a])
+                s += v * v
+            r2 = max(r2, s) if i > 0 else s
+        for h in range(H):
+            s = 0.0
+            for a in range(d):
+                for b in range(d):
+                    v = np.float64(D[p, h, a, b])
+                    s += v * v
+            out[p, h] = beta * np.sqrt(s) * r2
     return out
 
 
-def _work_items(npaths, nheads, n, causal):
+@njit(cache=True)
+def pair_sums_core(
+    x, D, beta, bound_range, causal, ledger, ito, general, exact_max, full,
+    items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord,
+):  # fmt: skip
+    """The whole kernel for one evaluation: layouts, the choice of pass, the passes, the column sums.
+
+    Returns ``(pass, colsums, row_shift, row_sum, row_x, row_q, col_shift, col_x)`` (float64 sums;
+    ``row_q`` is (1, 1, 1) without the Ito sums; without ``colsums`` (``U`` symmetric or no ledger)
+    ``col_shift`` and ``col_x`` are placeholders of shapes (1, 1) and (1, 1, 1, 1)). ``pass`` indexes
+    :data:`PASSES`. Compiled apart from :func:`pair_sums` so that a compiled
+    caller (the multi-step loop of :mod:`attnflow.simulation.fused`) runs exactly the same code.
+    """
+    P, n, d = x.shape
+    H = D.shape[1]
+    want_q = ledger and ito
+    one = np.empty(1, dtype=x.dtype)
+    one[0] = 0.0
+    zero = one[0]
+    # structure-of-arrays layouts: xt[p, a, j]; bd = beta D in the working precision
+    xt = np.empty((P, d, n), dtype=x.dtype)
+    for p in range(P):
+        for a in range(d):
+            for j in range(n):
+                xt[p, a, j] = x[p, j, a]
+    bd = np.empty_like(D)
+    one[0] = beta
+    beta_w = one[0]
+    for p in range(P):
+        for h in range(H):
+            for a in range(d):
+                for b in range(d):
+                    bd[p, h, a, b] = beta_w * D[p, h, a, b]
+    # U^h symmetric (non-causal, D_h = D_h^T exactly): the column sums are the row sums
+    symmetric = not causal and not general
+    if symmetric:
+        for p in range(P):
+            for h in range(H):
+                for a in range(d):
+                    for b in range(a):
+                        if D[p, h, a, b] != D[p, h, b, a]:
+                            symmetric = False
+    colsums = ledger and not symmetric
+    # |s_ij| <= c_h; if every score range 2 c_h is small (always at the paper's beta) c_h shifts every row
+    bound = score_bounds(x, D, beta)
+    exact = exact_max or 2.0 * bound.max() > bound_range
+    rsum = np.zeros((P, H, n))
+    ysum = np.zeros((P, H, n, d))
+    qsum = np.zeros((P, H, n) if want_q else (1, 1, 1))
+    row_shift = np.empty((P, H, n))
+    if symmetric and not exact and not full:
+        # one shift per head and U^h symmetric: each unordered pair once (the symmetric half pass)
+        shift = np.empty((P, H), dtype=x.dtype)
+        for p in range(P):
+            for h in range(H):
+                shift[p, h] = bound[p, h]
+        cbuf = np.zeros((P, H, nchunk_half, d + 2, n) if nchunk_half > 1 else (1, 1, 1, 1, 1))
+        _half_pass(xt, bd, shift, items_half, chunk_half, nchunk_half, want_q, zero, rsum, ysum, qsum, cbuf)
+        for p in range(P):
+            for h in range(H):
+                if nchunk_half > 1:  # a head split across items: their column parts are summed here
+                    for c in range(nchunk_half):
+                        for j in range(n):
+                            rsum[p, h, j] += cbuf[p, h, c, 0, j]
+                        for a in range(d):
+                            for j in range(n):
+                                ysum[p, h, j, a] += cbuf[p, h, c, 1 + a, j]
+                        if want_q:
+                            for j in range(n):
+                                qsum[p, h, j] += cbuf[p, h, c, d + 1, j]
+                for i in range(n):
+                    row_shift[p, h, i] = shift[p, h]
+        return 0, False, row_shift, rsum, ysum, qsum, np.zeros((1, 1)), np.zeros((1, 1, 1, 1))
+    kt = _keys(xt, bd)
+    row_max = np.empty((P, H, n), dtype=x.dtype)
+    if exact:
+        _row_max_pass(xt, kt, items_ord, causal, row_max)
+    else:
+        for p in range(P):
+            for h in range(H):
+                for i in range(n):
+                    row_max[p, h, i] = bound[p, h]
+    col_shift = np.empty((P, H))  # c_h = max_i M_i, the column-sum shift
+    col_weight = np.empty((P, H, n), dtype=x.dtype)
+    for p in range(P):
+        for h in range(H):
+            m = np.float64(row_max[p, h, 0])
+            for i in range(n):
+                m = max(m, np.float64(row_max[p, h, i]))
+                row_shift[p, h, i] = row_max[p, h, i]
+            col_shift[p, h] = m
+            one[0] = m
+            for i in range(n):
+                col_weight[p, h, i] = np.exp(row_max[p, h, i] - one[0]) if colsums else row_max[p, h, i]
+    zsum = np.zeros((P, H, nchunk_ord, d, n) if colsums else (P, H, 1, d, 1))
+    _accumulate_pass(
+        xt, kt, row_max, col_weight, items_ord, chunk_ord, causal, want_q, colsums, zero,
+        rsum, ysum, qsum, zsum,
+    )  # fmt: skip
+    code = 2 if exact else 1
+    if not colsums:
+        return code, False, row_shift, rsum, ysum, qsum, np.zeros((1, 1)), np.zeros((1, 1, 1, 1))
+    col_x = np.zeros((P, H, n, d))
+    for p in range(P):
+        for h in range(H):
+            for c in range(nchunk_ord):
+                for a in range(d):
+                    for j in range(n):
+                        col_x[p, h, j, a] += zsum[p, h, c, a, j]
+    return code, True, row_shift, rsum, ysum, qsum, col_shift, col_x
+
+
+def work_items(npaths, nheads, n, causal):
     """Split each head into row chunks so that there are >= 4 items per thread.
 
     Causal chunks have equal triangle areas (boundaries at ``n sqrt(k / m)``).
@@ -671,7 +842,8 @@ def pair_sums(
         ``row_shift`` (P, H, n), ``row_sum`` (P, H, n), ``row_x`` (P, H, n, d), ``row_q`` (P, H, n) or
         ``None``, and ``col_shift`` (P, H), ``col_x`` (P, H, n, d) when the column sums were needed
         (``ledger`` and ``U`` not symmetric), else ``None``: the fields of
-        :class:`attnflow.dynamics.pairsums.PairSums`.
+        :class:`attnflow.dynamics.pairsums.PairSums`; and ``pass``, the pass that ran (``"half"``,
+        ``"ordered"`` or ``"exact"``: ordered pairs after a first pass of exact row maxima).
 
     Notes
     -----
@@ -682,7 +854,9 @@ def pair_sums(
     added to both rows (the symmetric half pass): half the exponentials. General ``D`` (and causal
     runs) keep the full pass over ordered pairs.
     The stability of the shifted exponentials and the one float32 limitation of the column sums are
-    described in the module docstring. Compiled lazily on first call and cached on disk.
+    described in the module docstring. The work (layouts, the choice of pass, the passes, the sums of
+    the column parts) runs in one compiled function, :func:`pair_sums_core`, which the multi-step loop of
+    :mod:`attnflow.simulation.fused` calls too. Compiled lazily on first call and cached on disk.
 
     Examples
     --------
@@ -693,72 +867,27 @@ def pair_sums(
     ((1, 2, 8, 3), (1, 2, 8))
     """
     check_inputs(x, D, None, beta)
-    dtype = x.dtype.type
     npaths, n, d = x.shape
     nheads = D.shape[1]
-    beta = float(beta)
     want_q = bool(ledger and ito)
-
-    # structure-of-arrays layouts: xt[p, a, j] and kt[p, h, a, j] = beta (D_h x_j)_a
-    xt = np.ascontiguousarray(np.swapaxes(x, 1, 2))
-    kt = _keys(xt, (beta * D).astype(dtype, copy=False))
-    # U^h symmetric (non-causal, D_h = D_h^T exactly): the column sums are the row sums
-    symmetric = not causal and not _general and np.array_equal(D, np.swapaxes(D, 2, 3))
-    colsums = ledger and not symmetric
-
-    # |s_ij| <= beta |D_h|_F max_j |x_j|^2 =: c_h. If every score range 2 c_h is small
-    # (always at the paper's beta), c_h itself is a safe shift for all rows and columns:
-    # exp(s - c_h) lies in [exp(-2 c_h), 1], normal numbers, and no pass over pairs is needed.
-    bound = beta * np.sqrt(_sum_sq(D.reshape(npaths, nheads, d * d)))
-    bound *= _sum_sq(x).max(axis=1)[:, None]
-    exact = _exact_max or 2.0 * bound.max() > (_BOUND_RANGE_32 if dtype is np.float32 else _BOUND_RANGE_64)
-    rsum = np.zeros((npaths, nheads, n))
-    ysum = np.zeros((npaths, nheads, n, d))
-    qsum = np.zeros((npaths, nheads, n) if want_q else (1, 1, 1))
-
-    if symmetric and not exact and not _full:
-        # one shift per head and U^h symmetric: each unordered pair once (the symmetric half pass)
-        shift = bound.astype(dtype)
-        items, chunk_of, nchunk = _work_items(npaths, nheads, n, True)  # lower-triangle strips
-        cbuf = np.zeros((npaths, nheads, nchunk, d + 2, n))
-        _half_pass(xt, kt, shift, items, chunk_of, want_q, dtype(0), rsum, ysum, qsum, cbuf)
-        cols = cbuf[:, :, 0] if nchunk == 1 else cbuf.sum(axis=2)
-        rsum += cols[:, :, 0]
-        ysum += np.swapaxes(cols[:, :, 1 : d + 1], 2, 3)
-        if want_q:
-            qsum += cols[:, :, d + 1]
-        row_max = np.repeat(shift[:, :, None], n, axis=2)
-        return {
-            "row_shift": row_max.astype(np.float64),
-            "row_sum": rsum,
-            "row_x": ysum,
-            "row_q": qsum if want_q else None,
-            "col_shift": None,
-            "col_x": None,
-        }
-
-    items, chunk_of, nchunk = _work_items(npaths, nheads, n, causal)
-    if exact:
-        row_max = np.empty((npaths, nheads, n), dtype=dtype)
-        _row_max_pass(xt, kt, items, causal, row_max)
-    else:
-        row_max = np.repeat(bound.astype(dtype)[:, :, None], n, axis=2)
-    shift = row_max.max(axis=2).astype(np.float64)  # c_h, the column-sum shift
-    col_weight = np.exp(row_max - shift[:, :, None].astype(dtype)) if colsums else row_max
-
-    zshape = (npaths, nheads, nchunk, d, n) if colsums else (npaths, nheads, 1, d, 1)
-    zsum = np.zeros(zshape)
-    _accumulate_pass(
-        xt, kt, row_max, col_weight, items, chunk_of, causal, want_q, colsums, dtype(0),
-        rsum, ysum, qsum, zsum,
+    items_half, chunk_half, nchunk_half = work_items(npaths, nheads, n, True)  # lower-triangle strips
+    items_ord, chunk_ord, nchunk_ord = work_items(npaths, nheads, n, causal)
+    code, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = pair_sums_core(
+        np.ascontiguousarray(x), np.ascontiguousarray(D), float(beta), bound_range(x.dtype), bool(causal),
+        bool(ledger), bool(ito), bool(_general), bool(_exact_max), bool(_full),
+        items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord,
     )  # fmt: skip
-    z = zsum.sum(axis=2) if colsums else zsum[:, :, 0]
-
     return {
-        "row_shift": row_max.astype(np.float64),
+        "row_shift": row_shift,
         "row_sum": rsum,
         "row_x": ysum,
         "row_q": qsum if want_q else None,
-        "col_shift": shift if colsums else None,
-        "col_x": np.ascontiguousarray(np.swapaxes(z, 2, 3)) if colsums else None,
+        "col_shift": col_shift if colsums else None,
+        "col_x": col_x if colsums else None,
+        "pass": PASSES[code],
     }
+
+
+def bound_range(dtype) -> float:
+    """Largest score range 2 max c_h that the bound shift takes in this dtype (40 float32, 600 float64)."""
+    return _BOUND_RANGE_32 if np.dtype(dtype) == np.float32 else _BOUND_RANGE_64

@@ -330,10 +330,14 @@ class PiecewiseConstant(WeightProcess):
             raise ValueError(f"layer_time must be a finite number > 0: got {self.layer_time!r}")
         object.__setattr__(self, "layers", t)
 
+    def layer_index(self, t: float) -> int:
+        """Index of the layer active at time t (the last one after the end, the first before 0)."""
+        k = min(int(math.floor(t / self.layer_time + 1e-9)), self.layers.shape[0] - 1)
+        return max(k, 0)
+
     def value_at(self, t: float, dtype=torch.float64, device="cpu") -> torch.Tensor:
         """Heads of the layer active at time t: shape (H, d, d)."""
-        k = min(int(math.floor(t / self.layer_time + 1e-9)), self.layers.shape[0] - 1)
-        return self.layers[max(k, 0)].to(dtype=dtype, device=device)
+        return self.layers[self.layer_index(t)].to(dtype=dtype, device=device)
 
     def drift(self, D, t):
         return torch.zeros_like(D)

@@ -53,7 +53,8 @@ def run_attrs(sim: Simulator, t1: float, record_every: int) -> dict:
     """Attributes describing a run (JSON-serialisable, stored with the data).
 
     ``integrator_order`` is the order the run really has: the integrator's deterministic order without
-    weight noise, its strong order with it (``integrator_ode_order`` keeps the deterministic one).
+    weight noise, its strong order with it (``integrator_ode_order`` keeps the deterministic one). ``loop``
+    is the step loop that ran it: ``fused`` (compiled, :mod:`attnflow.simulation.fused`) or ``python``.
     """
     return {
         "attnflow_version": __version__,
@@ -76,4 +77,5 @@ def run_attrs(sim: Simulator, t1: float, record_every: int) -> dict:
         "H": sim.H,
         "paths": sim.P,
         "ledger": int(sim.ledger_on),
+        "loop": sim.loop,
     }

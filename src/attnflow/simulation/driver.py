@@ -81,7 +81,11 @@ def deferred_sigint() -> Iterator[Callable[[], bool]]:
 
 
 class Steppable(Protocol):
-    """What the driver needs of a simulator (:class:`attnflow.simulation.Simulator` is one)."""
+    """What the driver needs of a simulator (:class:`attnflow.simulation.Simulator` is one).
+
+    A simulator may also have ``advance(k)`` (take k steps, the same result as k calls of ``step``) and
+    ``block_steps()`` (how many steps one ``advance`` call should take); the driver then steps in blocks.
+    """
 
     step_index: int
 
@@ -153,7 +157,7 @@ def integrate(
     with_heads : bool
         Records carry the heads too.
     progress : callable or None
-        Called with 1 after every step.
+        Called with the number of steps taken after every step or block of steps.
     endpoints : bool
         Also record the current state first when the sink holds no record yet, and the final state
         when it was not recorded (the initial and final states are always in a run's data).
@@ -180,14 +184,24 @@ def integrate(
     with deferred_sigint() as interrupted:
         if endpoints and sink.last_recorded_step is None:
             sink.on_record(sim.record(with_heads=with_heads))
-        for _ in range(n_steps):
+        advance = getattr(sim, "advance", None)
+        done = 0
+        while done < n_steps:
             if interrupted():
                 raise RunInterrupted(sim.step_index, total)
-            sim.step()
+            if advance is not None:
+                # a block of steps up to the next record (the compiled loop of simulation.fused takes it in
+                # one call; its length only decides where Ctrl-C and progress are seen, never the result)
+                k = min(n_steps - done, record_every - sim.step_index % record_every, sim.block_steps())
+                advance(k)
+            else:
+                k = 1
+                sim.step()
+            done += k
             if sim.step_index % record_every == 0:
                 sink.on_record(sim.record(with_heads=with_heads))
             if progress is not None:
-                progress(1)
+                progress(k)
         if interrupted():
             raise RunInterrupted(sim.step_index, total)
     if endpoints and sink.last_recorded_step != sim.step_index:

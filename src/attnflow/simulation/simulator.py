@@ -36,13 +36,16 @@ from ..model import heads as heads_mod
 from ..model.transformer import TransformerModel
 from ..model.weights import noise_matrix
 from ..random import BrownianSource
+from . import fused
 from .driver import CallbackSink, integrate
 from .ledger import EnergyLedger
 from .spec import SimulationSpec
 
-__all__ = ["DTYPES", "NonFiniteStateError", "Record", "Simulator"]
+__all__ = ["DTYPES", "LOOPS", "NonFiniteStateError", "Record", "Simulator"]
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: the step loops of a Simulator (see its ``loop`` parameter)
+LOOPS = ("auto", "fused", "python")
 
 
 class NonFiniteStateError(FloatingPointError):
@@ -122,6 +125,12 @@ class Simulator:
     noise_refine : int
         Fine Brownian draws per step (:class:`attnflow.random.BrownianSource`): with m, this run sees
         the Brownian path of a run at dt/m with the same seed.
+    loop : {"auto", "fused", "python"}
+        ``auto``: the compiled multi-step loop (:mod:`attnflow.simulation.fused`) when it can run this
+        simulation (softmax attention on the sphere, CPU, the numba kernel, ``euler``, a built-in weight
+        process), else the Python loop; ``fused`` requires the compiled loop (ValueError naming why it
+        cannot run); ``python``: the step-by-step loop through the integrator objects. ``loop_reason`` says
+        why the compiled loop does not run (None when it does).
 
     Warns
     -----
@@ -148,6 +157,7 @@ class Simulator:
         first_path: int = 0,
         paths: int | None = None,
         noise_refine: int = 1,
+        loop: str = "auto",
     ):
         if not isinstance(model, TransformerModel):
             raise ValueError(f"model must be a TransformerModel: got {type(model).__name__}")
@@ -228,6 +238,16 @@ class Simulator:
         self.ledger = EnergyLedger(P, model.sign, float(model.beta), self.device)
         self._fe: FieldEval | None = None
         self._rates: tuple[torch.Tensor, torch.Tensor] | None = None
+        if loop not in LOOPS:
+            raise ValueError(f"unknown loop {loop!r}; valid: {', '.join(LOOPS)}")
+        why = "loop='python' was asked for" if loop == "python" else fused.plan(self)
+        if loop == "fused" and why is not None:
+            raise ValueError(
+                f"loop='fused' cannot run this simulation: {why}; use loop='auto' (the Python loop then "
+                "runs it)"
+            )
+        self._fused: fused.FusedLoop | None = fused.FusedLoop(self) if why is None else None
+        self.loop_reason: str | None = why
 
     @classmethod
     def from_spec(cls, spec: SimulationSpec) -> Simulator:
@@ -246,7 +266,13 @@ class Simulator:
             dtype=spec.dtype,
             device=spec.device,
             first_path=spec.first_path,
+            loop=spec.loop,
         )
+
+    @property
+    def loop(self) -> str:
+        """``"fused"`` (the compiled multi-step loop runs the steps) or ``"python"``."""
+        return "fused" if self._fused is not None else "python"
 
     @property
     def E0(self) -> torch.Tensor | None:
@@ -256,6 +282,12 @@ class Simulator:
     # -- state -----------------------------------------------------------------------------------
     def _current(self) -> tuple[FieldEval, tuple[torch.Tensor, torch.Tensor] | None]:
         """The field at the current state and its ledger rates, each computed once per state."""
+        if self._fe is None and self._fused is not None:
+            block = self._fused.run(0)  # evaluates the current state (sets _fe and _rates)
+            if block.status == fused.HUGE:
+                self._leave_fused(block)
+            elif self.ledger_on:
+                self.ledger.start(self._fe)
         if self._fe is None:
             fe = self.field(
                 self.x,
@@ -330,6 +362,71 @@ class Simulator:
             Standard normal draws to use for this step's weight noise instead of the Brownian source
             (which is then not advanced). Ignored for deterministic weight processes.
         """
+        if (
+            z is not None
+            and self.model.weights.stochastic
+            and tuple(z.shape) != (self.P, self.H, self.d, self.d)
+        ):
+            raise ValueError(
+                f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: got {tuple(z.shape)}"
+            )
+        if self._fused is not None:
+            self.advance(1, z=z)
+        else:
+            self._python_step(z)
+
+    def block_steps(self) -> int:
+        """Steps for one call of :meth:`advance` that keep it near
+        :data:`attnflow.simulation.fused.BLOCK_SECONDS` (1 for the Python loop)."""
+        return self._fused.block_steps() if self._fused is not None else 1
+
+    def advance(self, k: int, *, z: torch.Tensor | None = None) -> None:
+        """Take ``k`` steps: with the compiled loop in as few calls as layer jumps allow, else one by one.
+
+        The result is the same, bit for bit, as ``k`` calls of :meth:`step` (``z``: as there, ``k = 1``).
+        """
+        done = 0
+        while done < k:
+            if self._fused is None:
+                self._python_step(z)
+                done += 1
+                continue
+            kb = self._fused.steps_to_jump(k - done)
+            before = self.step_index
+            block = self._fused.run(kb, z=z)
+            done += block.steps
+            if block.status == fused.NONFINITE:
+                t_new = self.t0 + (self.step_index + 1) * self.dt
+                self._raise_non_finite(block.x_bad, block.D_bad, t_new)
+            if block.status == fused.HUGE:
+                self._leave_fused(block)
+                continue
+            if self._fused.jumps and self.step_index > before:
+                self._fused_jump()
+
+    def _leave_fused(self, block) -> None:
+        """Scores beyond the kernel's range: the Python loop (and the dispatcher) take over from here."""
+        self._fused = None
+        self.loop_reason = "scores beyond the kernel's range (numba_backend.SCORE_MAX) at step " + str(
+            self.step_index
+        )
+
+    def _fused_jump(self) -> None:
+        """The layer jump after a compiled block (piecewise-constant weights; the Python loop's rule)."""
+        w = self.model.weights
+        jump = w.jump(self.D, self.t)
+        if jump is None or torch.equal(jump, self.D):
+            return
+        if self.ledger_on:
+            before = self.field(self.x, self.D, self.t, ledger=False).lse
+            after = self.field(self.x, jump, self.t, ledger=False).lse
+            beta = self.model.beta
+            self.ledger.add_jump(energy_from_lse(after, beta) - energy_from_lse(before, beta))
+        self.D = jump.clone()
+        self._fe = self._rates = None
+
+    def _python_step(self, z: torch.Tensor | None = None) -> None:
+        """One step through the integrator object (the Python loop)."""
         fe, rates = self._current()
         w = self.model.weights
         dt, t = self.dt, self.t
@@ -337,11 +434,6 @@ class Simulator:
         if w.stochastic:
             if z is None:
                 z = self.noise.next()
-            elif tuple(z.shape) != (self.P, self.H, self.d, self.d):
-                raise ValueError(
-                    f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: "
-                    f"got {tuple(z.shape)}"
-                )
             else:
                 z = z.to(dtype=self.dtype, device=self.device)
             g = w.diffusion(self.D, t)

@@ -70,6 +70,9 @@ class SimulationSpec:
     device : str
     first_path : int
         Global index of the first path (paths split across workers keep their noise streams).
+    loop : {"auto", "fused", "python"}
+        The step loop (:class:`attnflow.simulation.Simulator`'s ``loop``): the compiled multi-step loop when
+        it can run the simulation (``auto``), required (``fused``) or never (``python``).
     """
 
     model: TransformerModel
@@ -89,6 +92,7 @@ class SimulationSpec:
     dtype: str = "float64"
     device: str = "cpu"
     first_path: int = 0
+    loop: str = "auto"
 
     def __post_init__(self):
         if (

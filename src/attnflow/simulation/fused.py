@@ -1,0 +1,491 @@
+r"""Many steps in one compiled call: the multi-step loop of the built-in weight processes (issue 12).
+
+For runs that the fused CPU kernel serves (softmax attention on the sphere, CPU tensors, the numba
+backend), with the projected Euler scheme of the authors' code and a built-in weight process
+(:class:`~attnflow.model.weights.Constant`, :class:`~attnflow.model.weights.OrnsteinUhlenbeck` with symmetric
+or full noise, :class:`~attnflow.model.weights.Oscillating`,
+:class:`~attnflow.model.weights.PiecewiseConstant`), :func:`_run` takes K steps inside compiled code: per
+step the field with its ledger (:func:`attnflow.dynamics.numba_kernel.pair_sums_core` and
+:func:`attnflow.dynamics.numba_assembly.assemble_core`, the very functions behind the numba backend), the
+ledger rates, the token update, the weight update, the token noise and the ledger's running sums. Python
+runs once per block: it draws the block's weight-noise and token-noise normals from the same per-path
+streams, in the same order, as the step-by-step loop would (:class:`attnflow.random.BrownianSource`), and the
+oscillating process's forcing F(t + phi_h) from :meth:`~attnflow.model.weights.Oscillating.forcing_at`, and
+it applies layer jumps (a block ends at a jump).
+
+Every step runs the same compiled code whatever the block length, so a run gives the same bits with one
+step per call and with any split into blocks (``tests/test_fused_loop.py``); a resumed run too. The
+step-by-step :meth:`attnflow.simulation.Simulator.step` of such a run goes through the same code with
+K = 1. Against the Python loop (PyTorch backend, the reference) the fused loop agrees to round-off:
+float64 1e-12, float32 1e-5 after the test's steps.
+
+The formulas are those of their homes, cited there: the velocity and ledger of
+:mod:`attnflow.dynamics.assembly` (compiled in :mod:`attnflow.dynamics.numba_assembly`), the ledger rates
+and martingale increment of :func:`~attnflow.dynamics.assembly.ledger_rates` and
+:func:`~attnflow.dynamics.assembly.martingale_increment` (eq. (147)), the Euler step of
+:mod:`attnflow.integrators.euler`, the drift of :mod:`attnflow.model.weights` (eq. (10)), the geodesic random
+walk of :meth:`attnflow.simulation.Simulator.brownian_step` and the layer scaling c(t) of
+:meth:`attnflow.model.transformer.TransformerModel.head_scale` (Sec. 5). ``tests/test_fused_loop.py`` checks
+each against the Python loop.
+
+Runs outside this set (other integrators, attention kinds or geometries, custom weight processes, the
+PyTorch or fast-summation backends, ``backend="auto"`` with n >= :data:`attnflow.dynamics.fastsum.AUTO_MIN_N`
+where the fast summation may take over, CUDA tensors) keep the Python loop; :func:`plan` says why.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from numba import njit
+
+from ..dynamics import numba_backend
+from ..dynamics.assembly import FieldEval, pair_norm
+from ..dynamics.fastsum import AUTO_MIN_N
+from ..dynamics.numba_assembly import assemble_core
+from ..dynamics.numba_kernel import bound_range, pair_sums_core, score_bounds, work_items
+from ..geometry import Sphere
+from ..integrators.euler import ProjectedEuler
+from ..model.weights import Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant
+
+__all__ = ["BLOCK_SECONDS", "HUGE", "NONFINITE", "OK", "FusedLoop", "plan"]
+
+#: target wall time of one compiled block (Ctrl-C and progress are seen between blocks)
+BLOCK_SECONDS = 0.5
+
+#: status of a compiled block: all steps taken; a step gave a non-finite state; scores left the kernel's range
+OK, NONFINITE, HUGE = 0, 1, 2
+_PROCESSES = (Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant)
+
+
+def plan(sim) -> str | None:
+    """Why the fused loop cannot run ``sim`` (a :class:`~attnflow.simulation.Simulator`); None if it can."""
+    model, w = sim.model, sim.model.weights
+    if type(sim.integrator) is not ProjectedEuler:
+        return f"integrator {sim.integrator.name!r} (the fused loop runs 'euler', the authors' scheme)"
+    if model.attention != "softmax":
+        return f"attention {model.attention!r} (the fused loop runs softmax attention)"
+    if not isinstance(model.geometry, Sphere):
+        return f"geometry {model.geometry.name!r} (the fused loop runs tokens on the sphere)"
+    if sim.device.type != "cpu":
+        return f"device {sim.device.type!r} (the fused loop is the CPU kernel's)"
+    if type(w) not in _PROCESSES:
+        return f"weight process {type(w).__name__} (the fused loop runs the built-in processes)"
+    if isinstance(w, PiecewiseConstant) and model.token_noise > 0:
+        return "piecewise-constant weights with token noise (their energy jumps are taken before the noise)"
+    if isinstance(w, Oscillating) and callable(w.forcing):
+        return "an oscillating process with a callable forcing (the fused loop runs 's2' and 's1')"
+    if model.backend == "auto":
+        if sim.n >= AUTO_MIN_N:
+            return f"backend 'auto' with n = {sim.n} >= {AUTO_MIN_N} (the fast summation may take over)"
+    elif model.backend != "numba":
+        return f"backend {model.backend!r}"
+    if not numba_backend.available():
+        return "numba is not installed"
+    De = sim.D * model.head_scale(sim.t, sim.H)
+    if numba_backend.score_bound(sim.x, De, model.beta) > numba_backend.SCORE_MAX:
+        return "scores beyond the kernel's range (numba_backend.SCORE_MAX)"
+    return None
+
+
+# --------------------------------------------------------------------------- compiled loop
+
+
+@njit(cache=True)
+def _wcast(like, value):
+    """``value`` rounded to the dtype of the array ``like``."""
+    buf = np.empty(1, dtype=like.dtype)
+    buf[0] = value
+    return buf[0]
+
+
+@njit(cache=True)
+def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no):
+    """The field and ledger at (x, D) with head scale ``c`` (:func:`attnflow.dynamics.field.evaluate`)."""
+    if c != 1.0:
+        De = np.empty_like(D)
+        for idx in np.ndindex(D.shape):
+            De[idx] = D[idx] * c
+        if has_v:
+            Ve = np.empty_like(V)
+            for idx in np.ndindex(V.shape):
+                Ve[idx] = V[idx] * c
+        else:
+            Ve = De
+    else:
+        De = D
+        Ve = V if has_v else D
+    _, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = pair_sums_core(
+        x, De, beta, brange, causal, ledger, ito, False, False, False, ih, ch, nh, io, co, no
+    )
+    vel, _raw, grad, energy, G2, Ghat2, head_mass, ito_m, C = assemble_core(
+        x,
+        De,
+        Ve,
+        row_shift,
+        rsum,
+        ysum,
+        qsum,
+        ledger and ito,
+        col_shift,
+        col_x,
+        colsums,
+        beta,
+        norm,
+        True,
+        ledger,
+    )
+    return vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum
+
+
+@njit(cache=True)
+def _head_scale(t, layer_t0, H):
+    """c(t) and dc/dt under layer scaling (Sec. 5; ``layer_t0`` NaN: none): as ``TransformerModel``."""
+    if math.isnan(layer_t0):
+        return 1.0, 0.0
+    s = layer_t0 + t
+    return 1.0 / (s * math.sqrt(H)), -1.0 / (s**2 * math.sqrt(H))
+
+
+@njit(cache=True)
+def _drift(proc, D, rate, target, out):
+    """f(D, t) of eq. (10): 0 (constant, piecewise constant) or rate (target - D) (OU, oscillating)."""
+    P, H, d, _ = D.shape
+    for p in range(P):
+        for h in range(H):
+            for a in range(d):
+                for b in range(d):
+                    out[p, h, a, b] = 0.0 if proc == 0 else rate * (target[h, a, b] - D[p, h, a, b])
+
+
+@njit(cache=True)
+def _rates(D, drift, C, ito_m, head_mass, c, c_rate, g2, stochastic, noise_sym, beta, r0, r1):
+    """Drift and Ito rates of E at frozen tokens (:func:`attnflow.dynamics.assembly.ledger_rates`)."""
+    P, H, d, _ = D.shape
+    for p in range(P):
+        s = 0.0
+        for h in range(H):
+            for a in range(d):
+                for b in range(d):
+                    f = c * np.float64(drift[p, h, a, b])
+                    if c_rate != 0.0:
+                        f += c_rate * np.float64(D[p, h, a, b])
+                    s += f * C[p, h, a, b]
+        r0[p] = s
+        r1[p] = 0.0
+        if stochastic:
+            acc = 0.0
+            for h in range(H):
+                acc += g2 * c * c * (ito_m[p, h] if noise_sym else head_mass[p, h])
+            r1[p] = (beta / 4.0 if noise_sym else beta / 2.0) * acc
+
+
+@njit(cache=True)
+def _run(
+    x, D, V, has_v, t0, step0, dt, nsteps, sign, beta, norm, causal, ledger, brange, score_max,
+    ih, ch, nh, io, co, no,
+    proc, rate, F, Fo, stochastic, g, noise_sym, layer_t0, eps_tok, z, ztok,
+    acc, E0, have_E0, fe_in, have_fe, tiny_value,
+):  # fmt: skip
+    """``nsteps`` projected Euler steps of the coupled system (see the module docstring).
+
+    ``fe_in`` is the evaluation at the initial state when ``have_fe`` (else recomputed). Returns
+    ``(status, steps done, x, D, x_bad, D_bad, evaluation, r0, r1, have_E0, have_evaluation)``: the state
+    after the steps done, on ``NONFINITE`` the offending new state (else ``x``, ``D`` again), and the
+    evaluation of the final state with its rates (not on ``NONFINITE`` or ``HUGE``). ``acc`` (5, P) and
+    ``E0`` (P) are updated in place.
+    """
+    P, n, d = x.shape
+    H = D.shape[1]
+    ito = stochastic  # the Ito sums only when the weight noise is not zero
+    dtw = _wcast(x, dt)
+    signw = _wcast(x, sign)
+    half = _wcast(x, 0.5)
+    gs = _wcast(x, _wcast(x, g) * math.sqrt(dt))
+    tok_scale = _wcast(x, math.sqrt(2.0 * eps_tok * dt))
+    tiny = _wcast(x, tiny_value)
+    zw = _wcast(x, 0.0)
+    drift = np.empty_like(D)
+    nz = np.zeros_like(D)
+    r0 = np.zeros(P)
+    r1 = np.zeros(P)
+    vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = fe_in
+    have = have_fe
+    for k in range(nsteps):
+        t = t0 + (step0 + k) * dt
+        c, c_rate = _head_scale(t, layer_t0, H)
+        if not have:
+            if score_bounds(x, D, beta).max() * abs(c) > score_max:
+                return HUGE, k, x, D, x, D, fe_in, r0, r1, have_E0, False
+            vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
+                x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no
+            )
+            have = True
+        if ledger and not have_E0:
+            for p in range(P):
+                E0[p] = energy[p]
+            have_E0 = True
+        _drift(proc, D, rate, Fo[k] if proc == 2 else F, drift)
+        if ledger:
+            _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
+        if stochastic:
+            for p in range(P):
+                for h in range(H):
+                    for a in range(d):
+                        for b in range(d):
+                            xi = (
+                                half * (z[k, p, h, a, b] + z[k, p, h, b, a])
+                                if noise_sym
+                                else z[k, p, h, a, b]
+                            )
+                            nz[p, h, a, b] = gs * xi
+        x_new = np.empty_like(x)
+        D_new = np.empty_like(D)
+        y = np.empty(d, dtype=x.dtype)
+        u = np.empty(d, dtype=x.dtype)
+        for p in range(P):
+            for i in range(n):
+                # projected Euler (integrators.euler): Pi(x + dt s v)
+                r = zw
+                for a in range(d):
+                    y[a] = x[p, i, a] + dtw * (signw * _wcast(x, vel[p, i, a]))
+                    r += y[a] * y[a]
+                r = np.sqrt(r)
+                for a in range(d):
+                    x_new[p, i, a] = y[a] / r
+                if eps_tok > 0.0:
+                    # geodesic random walk exp_x(sqrt(2 eps dt) P(x) z) (Simulator.brownian_step)
+                    dot = zw
+                    for a in range(d):
+                        dot += x_new[p, i, a] * ztok[k, p, i, a]
+                    un = zw
+                    for a in range(d):
+                        u[a] = tok_scale * (ztok[k, p, i, a] - dot * x_new[p, i, a])
+                        un += u[a] * u[a]
+                    un = np.sqrt(un)
+                    cn, sn = np.cos(un), np.sin(un)
+                    den = max(un, tiny)
+                    m2 = zw
+                    for a in range(d):
+                        y[a] = cn * x_new[p, i, a] + sn * (u[a] / den)
+                        m2 += y[a] * y[a]
+                    m2 = np.sqrt(m2)
+                    for a in range(d):
+                        x_new[p, i, a] = y[a] / m2
+        for p in range(P):
+            for h in range(H):
+                for a in range(d):
+                    for b in range(d):
+                        D_new[p, h, a, b] = D[p, h, a, b] + dtw * drift[p, h, a, b] + nz[p, h, a, b]
+        if not (np.isfinite(x_new).all() and np.isfinite(D_new).all()):
+            return NONFINITE, k, x, D, x_new, D_new, fe_in, r0, r1, have_E0, False
+        if ledger:
+            for p in range(P):
+                acc[0, p] = acc[0, p] + (r0[p] + r1[p]) * dt
+                acc[1, p] = acc[1, p] + G2[p] * dt
+                acc[2, p] = acc[2, p] + Ghat2[p] * dt
+                m = 0.0
+                if stochastic:
+                    for h in range(H):
+                        for a in range(d):
+                            for b in range(d):
+                                m += np.float64(nz[p, h, a, b]) * C[p, h, a, b]
+                acc[3, p] = acc[3, p] + c * m
+        x = x_new
+        D = D_new
+        have = False
+    # the final state: its evaluation and rates serve the record and the next block
+    t = t0 + (step0 + nsteps) * dt
+    c, c_rate = _head_scale(t, layer_t0, H)
+    if not have:
+        if score_bounds(x, D, beta).max() * abs(c) > score_max:
+            return HUGE, nsteps, x, D, x, D, fe_in, r0, r1, have_E0, False
+        vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
+            x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no
+        )
+    if ledger:
+        if not have_E0:
+            for p in range(P):
+                E0[p] = energy[p]
+            have_E0 = True
+        _drift(proc, D, rate, Fo[nsteps] if proc == 2 else F, drift)
+        _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
+    fe = (vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum)
+    return OK, nsteps, x, D, x, D, fe, r0, r1, have_E0, True
+
+
+# --------------------------------------------------------------------------- Python side
+
+
+def _dummy(ndim: int, dtype) -> np.ndarray:
+    return np.zeros((1,) * ndim, dtype=dtype)
+
+
+@dataclass
+class _Block:
+    """What one call of :func:`_run` did."""
+
+    status: int
+    steps: int
+    x_bad: torch.Tensor | None = None
+    D_bad: torch.Tensor | None = None
+
+
+class FusedLoop:
+    """The compiled multi-step loop bound to one :class:`~attnflow.simulation.Simulator` (see the module
+    docstring); built by the simulator when :func:`plan` accepts the run.
+
+    Parameters
+    ----------
+    sim : Simulator
+    """
+
+    def __init__(self, sim):
+        model, w = sim.model, sim.model.weights
+        self.sim = sim
+        self.np_dtype = np.float32 if sim.dtype == torch.float32 else np.float64
+        H, d = sim.H, sim.d
+        self.proc = 1 if isinstance(w, OrnsteinUhlenbeck) else 2 if isinstance(w, Oscillating) else 0
+        self.rate = float(getattr(w, "rate", 1.0))
+        if isinstance(w, OrnsteinUhlenbeck):
+            F = w.target(sim.D).expand(H, d, d).numpy()
+        else:
+            F = np.zeros((H, d, d))
+        self.F = np.ascontiguousarray(F, dtype=self.np_dtype)
+        self.stochastic = bool(w.stochastic)
+        self.g = float(w.diffusion(sim.D, sim.t)) if self.stochastic else 0.0
+        self.noise_sym = w.noise == "symmetric"
+        self.layer_t0 = math.nan if model.layer_scaling is None else float(model.layer_scaling)
+        self.eps = float(model.token_noise)
+        V = sim.field.V
+        self.has_v = V is not None
+        self.V = np.ascontiguousarray(V.numpy()) if V is not None else _dummy(4, self.np_dtype)
+        self.jumps = isinstance(w, PiecewiseConstant)
+        self.seconds_per_step: float | None = None
+        self._fe_arrays: tuple | None = None  # the compiled evaluation behind sim._fe
+
+    # -- block length ----------------------------------------------------------------------------
+    def block_steps(self) -> int:
+        """Steps that take about :data:`BLOCK_SECONDS` (1 until a block was timed)."""
+        if not self.seconds_per_step:
+            return 1
+        return max(1, int(BLOCK_SECONDS / self.seconds_per_step))
+
+    def steps_to_jump(self, limit: int) -> int:
+        """Steps until (and including) the next step after which a piecewise-constant process jumps."""
+        if not self.jumps:
+            return limit
+        sim, w = self.sim, self.sim.model.weights
+        layer = None
+        for j in range(1, limit + 1):
+            t_new = sim.t0 + (sim.step_index + j) * sim.dt
+            k = w.layer_index(t_new)
+            if k != layer:
+                if not torch.equal(w.value_at(t_new, sim.dtype).expand_as(sim.D), sim.D):
+                    return j
+                layer = k
+        return limit
+
+    # -- the call --------------------------------------------------------------------------------
+    def _draws(self, source, k: int, z: torch.Tensor | None, ndim: int) -> tuple[np.ndarray, object]:
+        if source is None or k == 0:
+            return _dummy(ndim, self.np_dtype), None
+        if z is not None:
+            return np.ascontiguousarray(z.to(self.sim.dtype).numpy()[None]), None
+        state = source.state_dict()
+        return np.ascontiguousarray(np.stack([source.next().numpy() for _ in range(k)])), state
+
+    @staticmethod
+    def _rewind(source, state, steps: int) -> None:
+        """Put a stream back to where ``steps`` draws from ``state`` leave it."""
+        source.load_state_dict(state)
+        for _ in range(steps):
+            source.next()
+
+    def run(self, k: int, z: torch.Tensor | None = None) -> _Block:
+        """Take ``k`` steps (0: only evaluate the current state) and update the simulator.
+
+        ``z`` replaces the weight noise's draws of a single step (``k = 1``), as in
+        :meth:`Simulator.step`.
+        """
+        sim = self.sim
+        model, w = sim.model, sim.model.weights
+        P, n, H = sim.P, sim.n, sim.H
+        t0 = time.perf_counter()
+        zs, zstate = self._draws(sim.noise if self.stochastic else None, k, z, 5)
+        ztok, tstate = self._draws(sim.token_noise, k, None, 4)
+        if self.proc == 2:
+            Fo = np.stack(
+                [
+                    w.forcing_at(sim.t0 + (sim.step_index + j) * sim.dt, H, sim.dtype).numpy()
+                    for j in range(k + 1)
+                ]
+            )
+        else:
+            Fo = _dummy(4, self.np_dtype)
+        led = sim.ledger
+        acc = np.stack(
+            [led.acc[name].numpy() for name in ("int_dtE", "int_G2", "int_Ghat2", "martingale", "jumps")]
+        )
+        have_E0 = led.E0 is not None
+        E0 = led.E0.numpy().copy() if have_E0 else np.zeros(P)
+        have_fe = sim._fe is not None and self._fe_arrays is not None
+        fe_in = self._fe_arrays if have_fe else (
+            _dummy(3, np.float64), _dummy(3, np.float64), _dummy(1, np.float64), _dummy(1, np.float64),
+            _dummy(1, np.float64), _dummy(2, np.float64), _dummy(2, np.float64), _dummy(4, np.float64),
+            _dummy(3, np.float64), _dummy(3, np.float64),
+        )  # fmt: skip
+        ih, ch, nh = work_items(P, H, n, True)
+        io, co, no = work_items(P, H, n, bool(model.causal))
+        status, done, x, D, x_bad, D_bad, fe, r0, r1, have_E0, have_final = _run(
+            np.ascontiguousarray(sim.x.numpy()), np.ascontiguousarray(sim.D.numpy()), self.V, self.has_v,
+            sim.t0, sim.step_index, sim.dt, k, float(model.sign), float(model.beta), pair_norm(H, n),
+            bool(model.causal), sim.ledger_on, bound_range(self.np_dtype), numba_backend.SCORE_MAX,
+            ih, ch, nh, io, co, no,
+            self.proc, self.rate, self.F, Fo, self.stochastic, self.g, self.noise_sym, self.layer_t0,
+            self.eps, zs, ztok, acc, E0, have_E0, fe_in, have_fe, float(np.finfo(self.np_dtype).tiny),
+        )  # fmt: skip
+        if done < k:  # the streams give back the draws of the steps not taken
+            if zstate is not None:
+                self._rewind(sim.noise, zstate, done)
+            if tstate is not None:
+                self._rewind(sim.token_noise, tstate, done)
+        if done > 0:
+            sim.x, sim.D = torch.from_numpy(x), torch.from_numpy(D)
+            sim.step_index += done
+            sim.t = sim.t0 + sim.step_index * sim.dt
+        if sim.ledger_on:
+            for i, name in enumerate(("int_dtE", "int_G2", "int_Ghat2", "martingale")):
+                led.acc[name] = torch.from_numpy(acc[i].copy())
+            if have_E0 and led.E0 is None:
+                led.E0 = torch.from_numpy(E0.copy())
+        if have_final:
+            self._fe_arrays = fe
+            sim._fe = self._field_eval(fe)
+            sim._rates = (torch.from_numpy(r0.copy()), torch.from_numpy(r1.copy())) if sim.ledger_on else None
+        else:
+            self._fe_arrays = None
+            sim._fe = sim._rates = None
+        if done > 0 and status == OK:
+            self.seconds_per_step = (time.perf_counter() - t0) / done
+        if status == NONFINITE:
+            return _Block(status, done, torch.from_numpy(x_bad), torch.from_numpy(D_bad))
+        return _Block(status, done)
+
+    def _field_eval(self, fe: tuple) -> FieldEval:
+        vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = fe
+        out = FieldEval(
+            velocity=torch.from_numpy(vel.astype(self.np_dtype)),
+            lse=torch.from_numpy((row_shift + np.log(rsum)).astype(self.np_dtype)),
+        )
+        if self.sim.ledger_on:
+            t = torch.from_numpy
+            out.energy, out.G2, out.Ghat2, out.grad = t(energy), t(G2), t(Ghat2), t(grad)
+            out.second_moment, out.head_mass = t(C), t(head_mass)
+            if self.stochastic:
+                out.ito_moment, out.ito_full = t(ito_m), t(head_mass)
+        return out

@@ -1,0 +1,231 @@
+"""The compiled multi-step loop (``attnflow.simulation.fused``, issue 12).
+
+* Blocks of any length give the same bits as one step per call, and as a run stopped and resumed from
+  its checkpoint (exact equality: ``torch.equal``).
+* Against the Python loop on the PyTorch backend (an independent path: dense pair sums, the PyTorch
+  assembly, the integrator objects, the same noise streams) it agrees to round-off: float64 1e-12,
+  float32 1e-5, for every built-in weight process, symmetric and full noise, a target F and a rate,
+  token noise, layer scaling, causal attention, value matrices, non-symmetric heads and layer jumps.
+* Runs it cannot take are named (``loop='fused'`` raises), non-finite states and scores beyond the
+  kernel's range are handled as in the Python loop.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+import attnflow as af
+from attnflow.model.weights import forcing_s2
+from attnflow.simulation import MemorySink, NonFiniteStateError, Simulator, fused, integrate
+
+N_STEPS = 16
+
+
+def _layers(H, d, L=3, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(L, H, d, d, generator=g, dtype=torch.float64)
+    return z + z.transpose(-1, -2)
+
+
+CASES = {
+    "ou": dict(weights=af.OrnsteinUhlenbeck(sigma2=0.5)),
+    "ou-full-target-rate": dict(
+        weights=af.OrnsteinUhlenbeck(sigma2=0.3, noise="full", F=2.0 * torch.eye(3), rate=1.7)
+    ),
+    "constant": dict(weights=af.Constant()),
+    "oscillating": dict(weights=af.Oscillating()),
+    "oscillating-s1-shared": dict(weights=af.Oscillating(forcing="s1", phases="shared", rate=0.8), d=2),
+    "piecewise-jumps": dict(weights=af.PiecewiseConstant(layers=_layers(3, 3), layer_time=0.12)),
+    "token-noise": dict(weights=af.OrnsteinUhlenbeck(sigma2=0.5), token_noise=0.05),
+    "layer-scaling": dict(weights=af.Constant(), layer_scaling=1.0),
+    "causal-values-ascent": dict(
+        weights=af.OrnsteinUhlenbeck(sigma2=0.4), causal=True, values=True, direction="ascent"
+    ),
+    "general-heads": dict(weights=af.OrnsteinUhlenbeck(sigma2=0.4), general=True),
+}
+
+
+def _sim(case: str, *, dtype="float64", loop="auto", backend="auto", ledger=True, seed=7) -> Simulator:
+    c = dict(CASES[case])
+    d = c.pop("d", 3)
+    values = c.pop("values", False)
+    general = c.pop("general", False)
+    c.setdefault("direction", "descent")
+    model = af.TransformerModel(beta=1.3, backend=backend, **c)
+    P, n, H = 2, 23, 3
+    x0 = af.tokens.uniform(P, n, d, seed=1)
+    D0 = af.heads.symmetric_gaussian(P, H, d, seed=2)
+    if general:
+        D0 = D0 + 0.3 * torch.randn(
+            P, H, d, d, generator=torch.Generator().manual_seed(3), dtype=torch.float64
+        )
+    V = af.heads.symmetric_gaussian(P, H, d, seed=4) if values else None
+    return Simulator(model, x0, D0, dt=0.05, seed=seed, ledger=ledger, dtype=dtype, loop=loop, values=V)
+
+
+def _state(sim: Simulator) -> dict:
+    rec = sim.record()
+    return {"x": rec.x, "D": sim.D.clone(), "step": sim.step_index, **{k: v for k, v in rec.scalars.items()}}
+
+
+def _assert_same_bits(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], torch.Tensor):
+            assert torch.equal(a[key], b[key]), key
+        else:
+            assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_blocks_give_the_bits_of_single_steps(case):
+    one = _sim(case)
+    assert one.loop == "fused", one.loop_reason
+    for _ in range(N_STEPS):
+        one.step()
+    block = _sim(case)
+    block.advance(N_STEPS)
+    split = _sim(case)
+    split.advance(5)
+    split.record()  # a record between blocks evaluates the state once; the next block reuses it
+    split.advance(N_STEPS - 5)
+    ref = _state(one)
+    _assert_same_bits(ref, _state(block))
+    _assert_same_bits(ref, _state(split))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_resume_from_a_checkpoint_gives_the_same_bits(dtype):
+    whole = _sim("token-noise", dtype=dtype)
+    whole.advance(N_STEPS)
+    first = _sim("token-noise", dtype=dtype)
+    first.advance(6)
+    sd = first.state_dict()
+    second = _sim("token-noise", dtype=dtype)
+    second.load_state_dict(sd)
+    second.advance(N_STEPS - 6)
+    _assert_same_bits(_state(whole), _state(second))
+
+
+TOL = {"float64": 1e-12, "float32": 1e-5}
+SCALARS = ("energy", "G2", "Ghat2", "dtE_drift", "dtE_ito", "int_dtE", "int_G2", "martingale", "jumps")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fused_loop_matches_the_python_loop_on_the_torch_backend(case, dtype):
+    got = _sim(case, dtype=dtype)
+    ref = _sim(case, dtype=dtype, loop="python", backend="torch")
+    assert got.loop == "fused" and ref.loop == "python"
+    got_recs = integrate(got, N_STEPS, record_every=4, sink=MemorySink()).records
+    ref_recs = integrate(ref, N_STEPS, record_every=4, sink=MemorySink()).records
+    assert [r.step for r in got_recs] == [r.step for r in ref_recs] == [0, 4, 8, 12, 16]
+    tol = TOL[dtype]
+    for a, b in zip(got_recs, ref_recs, strict=True):
+        assert a.time == b.time
+        err = float((a.x.double() - b.x.double()).abs().max())
+        assert err <= tol, f"positions at step {a.step}: {err:.2e} > {tol:g}"
+        for key in SCALARS:
+            scale = max(1.0, float(b.scalars[key].abs().max()))
+            err = float((a.scalars[key] - b.scalars[key]).abs().max()) / scale
+            assert err <= tol * 10, f"{key} at step {a.step}: {err:.2e}"
+    if case == "piecewise-jumps":
+        assert float(got_recs[-1].scalars["jumps"].abs().max()) > 0  # layers did change inside the run
+    if not CASES[case]["weights"].stochastic:
+        assert torch.equal(got_recs[-1].scalars["dtE_ito"], torch.zeros(2, dtype=torch.float64))
+
+
+def test_ledger_off_gives_the_same_trajectory():
+    on, off = _sim("ou"), _sim("ou", ledger=False)
+    on.advance(N_STEPS)
+    off.advance(N_STEPS)
+    assert torch.equal(on.x, off.x) and torch.equal(on.D, off.D)
+    assert off.record().scalars == {}
+
+
+def test_driver_takes_blocks_and_reports_every_step():
+    sim = _sim("ou")
+    sim._fused.seconds_per_step = 1e-6  # blocks as long as the records allow
+    counts: list[int] = []
+    recs = integrate(sim, 40, record_every=16, sink=MemorySink(), progress=counts.append).records
+    assert [r.step for r in recs] == [0, 16, 32, 40]
+    assert sum(counts) == 40 and max(counts) == 16  # a block per record interval, never across a record
+
+
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        (dict(integrator="heun"), "integrator 'heun'"),
+        (dict(backend="torch"), "backend 'torch'"),
+        (dict(weights=af.CustomProcess(f=lambda D, t: -D)), "weight process CustomProcess"),
+        (dict(attention="usa"), "attention 'usa'"),
+        (dict(n=1100), "backend .auto. with n = 1100 >= 1024"),
+        (
+            dict(weights=af.Oscillating(forcing=lambda tau: forcing_s2(tau))),
+            "an oscillating process with a callable",
+        ),
+    ],
+)
+def test_runs_the_fused_loop_cannot_take_are_named(kw, reason):
+    kw = dict(kw)
+    integrator = kw.pop("integrator", "euler")
+    n = kw.pop("n", 20)
+    model = af.TransformerModel(direction="descent", **{"weights": af.Constant(), **kw})
+    args = (model, af.tokens.uniform(1, n, 3, seed=0), af.heads.symmetric_gaussian(1, 2, 3, seed=0))
+    with pytest.raises(ValueError, match=f"loop='fused' cannot run this simulation: {reason}"):
+        Simulator(*args, dt=0.1, integrator=integrator, loop="fused")
+    with pytest.warns(RuntimeWarning) if integrator == "heun" and model.weights.stochastic else _nothing():
+        auto = Simulator(*args, dt=0.1, integrator=integrator)
+    assert auto.loop == "python" and re.search(reason, auto.loop_reason)
+    with pytest.raises(ValueError, match="unknown loop 'fast'; valid: auto, fused, python"):
+        Simulator(*args, dt=0.1, loop="fast")
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_non_finite_state_raises_as_in_the_python_loop():
+    # dt |v| overflows float64: the projected Euler step x + dt s v is infinite, its projection NaN
+    model = af.TransformerModel(direction="descent", weights=af.Constant())
+    D0 = 1e10 * af.heads.symmetric_gaussian(2, 2, 3, seed=0)
+    args = (model, af.tokens.uniform(2, 10, 3, seed=0), D0)
+    messages = []
+    for loop in ("fused", "python"):
+        sim = Simulator(*args, dt=1e300, loop=loop)
+        x0 = sim.x.clone()
+        with pytest.raises(NonFiniteStateError) as info:
+            sim.advance(3)
+        messages.append(str(info.value))
+        assert sim.step_index == 0 and torch.equal(sim.x, x0)  # the state stays at the last whole step
+    assert messages[0] == messages[1]
+    assert "became non-finite at step 1" in messages[0]
+
+
+def test_scores_beyond_the_kernel_range_hand_over_to_the_python_loop():
+    # the OU target 1e13 I drives |D| past numba_backend.SCORE_MAX within a few steps
+    F = 1e13 * torch.eye(3)
+    model = af.TransformerModel(direction="descent", weights=af.OrnsteinUhlenbeck(sigma2=0.0, F=F))
+    args = (model, af.tokens.uniform(1, 12, 3, seed=0), af.heads.symmetric_gaussian(1, 2, 3, seed=0))
+    sim = Simulator(*args, dt=0.1, ledger=False)
+    assert sim.loop == "fused"
+    ref = Simulator(*args, dt=0.1, ledger=False, loop="python")
+    sim.advance(6)
+    ref.advance(6)
+    assert sim.loop == "python" and "SCORE_MAX" in sim.loop_reason
+    assert sim.step_index == 6 and torch.isfinite(sim.x).all()
+    assert float((sim.x - ref.x).abs().max()) <= 1e-9
+    assert float(((sim.D - ref.D).abs() / ref.D.abs().clamp_min(1.0)).max()) <= 1e-12
+
+
+def test_fused_block_constants():
+    assert fused.BLOCK_SECONDS > 0 and math.isfinite(fused.BLOCK_SECONDS)
+    assert (fused.OK, fused.NONFINITE, fused.HUGE) == (0, 1, 2)
