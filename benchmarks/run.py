@@ -411,7 +411,7 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--cells",
         default=None,
-        help="comma-separated n:H cells to run instead of the default set, e.g. 300:100",
+        help="comma-separated n:H (or n:H:P) cells to run instead of the default set, e.g. 300:100,32:4:4",
     )
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -427,8 +427,9 @@ def main(argv=None) -> None:
     if args.cells:
         chosen = [tuple(int(v) for v in c.split(":")) for c in args.cells.split(",")]
     load_before = os.getloadavg()
-    for n, heads in chosen:
-        npaths = paths_for(n, heads, args.quick)
+    for cell in chosen:
+        n, heads = cell[:2]
+        npaths = cell[2] if len(cell) > 2 else paths_for(n, heads, args.quick)
         cells.append(run_cell(n, heads, npaths, methods, rates, args))
         print(f"done n={n} H={heads} P={npaths}", flush=True)
     memory = {"skipped": True} if args.no_memory else memory_check()

@@ -644,13 +644,34 @@ def _keys(xt, bd):
     return kt
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
+def _transpose_tokens(x, xt):
+    """``xt[p, a, j] = x[p, j, a]`` (the kernel's structure-of-arrays layout)."""
+    P, n, d = x.shape
+    for p in prange(P):
+        for a in range(d):
+            for j in range(n):
+                xt[p, a, j] = x[p, j, a]
+
+
+@njit(parallel=True, cache=True)
+def _fill_rows(shift, row_shift):
+    """``row_shift[p, h, i] = shift[p, h]`` for every row (float64)."""
+    P, H, n = row_shift.shape
+    for item in prange(P * H):
+        p = item // H
+        h = item - p * H
+        for i in range(n):
+            row_shift[p, h, i] = shift[p, h]
+
+
+@njit(parallel=True, cache=True)
 def score_bounds(x, D, beta):
     """``c_h = beta |D_h|_F max_j |x_j|^2`` per (p, h), in float64 (sums of squares in index order)."""
     P, n, d = x.shape
     H = D.shape[1]
     out = np.empty((P, H))
-    for p in range(P):
+    for p in prange(P):
         r2 = 0.0
         for i in range(n):
             s = 0.0
@@ -689,10 +710,7 @@ def pair_sums_core(
     zero = one[0]
     # structure-of-arrays layouts: xt[p, a, j]; bd = beta D in the working precision
     xt = np.empty((P, d, n), dtype=x.dtype)
-    for p in range(P):
-        for a in range(d):
-            for j in range(n):
-                xt[p, a, j] = x[p, j, a]
+    _transpose_tokens(x, xt)
     bd = np.empty_like(D)
     one[0] = beta
     beta_w = one[0]
@@ -738,8 +756,7 @@ def pair_sums_core(
                         if want_q:
                             for j in range(n):
                                 qsum[p, h, j] += cbuf[p, h, c, d + 1, j]
-                for i in range(n):
-                    row_shift[p, h, i] = shift[p, h]
+        _fill_rows(shift, row_shift)
         return 0, False, row_shift, rsum, ysum, qsum, np.zeros((1, 1)), np.zeros((1, 1, 1, 1))
     kt = _keys(xt, bd)
     row_max = np.empty((P, H, n), dtype=x.dtype)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from numba import njit
+from numba import njit, prange
 
 from ..dynamics import numba_backend
 from ..dynamics.assembly import FieldEval, pair_norm
@@ -151,22 +151,23 @@ def _head_scale(t, layer_t0, H):
     return 1.0 / (s * math.sqrt(H)), -1.0 / (s**2 * math.sqrt(H))
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def _drift(proc, D, rate, target, out):
     """f(D, t) of eq. (10): 0 (constant, piecewise constant) or rate (target - D) (OU, oscillating)."""
     P, H, d, _ = D.shape
-    for p in range(P):
-        for h in range(H):
-            for a in range(d):
-                for b in range(d):
-                    out[p, h, a, b] = 0.0 if proc == 0 else rate * (target[h, a, b] - D[p, h, a, b])
+    for item in prange(P * H):
+        p = item // H
+        h = item - p * H
+        for a in range(d):
+            for b in range(d):
+                out[p, h, a, b] = 0.0 if proc == 0 else rate * (target[h, a, b] - D[p, h, a, b])
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True)
 def _rates(D, drift, C, ito_m, head_mass, c, c_rate, g2, stochastic, noise_sym, beta, r0, r1):
     """Drift and Ito rates of E at frozen tokens (:func:`attnflow.dynamics.assembly.ledger_rates`)."""
     P, H, d, _ = D.shape
-    for p in range(P):
+    for p in prange(P):
         s = 0.0
         for h in range(H):
             for a in range(d):
@@ -182,6 +183,85 @@ def _rates(D, drift, C, ito_m, head_mass, c, c_rate, g2, stochastic, noise_sym, 
             for h in range(H):
                 acc += g2 * c * c * (ito_m[p, h] if noise_sym else head_mass[p, h])
             r1[p] = (beta / 4.0 if noise_sym else beta / 2.0) * acc
+
+
+@njit(parallel=True, cache=True)
+def _noise(z, gs, half, noise_sym, out):
+    """The weight-noise increment g sqrt(dt) xi, xi = (Z + Z^T)/2 or Z (eq. (10), Sec. 6)."""
+    P, H, d, _ = z.shape
+    for item in prange(P * H):
+        p = item // H
+        h = item - p * H
+        for a in range(d):
+            for b in range(d):
+                xi = half * (z[p, h, a, b] + z[p, h, b, a]) if noise_sym else z[p, h, a, b]
+                out[p, h, a, b] = gs * xi
+
+
+@njit(parallel=True, cache=True)
+def _token_update(x, vel, dtw, signw, noisy, ztok, tok_scale, tiny, zw, x_new):
+    """Projected Euler Pi(x + dt s v) (integrators.euler), then with ``noisy`` the geodesic random walk
+    exp_x(sqrt(2 eps dt) P(x) z) (Simulator.brownian_step), in the working precision."""
+    P, n, d = x.shape
+    for item in prange(P * n):
+        p = item // n
+        i = item - p * n
+        y = np.empty(d, dtype=x.dtype)
+        r = zw
+        for a in range(d):
+            y[a] = x[p, i, a] + dtw * (signw * _wcast(x, vel[p, i, a]))
+            r += y[a] * y[a]
+        r = np.sqrt(r)
+        for a in range(d):
+            x_new[p, i, a] = y[a] / r
+        if noisy:
+            u = np.empty(d, dtype=x.dtype)
+            dot = zw
+            for a in range(d):
+                dot += x_new[p, i, a] * ztok[p, i, a]
+            un = zw
+            for a in range(d):
+                u[a] = tok_scale * (ztok[p, i, a] - dot * x_new[p, i, a])
+                un += u[a] * u[a]
+            un = np.sqrt(un)
+            cn, sn = np.cos(un), np.sin(un)
+            den = max(un, tiny)
+            m2 = zw
+            for a in range(d):
+                y[a] = cn * x_new[p, i, a] + sn * (u[a] / den)
+                m2 += y[a] * y[a]
+            m2 = np.sqrt(m2)
+            for a in range(d):
+                x_new[p, i, a] = y[a] / m2
+
+
+@njit(parallel=True, cache=True)
+def _head_update(D, drift, nz, dtw, D_new):
+    """D + dt f(D, t) + g sqrt(dt) xi (Euler-Maruyama, integrators.base)."""
+    P, H, d, _ = D.shape
+    for item in prange(P * H):
+        p = item // H
+        h = item - p * H
+        for a in range(d):
+            for b in range(d):
+                D_new[p, h, a, b] = D[p, h, a, b] + dtw * drift[p, h, a, b] + nz[p, h, a, b]
+
+
+@njit(parallel=True, cache=True)
+def _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic):
+    """The step's left Riemann terms and martingale increment (simulation.ledger, eq. (147))."""
+    P, H, d, _ = C.shape
+    for p in prange(P):
+        acc[0, p] = acc[0, p] + (r0[p] + r1[p]) * dt
+        acc[1, p] = acc[1, p] + G2[p] * dt
+        acc[2, p] = acc[2, p] + Ghat2[p] * dt
+        m = 0.0
+        if stochastic:
+            for h in range(H):
+                for a in range(d):
+                    for b in range(d):
+                        m += np.float64(nz[p, h, a, b]) * C[p, h, a, b]
+        acc[3, p] = acc[3, p] + c * m
 
 
 @njit(cache=True)
@@ -233,68 +313,26 @@ def _run(
         if ledger:
             _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
         if stochastic:
-            for p in range(P):
-                for h in range(H):
-                    for a in range(d):
-                        for b in range(d):
-                            xi = (
-                                half * (z[k, p, h, a, b] + z[k, p, h, b, a])
-                                if noise_sym
-                                else z[k, p, h, a, b]
-                            )
-                            nz[p, h, a, b] = gs * xi
+            _noise(z[k], gs, half, noise_sym, nz)
         x_new = np.empty_like(x)
         D_new = np.empty_like(D)
-        y = np.empty(d, dtype=x.dtype)
-        u = np.empty(d, dtype=x.dtype)
-        for p in range(P):
-            for i in range(n):
-                # projected Euler (integrators.euler): Pi(x + dt s v)
-                r = zw
-                for a in range(d):
-                    y[a] = x[p, i, a] + dtw * (signw * _wcast(x, vel[p, i, a]))
-                    r += y[a] * y[a]
-                r = np.sqrt(r)
-                for a in range(d):
-                    x_new[p, i, a] = y[a] / r
-                if eps_tok > 0.0:
-                    # geodesic random walk exp_x(sqrt(2 eps dt) P(x) z) (Simulator.brownian_step)
-                    dot = zw
-                    for a in range(d):
-                        dot += x_new[p, i, a] * ztok[k, p, i, a]
-                    un = zw
-                    for a in range(d):
-                        u[a] = tok_scale * (ztok[k, p, i, a] - dot * x_new[p, i, a])
-                        un += u[a] * u[a]
-                    un = np.sqrt(un)
-                    cn, sn = np.cos(un), np.sin(un)
-                    den = max(un, tiny)
-                    m2 = zw
-                    for a in range(d):
-                        y[a] = cn * x_new[p, i, a] + sn * (u[a] / den)
-                        m2 += y[a] * y[a]
-                    m2 = np.sqrt(m2)
-                    for a in range(d):
-                        x_new[p, i, a] = y[a] / m2
-        for p in range(P):
-            for h in range(H):
-                for a in range(d):
-                    for b in range(d):
-                        D_new[p, h, a, b] = D[p, h, a, b] + dtw * drift[p, h, a, b] + nz[p, h, a, b]
+        _token_update(
+            x,
+            vel,
+            dtw,
+            signw,
+            eps_tok > 0.0,
+            ztok[k] if eps_tok > 0.0 else ztok[0],
+            tok_scale,
+            tiny,
+            zw,
+            x_new,
+        )
+        _head_update(D, drift, nz, dtw, D_new)
         if not (np.isfinite(x_new).all() and np.isfinite(D_new).all()):
             return NONFINITE, k, x, D, x_new, D_new, fe_in, r0, r1, have_E0, False
         if ledger:
-            for p in range(P):
-                acc[0, p] = acc[0, p] + (r0[p] + r1[p]) * dt
-                acc[1, p] = acc[1, p] + G2[p] * dt
-                acc[2, p] = acc[2, p] + Ghat2[p] * dt
-                m = 0.0
-                if stochastic:
-                    for h in range(H):
-                        for a in range(d):
-                            for b in range(d):
-                                m += np.float64(nz[p, h, a, b]) * C[p, h, a, b]
-                acc[3, p] = acc[3, p] + c * m
+            _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic)
         x = x_new
         D = D_new
         have = False
