@@ -45,6 +45,18 @@ def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
     return None if a is None else torch.from_numpy(np.asarray(a))
 
 
+def _kernel_sums(x: torch.Tensor, D: torch.Tensor, beta: float, **kwargs) -> dict:
+    """The kernel's output (:func:`numba_kernel.pair_sums`) for CPU tensors (numpy views, no copy)."""
+    from .numba_kernel import pair_sums  # numba is imported (and compiles) on first use only
+
+    return pair_sums(
+        np.ascontiguousarray(x.detach().numpy()),
+        np.ascontiguousarray(D.detach().numpy()),
+        float(beta),
+        **kwargs,
+    )
+
+
 def pair_sums_numba(
     x: torch.Tensor,
     D: torch.Tensor,
@@ -60,17 +72,7 @@ def pair_sums_numba(
     ``ito=False`` skips the Ito sums (``row_q = None``); ``private`` passes the kernel's test switches
     (``_general``, ``_exact_max``, ``_full``).
     """
-    from .numba_kernel import pair_sums  # numba is imported (and compiles) on first use only
-
-    out = pair_sums(
-        np.ascontiguousarray(x.detach().numpy()),
-        np.ascontiguousarray(D.detach().numpy()),
-        float(beta),
-        causal=causal,
-        ledger=ledger,
-        ito=ito,
-        **private,
-    )
+    out = _kernel_sums(x, D, beta, causal=causal, ledger=ledger, ito=ito, **private)
     return PairSums(
         row_shift=_tensor(out["row_shift"]),
         row_sum=_tensor(out["row_sum"]),
@@ -103,17 +105,8 @@ def evaluate_numba(
     (``ito_moment = None``).
     """
     from .numba_assembly import assemble_numba  # compiled on first use, like the kernel
-    from .numba_kernel import pair_sums
 
-    sums = pair_sums(
-        np.ascontiguousarray(x.detach().numpy()),
-        np.ascontiguousarray(D.detach().numpy()),
-        float(beta),
-        causal=causal,
-        ledger=ledger,
-        ito=ito,
-        **private,
-    )
+    sums = _kernel_sums(x, D, beta, causal=causal, ledger=ledger, ito=ito, **private)
     return assemble_numba(sums, x, D, V, float(beta), geometry, ledger=ledger, raw=raw)
 
 
