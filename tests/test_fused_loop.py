@@ -229,3 +229,34 @@ def test_scores_beyond_the_kernel_range_hand_over_to_the_python_loop():
 def test_fused_block_constants():
     assert fused.BLOCK_SECONDS > 0 and math.isfinite(fused.BLOCK_SECONDS)
     assert (fused.OK, fused.NONFINITE, fused.HUGE) == (0, 1, 2)
+
+
+def _config(**integrator) -> dict:
+    return {
+        "name": "t",
+        "model": {"direction": "descent", "beta": 1.0},
+        "weights": {"process": "ornstein_uhlenbeck", "sigma2": 1.0},
+        "tokens": {"init": "octahedral", "n": 12, "d": 3, "noise": 0.05},
+        "heads": {"init": "symmetric_gaussian", "H": 3},
+        "integrator": {"method": "euler", "dt": 0.01, "t1": 0.1, **integrator},
+        "record": {"every": 5},
+        "paths": 2,
+    }
+
+
+def test_config_chooses_the_loop_and_runs_record_it(tmp_path):
+    from attnflow.experiments import load_config, run_experiment
+    from attnflow.experiments.errors import ConfigError
+
+    runs = {}
+    for loop in ("auto", "python"):
+        runs[loop] = run_experiment(load_config(_config(loop=loop)), tmp_path / loop, progress=False)
+    assert runs["auto"].attrs["loop"] == "fused" and runs["python"].attrs["loop"] == "python"
+    err = float(abs(runs["auto"]["positions"] - runs["python"]["positions"]).max())
+    assert err <= 1e-12  # float64: the two loops agree to round-off
+    with pytest.raises(
+        ConfigError, match="integrator.loop: fused runs integrator.method euler only: got method 'heun'"
+    ):
+        load_config(_config(loop="fused", method="heun"))
+    with pytest.raises(ConfigError, match="integrator.loop"):
+        load_config(_config(loop="fast"))

@@ -203,4 +203,5 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
             ledger=cfg.record.ledger,
             dtype=cfg.precision,
             device=cfg.device,
+            loop=cfg.integrator.loop,
         )

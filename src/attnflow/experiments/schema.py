@@ -233,6 +233,7 @@ CHOICES: dict[str, Callable[[], tuple[str, ...]]] = {
     "weights.forcing": lambda: tuple(weights_module.FORCINGS),
     "weights.phases": lambda: tuple(weights_module.PHASE_KINDS),
     "integrator.method": lambda: tuple(integrators_module.INTEGRATORS),
+    "integrator.loop": lambda: tuple(simulator_module.LOOPS),
     "precision": lambda: tuple(simulator_module.DTYPES),
 }
 
@@ -413,13 +414,28 @@ MAX_STEPS = 10**12
 
 
 class IntegratorConfig(_Section):
-    """``integrator: {method, dt, t1}`` (t0 = 0; t1/dt must be a whole number: :func:`n_steps_for`)."""
+    """``integrator: {method, dt, t1, loop}`` (t0 = 0; t1/dt must be a whole number: :func:`n_steps_for`).
+
+    ``loop`` is the step loop of :class:`attnflow.simulation.Simulator`: ``auto`` (the compiled multi-step
+    loop when it can run the simulation), ``fused`` (required) or ``python``.
+    """
 
     method: _one_of("integrator.method") = "euler"
     dt: float = Field(gt=0)
     t1: float = Field(gt=0)
     tol: float | None = None
     max_iter: int | None = None
+    loop: _one_of("integrator.loop") = "auto"
+
+    @model_validator(mode="after")
+    def _loop(self):
+        """``loop: fused`` only with the method the compiled loop runs (the rest is checked at build)."""
+        if self.loop == "fused" and self.method != "euler":
+            raise ValueError(
+                f"integrator.loop: fused runs integrator.method euler only: got method {self.method!r}; use "
+                "loop: auto (the Python loop then runs this method) or method: euler"
+            )
+        return self
 
     @model_validator(mode="after")
     def _options(self):
