@@ -260,3 +260,23 @@ def test_config_chooses_the_loop_and_runs_record_it(tmp_path):
         load_config(_config(loop="fused", method="heun"))
     with pytest.raises(ConfigError, match="integrator.loop"):
         load_config(_config(loop="fast"))
+
+
+def test_advance_checks_its_arguments_and_step_takes_given_draws():
+    a, b = _sim("ou"), _sim("ou", loop="python")
+    with pytest.raises(ValueError, match="advance takes a number of steps k >= 0: got -1"):
+        a.advance(-1)
+    z = torch.randn(2, 3, 3, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with pytest.raises(
+        ValueError, match=r"z gives the draws of one step: advance\(1, z=z\), not advance\(2, z=z\)"
+    ):
+        a.advance(2, z=z)
+    with pytest.raises(ValueError, match=r"z must have shape \(P, H, d, d\) = \(2, 3, 3, 3\)"):
+        a.step(z=z[:, :2])
+    a.step(z=z)
+    b.step(z=z)
+    assert float((a.x - b.x).abs().max()) <= 1e-14 and float((a.D - b.D).abs().max()) <= 1e-14
+    # the given draws were used, not the stream's: the next step of both still starts the stream at draw 0
+    a.step()
+    b.step()
+    assert float((a.D - b.D).abs().max()) <= 1e-13

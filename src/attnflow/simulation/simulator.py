@@ -385,6 +385,10 @@ class Simulator:
 
         The result is the same, bit for bit, as ``k`` calls of :meth:`step` (``z``: as there, ``k = 1``).
         """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"advance takes a number of steps k >= 0: got {k!r}")
+        if z is not None and k != 1:
+            raise ValueError(f"z gives the draws of one step: advance(1, z=z), not advance({k}, z=z)")
         done = 0
         while done < k:
             if self._fused is None:
