@@ -31,6 +31,11 @@ a :class:`~attnflow.dynamics.pairsums.PairSums`; this module turns it into a :cl
   :math:`c(t) D`, so f, g and dW become :math:`c f + \dot c D`, :math:`c g`, :math:`c\,dW`
   (:func:`ledger_rates`, :func:`martingale_increment`).
 
+The numba backend assembles these formulas in compiled code (:mod:`attnflow.dynamics.numba_assembly`, held
+to :func:`assemble` by ``tests/test_numba_assembly.py``); the compiled multi-step loop
+(:mod:`attnflow.simulation.fused`) has compiled twins of :func:`ledger_rates` and
+:func:`martingale_increment`, held to them by ``tests/test_fused_loop.py``.
+
 The velocity is assembled in the precision of the sums that carry it (working precision for the PyTorch
 backend, float64 for the numba kernel) and returned in the tokens' dtype. Every ledger quantity is float64;
 the PyTorch backend computes the row log-sum-exp in the working precision (so a float32 run's energy carries

@@ -2,6 +2,9 @@
 
 x_{k+1} = Pi(x_k + s dt v(x_k, D_k, t_k)),   v tangent (projected) velocity,
 D_{k+1} = D_k + dt f(D_k, t_k)   (+ the noise increment, Euler-Maruyama).
+
+The compiled multi-step loop (:mod:`attnflow.simulation.fused`) takes this step in compiled code for the
+runs it serves; ``tests/test_fused_loop.py`` holds it to this class.
 """
 
 from __future__ import annotations

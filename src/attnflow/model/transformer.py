@@ -166,7 +166,8 @@ class TransformerModel:
         return DIRECTIONS[self.direction]
 
     def head_scale(self, t: float, H: int) -> float:
-        """c(t) = 1 / ((t0 + t) sqrt(H)) under layer scaling, else 1 (Sec. 5)."""
+        """c(t) = 1 / ((t0 + t) sqrt(H)) under layer scaling, else 1 (Sec. 5; the compiled loop of
+        :mod:`attnflow.simulation.fused` has a twin, held to this by its tests)."""
         if self.layer_scaling is None:
             return 1.0
         return 1.0 / ((self.layer_scaling + t) * math.sqrt(H))

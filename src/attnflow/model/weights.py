@@ -8,6 +8,9 @@ arXiv 2605.18870, eq. (10) (NOTES.md §1-2), integrated by Euler-Maruyama in the
 with ``xi = (Z + Z^T)/2`` (``noise="symmetric"``, the paper's choice: diagonal variance 1,
 off-diagonal 1/2) or ``xi = Z`` (``noise="full"``), Z i.i.d. N(0, 1), independent per head, step
 and path. ``drift`` and ``diffusion`` are evaluated on batched heads of shape (P, H, d, d).
+The compiled multi-step loop (:mod:`attnflow.simulation.fused`) evaluates the drift and the noise
+increment of the built-in processes in compiled code (the oscillating forcing it takes from
+:meth:`Oscillating.forcing_at`); ``tests/test_fused_loop.py`` holds it to these classes.
 """
 
 from __future__ import annotations

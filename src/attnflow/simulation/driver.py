@@ -185,6 +185,7 @@ def integrate(
         if endpoints and sink.last_recorded_step is None:
             sink.on_record(sim.record(with_heads=with_heads))
         advance = getattr(sim, "advance", None)
+        block_steps = getattr(sim, "block_steps", lambda: 1)
         done = 0
         while done < n_steps:
             if interrupted():
@@ -192,7 +193,7 @@ def integrate(
             if advance is not None:
                 # a block of steps up to the next record (the compiled loop of simulation.fused takes it in
                 # one call; its length only decides where Ctrl-C and progress are seen, never the result)
-                k = min(n_steps - done, record_every - sim.step_index % record_every, sim.block_steps())
+                k = min(n_steps - done, record_every - sim.step_index % record_every, block_steps())
                 advance(k)
             else:
                 k = 1

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -52,7 +53,10 @@ from ..geometry import Sphere
 from ..integrators.euler import ProjectedEuler
 from ..model.weights import Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant
 
-__all__ = ["BLOCK_SECONDS", "HUGE", "NONFINITE", "OK", "FusedLoop", "plan"]
+if TYPE_CHECKING:
+    from .simulator import Simulator
+
+__all__ = ["BLOCK_SECONDS", "HUGE", "NONFINITE", "OK", "Block", "FusedLoop", "plan"]
 
 #: target wall time of one compiled block (Ctrl-C and progress are seen between blocks)
 BLOCK_SECONDS = 0.5
@@ -62,7 +66,7 @@ OK, NONFINITE, HUGE = 0, 1, 2
 _PROCESSES = (Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant)
 
 
-def plan(sim) -> str | None:
+def plan(sim: Simulator) -> str | None:
     """Why the fused loop cannot run ``sim`` (a :class:`~attnflow.simulation.Simulator`); None if it can."""
     model, w = sim.model, sim.model.weights
     if type(sim.integrator) is not ProjectedEuler:
@@ -83,12 +87,14 @@ def plan(sim) -> str | None:
         if sim.n >= AUTO_MIN_N:
             return f"backend 'auto' with n = {sim.n} >= {AUTO_MIN_N} (the fast summation may take over)"
     elif model.backend != "numba":
-        return f"backend {model.backend!r}"
-    if not numba_backend.available():
-        return "numba is not installed"
+        return f"backend {model.backend!r} (the fused loop runs the numba kernel: backend 'numba' or 'auto')"
     De = sim.D * model.head_scale(sim.t, sim.H)
-    if numba_backend.score_bound(sim.x, De, model.beta) > numba_backend.SCORE_MAX:
-        return "scores beyond the kernel's range (numba_backend.SCORE_MAX)"
+    bound = numba_backend.score_bound(sim.x, De, model.beta)
+    if bound > numba_backend.SCORE_MAX:
+        return (
+            f"scores up to beta |D|_F max|x|^2 = {bound:.3g}, beyond the kernel's range "
+            f"{numba_backend.SCORE_MAX:g} (lower beta or the heads' scale to run the fused loop)"
+        )
     return None
 
 
@@ -268,10 +274,24 @@ def _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic):
 def _run(
     x, D, V, has_v, t0, step0, dt, nsteps, sign, beta, norm, causal, ledger, brange, score_max,
     ih, ch, nh, io, co, no,
-    proc, rate, F, Fo, stochastic, g, noise_sym, layer_t0, eps_tok, z, ztok,
+    proc, rate, F, Fo, stochastic, ito, g, noise_sym, layer_t0, eps_tok, z, ztok,
     acc, E0, have_E0, fe_in, have_fe, tiny_value,
 ):  # fmt: skip
     """``nsteps`` projected Euler steps of the coupled system (see the module docstring).
+
+    Arguments (working dtype W = the dtype of ``x``): ``x`` (P, n, d) and ``D`` (P, H, d, d) the state; ``V``
+    the value matrices (``has_v``, else a placeholder); ``t0``, ``step0``, ``dt``, ``nsteps`` the time grid
+    t_k = t0 + (step0 + k) dt; ``sign`` +1 ascent / -1 descent; ``beta``; ``norm`` = 2 H n^2
+    (:func:`~attnflow.dynamics.assembly.pair_norm`); ``causal``; ``ledger``; ``brange`` and ``score_max`` the
+    kernel's bound-shift range and score limit; ``ih, ch, nh`` and ``io, co, no`` the kernel's work items
+    of the half pass and of the ordered-pair pass (:func:`~attnflow.dynamics.numba_kernel.work_items`);
+    ``proc`` the weight process (0 constant or piecewise constant, 1 OU, 2 oscillating), ``rate`` its
+    lambda, ``F`` (H, d, d) the OU target, ``Fo`` (nsteps + 1, H, d, d) the oscillating forcing at each
+    t_k; ``stochastic``, ``ito`` (compute the Ito sums), ``g``, ``noise_sym`` ((Z + Z^T)/2 or Z);
+    ``layer_t0`` the layer scaling's t0 (NaN: none); ``eps_tok`` the token noise; ``z`` (nsteps, P, H, d, d)
+    and ``ztok`` (nsteps, P, n, d) the block's standard normals; ``acc`` (5, P) the ledger's running sums
+    (int_dtE, int_G2, int_Ghat2, martingale, jumps), ``E0`` (P) and ``have_E0``; ``fe_in`` and ``have_fe``
+    the evaluation of the initial state; ``tiny_value`` the dtype's smallest normal number.
 
     ``fe_in`` is the evaluation at the initial state when ``have_fe`` (else recomputed). Returns
     ``(status, steps done, x, D, x_bad, D_bad, evaluation, r0, r1, have_E0, have_evaluation)``: the state
@@ -281,7 +301,6 @@ def _run(
     """
     P, n, d = x.shape
     H = D.shape[1]
-    ito = stochastic  # the Ito sums only when the weight noise is not zero
     dtw = _wcast(x, dt)
     signw = _wcast(x, sign)
     half = _wcast(x, 0.5)
@@ -360,17 +379,29 @@ def _run(
 
 
 def _dummy(ndim: int, dtype) -> np.ndarray:
+    """A placeholder array of ``ndim`` dimensions for an argument of :func:`_run` that a run does not use."""
     return np.zeros((1,) * ndim, dtype=dtype)
 
 
 @dataclass
-class _Block:
-    """What one call of :func:`_run` did."""
+class Block:
+    """What one call of :meth:`FusedLoop.run` did: its status (:data:`OK`, :data:`NONFINITE`, :data:`HUGE`),
+    the steps taken and, on :data:`NONFINITE`, the offending new state."""
 
     status: int
     steps: int
     x_bad: torch.Tensor | None = None
     D_bad: torch.Tensor | None = None
+
+    @property
+    def nonfinite(self) -> bool:
+        """A step gave a non-finite state (the state stays at the last whole step)."""
+        return self.status == NONFINITE
+
+    @property
+    def huge(self) -> bool:
+        """Scores left the kernel's range (``numba_backend.SCORE_MAX``): the Python loop takes over."""
+        return self.status == HUGE
 
 
 class FusedLoop:
@@ -382,7 +413,7 @@ class FusedLoop:
     sim : Simulator
     """
 
-    def __init__(self, sim):
+    def __init__(self, sim: Simulator):
         model, w = sim.model, sim.model.weights
         self.sim = sim
         self.np_dtype = np.float32 if sim.dtype == torch.float32 else np.float64
@@ -395,6 +426,9 @@ class FusedLoop:
             F = np.zeros((H, d, d))
         self.F = np.ascontiguousarray(F, dtype=self.np_dtype)
         self.stochastic = bool(w.stochastic)
+        #: the kernel's Ito sums, read only when the weight noise is not zero (skipped otherwise, as in the
+        #: Python loop; the results that remain are the same bits)
+        self.ito = self.stochastic
         self.g = float(w.diffusion(sim.D, sim.t)) if self.stochastic else 0.0
         self.noise_sym = w.noise == "symmetric"
         self.layer_t0 = math.nan if model.layer_scaling is None else float(model.layer_scaling)
@@ -430,10 +464,12 @@ class FusedLoop:
 
     # -- the call --------------------------------------------------------------------------------
     def _draws(self, source, k: int, z: torch.Tensor | None, ndim: int) -> tuple[np.ndarray, object]:
+        """The block's standard normals from ``source`` (k calls of ``next()``, as the Python loop makes them)
+        and the stream's state before them; a placeholder without a source."""
         if source is None or k == 0:
             return _dummy(ndim, self.np_dtype), None
-        if z is not None:
-            return np.ascontiguousarray(z.to(self.sim.dtype).numpy()[None]), None
+        if z is not None:  # one step's draws, shape checked by Simulator.advance
+            return np.ascontiguousarray(z.detach().to(self.sim.dtype).numpy()[None]), None
         state = source.state_dict()
         return np.ascontiguousarray(np.stack([source.next().numpy() for _ in range(k)])), state
 
@@ -444,7 +480,7 @@ class FusedLoop:
         for _ in range(steps):
             source.next()
 
-    def run(self, k: int, z: torch.Tensor | None = None) -> _Block:
+    def run(self, k: int, z: torch.Tensor | None = None) -> Block:
         """Take ``k`` steps (0: only evaluate the current state) and update the simulator.
 
         ``z`` replaces the weight noise's draws of a single step (``k = 1``), as in
@@ -484,14 +520,18 @@ class FusedLoop:
             sim.t0, sim.step_index, sim.dt, k, float(model.sign), float(model.beta), pair_norm(H, n),
             bool(model.causal), sim.ledger_on, bound_range(self.np_dtype), numba_backend.SCORE_MAX,
             ih, ch, nh, io, co, no,
-            self.proc, self.rate, self.F, Fo, self.stochastic, self.g, self.noise_sym, self.layer_t0,
-            self.eps, zs, ztok, acc, E0, have_E0, fe_in, have_fe, float(np.finfo(self.np_dtype).tiny),
+            self.proc, self.rate, self.F, Fo, self.stochastic, self.ito, self.g, self.noise_sym,
+            self.layer_t0, self.eps, zs, ztok, acc, E0, have_E0, fe_in, have_fe,
+            float(np.finfo(self.np_dtype).tiny),
         )  # fmt: skip
-        if done < k:  # the streams give back the draws of the steps not taken
+        if done < k:
+            # the streams give back the draws of the steps not taken; a step that became non-finite took its
+            # draws, as in the Python loop (which draws before it checks)
+            used = done + 1 if status == NONFINITE else done
             if zstate is not None:
-                self._rewind(sim.noise, zstate, done)
+                self._rewind(sim.noise, zstate, used)
             if tstate is not None:
-                self._rewind(sim.token_noise, tstate, done)
+                self._rewind(sim.token_noise, tstate, used)
         if done > 0:
             sim.x, sim.D = torch.from_numpy(x), torch.from_numpy(D)
             sim.step_index += done
@@ -511,8 +551,8 @@ class FusedLoop:
         if done > 0 and status == OK:
             self.seconds_per_step = (time.perf_counter() - t0) / done
         if status == NONFINITE:
-            return _Block(status, done, torch.from_numpy(x_bad), torch.from_numpy(D_bad))
-        return _Block(status, done)
+            return Block(status, done, torch.from_numpy(x_bad), torch.from_numpy(D_bad))
+        return Block(status, done)
 
     def _field_eval(self, fe: tuple) -> FieldEval:
         vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = fe

@@ -71,7 +71,8 @@ class EnergyLedger:
         self, fe: FieldEval, rates: tuple[torch.Tensor, torch.Tensor], martingale: torch.Tensor, dt: float
     ) -> None:
         """Add one step's left Riemann terms: d_sE dt (``rates`` = drift and Ito parts), G^2 dt, Ghat^2 dt
-        and the martingale increment."""
+        and the martingale increment (the compiled loop of :mod:`attnflow.simulation.fused` adds the same
+        terms in the same order to the same running sums)."""
         acc = self.acc
         acc["int_dtE"] = acc["int_dtE"] + (rates[0] + rates[1]) * dt
         acc["int_G2"] = acc["int_G2"] + fe.G2 * dt

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import torch
 import xarray as xr
 
+from ..dynamics import numba_backend
 from ..dynamics.assembly import FieldEval, energy_from_lse, martingale_increment
 from ..dynamics.field import model_ledger_rates
 from ..dynamics.system import VectorField
@@ -36,7 +37,6 @@ from ..model import heads as heads_mod
 from ..model.transformer import TransformerModel
 from ..model.weights import noise_matrix
 from ..random import BrownianSource
-from . import fused
 from .driver import CallbackSink, integrate
 from .ledger import EnergyLedger
 from .spec import SimulationSpec
@@ -240,13 +240,20 @@ class Simulator:
         self._rates: tuple[torch.Tensor, torch.Tensor] | None = None
         if loop not in LOOPS:
             raise ValueError(f"unknown loop {loop!r}; valid: {', '.join(LOOPS)}")
-        why = "loop='python' was asked for" if loop == "python" else fused.plan(self)
+        if loop == "python":
+            why = "loop='python' was asked for"
+        elif not numba_backend.available():
+            why = "numba is not installed (the fused loop is compiled with it)"
+        else:
+            from . import fused  # imports numba: only for runs that may take the compiled loop
+
+            why = fused.plan(self)
         if loop == "fused" and why is not None:
             raise ValueError(
                 f"loop='fused' cannot run this simulation: {why}; use loop='auto' (the Python loop then "
                 "runs it)"
             )
-        self._fused: fused.FusedLoop | None = fused.FusedLoop(self) if why is None else None
+        self._fused = fused.FusedLoop(self) if why is None else None
         self.loop_reason: str | None = why
 
     @classmethod
@@ -284,8 +291,8 @@ class Simulator:
         """The field at the current state and its ledger rates, each computed once per state."""
         if self._fe is None and self._fused is not None:
             block = self._fused.run(0)  # evaluates the current state (sets _fe and _rates)
-            if block.status == fused.HUGE:
-                self._leave_fused(block)
+            if block.huge:
+                self._leave_fused()
             elif self.ledger_on:
                 self.ledger.start(self._fe)
         if self._fe is None:
@@ -318,6 +325,8 @@ class Simulator:
             "rng": self.noise.state_dict(),
             **({"rng_tokens": self.token_noise.state_dict()} if self.token_noise is not None else {}),
             "integrator_state": copy.deepcopy(vars(self.integrator)),
+            "loop": self.loop,
+            "loop_reason": self.loop_reason,
             "acc": led["acc"],
             "E0": led["E0"],
         }
@@ -338,6 +347,9 @@ class Simulator:
         vars(self.integrator).update(copy.deepcopy(sd.get("integrator_state", {})))
         self.ledger.load_state_dict({"acc": sd["acc"], "E0": sd["E0"]}, self.device)
         self._fe = self._rates = None
+        if sd.get("loop") == "python" and self._fused is not None:
+            # the saved run had handed over to the Python loop (scores beyond the kernel's range): go on there
+            self._leave_fused(sd.get("loop_reason"))
 
     # -- stepping --------------------------------------------------------------------------------
     def record(self, *, with_heads: bool = False) -> Record:
@@ -362,14 +374,8 @@ class Simulator:
             Standard normal draws to use for this step's weight noise instead of the Brownian source
             (which is then not advanced). Ignored for deterministic weight processes.
         """
-        if (
-            z is not None
-            and self.model.weights.stochastic
-            and tuple(z.shape) != (self.P, self.H, self.d, self.d)
-        ):
-            raise ValueError(
-                f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: got {tuple(z.shape)}"
-            )
+        if z is not None:
+            self._check_z(z)
         if self._fused is not None:
             self.advance(1, z=z)
         else:
@@ -387,8 +393,10 @@ class Simulator:
         """
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise ValueError(f"advance takes a number of steps k >= 0: got {k!r}")
-        if z is not None and k != 1:
-            raise ValueError(f"z gives the draws of one step: advance(1, z=z), not advance({k}, z=z)")
+        if z is not None:
+            if k != 1:
+                raise ValueError(f"z gives the draws of one step: advance(1, z=z), not advance({k}, z=z)")
+            self._check_z(z)
         done = 0
         while done < k:
             if self._fused is None:
@@ -399,20 +407,30 @@ class Simulator:
             before = self.step_index
             block = self._fused.run(kb, z=z)
             done += block.steps
-            if block.status == fused.NONFINITE:
+            if block.nonfinite:
                 t_new = self.t0 + (self.step_index + 1) * self.dt
                 self._raise_non_finite(block.x_bad, block.D_bad, t_new)
-            if block.status == fused.HUGE:
-                self._leave_fused(block)
-                continue
             if self._fused.jumps and self.step_index > before:
-                self._fused_jump()
+                self._fused_jump()  # a block ends at a jump, also when its end left the kernel's range
+            if block.huge:
+                self._leave_fused()
 
-    def _leave_fused(self, block) -> None:
-        """Scores beyond the kernel's range: the Python loop (and the dispatcher) take over from here."""
+    def _check_z(self, z: torch.Tensor) -> None:
+        """``z`` (the draws of one step) must have the heads' shape (P, H, d, d)."""
+        if self.model.weights.stochastic and tuple(z.shape) != (self.P, self.H, self.d, self.d):
+            raise ValueError(
+                f"z must have shape (P, H, d, d) = {(self.P, self.H, self.d, self.d)}: got {tuple(z.shape)}"
+            )
+
+    def _leave_fused(self, reason: str | None = None) -> None:
+        """Scores beyond the kernel's range: the Python loop (and the dispatcher) take over from here on,
+        also in a run resumed from a later checkpoint (``state_dict`` keeps the loop)."""
         self._fused = None
-        self.loop_reason = "scores beyond the kernel's range (numba_backend.SCORE_MAX) at step " + str(
-            self.step_index
+        De = self.D * self.model.head_scale(self.t, self.H)
+        bound = numba_backend.score_bound(self.x, De, self.model.beta)
+        self.loop_reason = reason or (
+            f"scores up to {bound:.3g} left the kernel's range {numba_backend.SCORE_MAX:g} at step "
+            f"{self.step_index}: the Python loop took over"
         )
 
     def _fused_jump(self) -> None:
@@ -422,12 +440,15 @@ class Simulator:
         if jump is None or torch.equal(jump, self.D):
             return
         if self.ledger_on:
-            before = self.field(self.x, self.D, self.t, ledger=False).lse
-            after = self.field(self.x, jump, self.t, ledger=False).lse
-            beta = self.model.beta
-            self.ledger.add_jump(energy_from_lse(after, beta) - energy_from_lse(before, beta))
+            self.ledger.add_jump(self._jump_energy(self.x, self.D, jump, self.t))
         self.D = jump.clone()
         self._fe = self._rates = None
+
+    def _jump_energy(self, x: torch.Tensor, D: torch.Tensor, jump: torch.Tensor, t: float) -> torch.Tensor:
+        """E(x, jump) - E(x, D): the energy jump of a layer boundary (booked apart in the ledger)."""
+        before = self.field(x, D, t, ledger=False).lse
+        after = self.field(x, jump, t, ledger=False).lse
+        return energy_from_lse(after, self.model.beta) - energy_from_lse(before, self.model.beta)
 
     def _python_step(self, z: torch.Tensor | None = None) -> None:
         """One step through the integrator object (the Python loop)."""
@@ -451,10 +472,7 @@ class Simulator:
         energy_jump = None
         if jump is not None:
             if self.ledger_on and not torch.equal(jump, D_new):
-                before = self.field(x_new, D_new, t + dt, ledger=False).lse
-                after = self.field(x_new, jump, t + dt, ledger=False).lse
-                beta = self.model.beta
-                energy_jump = energy_from_lse(after, beta) - energy_from_lse(before, beta)
+                energy_jump = self._jump_energy(x_new, D_new, jump, t + dt)
             D_new = jump.clone()
         if self.token_noise is not None:
             x_new = self.brownian_step(x_new)
@@ -471,7 +489,10 @@ class Simulator:
         self._fe = self._rates = None
 
     def brownian_step(self, x: torch.Tensor) -> torch.Tensor:
-        """One geodesic random-walk step of the token noise: exp_x(sqrt(2 eps dt) P(x) z), z ~ N(0, I)."""
+        """One geodesic random-walk step of the token noise: exp_x(sqrt(2 eps dt) P(x) z), z ~ N(0, I).
+
+        The compiled loop (:mod:`attnflow.simulation.fused`) has a compiled twin, held to this by
+        ``tests/test_fused_loop.py``."""
         geo = self.model.geometry
         z = self.token_noise.next()
         return geo.exp(x, geo.tangent(x, math.sqrt(2.0 * self.model.token_noise * self.dt) * z))
