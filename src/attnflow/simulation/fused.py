@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -53,9 +52,6 @@ from ..geometry import Sphere
 from ..integrators.euler import ProjectedEuler
 from ..model.weights import Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant
 
-if TYPE_CHECKING:
-    from .simulator import Simulator
-
 __all__ = ["BLOCK_SECONDS", "HUGE", "NONFINITE", "OK", "Block", "FusedLoop", "plan"]
 
 #: target wall time of one compiled block (Ctrl-C and progress are seen between blocks)
@@ -66,8 +62,9 @@ OK, NONFINITE, HUGE = 0, 1, 2
 _PROCESSES = (Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant)
 
 
-def plan(sim: Simulator) -> str | None:
-    """Why the fused loop cannot run ``sim`` (a :class:`~attnflow.simulation.Simulator`); None if it can."""
+def plan(sim) -> str | None:
+    """Why the fused loop cannot run ``sim`` (a :class:`~attnflow.simulation.Simulator`, not imported here: the
+    simulator imports this module); None if it can."""
     model, w = sim.model, sim.model.weights
     if type(sim.integrator) is not ProjectedEuler:
         return f"integrator {sim.integrator.name!r} (the fused loop runs 'euler', the authors' scheme)"
@@ -413,7 +410,7 @@ class FusedLoop:
     sim : Simulator
     """
 
-    def __init__(self, sim: Simulator):
+    def __init__(self, sim):
         model, w = sim.model, sim.model.weights
         self.sim = sim
         self.np_dtype = np.float32 if sim.dtype == torch.float32 else np.float64
