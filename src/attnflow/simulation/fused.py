@@ -63,8 +63,8 @@ _PROCESSES = (Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant)
 
 
 def plan(sim) -> str | None:
-    """Why the fused loop cannot run ``sim`` (a :class:`~attnflow.simulation.Simulator`, not imported here: the
-    simulator imports this module); None if it can."""
+    """Why the fused loop cannot run ``sim`` (a :class:`~attnflow.simulation.Simulator`, not imported here:
+    the simulator imports this module); None if it can."""
     model, w = sim.model, sim.model.weights
     if type(sim.integrator) is not ProjectedEuler:
         return f"integrator {sim.integrator.name!r} (the fused loop runs 'euler', the authors' scheme)"
