@@ -21,7 +21,7 @@ from attnflow import integrators
 from attnflow.experiments import ConfigError, build, load_config, run_experiment, schema as schema_mod
 from attnflow.experiments.errors import format_choices
 from attnflow.model import attention, registry, transformer, weights
-from attnflow.simulation import DTYPES, SimulationSpec, Simulator
+from attnflow.simulation import DTYPES, SimulationSpec, Simulator, simulator as simulator_mod
 
 SRC = Path(af.__file__).resolve().parent
 
@@ -35,6 +35,7 @@ CORE = {
     "weights.forcing": lambda: weights.FORCINGS,
     "weights.phases": lambda: weights.PHASE_KINDS,
     "integrator.method": lambda: tuple(integrators.INTEGRATORS),
+    "integrator.loop": lambda: tuple(simulator_mod.LOOPS),
     "precision": lambda: tuple(DTYPES),
 }
 
