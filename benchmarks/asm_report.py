@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from run import cpu_info, make_inputs  # noqa: E402
 
-from attnflow.dynamics import numba_kernel as nk  # noqa: E402
+from attnflow.dynamics import numba_kernel as nk, numba_passes  # noqa: E402
 
 SPILL = re.compile(r"\bv?mov\w*\s+.*\((%rsp|%rbp)\)")
 
@@ -77,7 +77,7 @@ def main(argv=None) -> None:
                 t = time.process_time()
                 nk.pair_sums(xa, Da, 1.0, **kw)
                 best.append(time.process_time() - t)
-            fn = nk._half_pass if name == "half" else nk._accumulate_pass
+            fn = numba_passes.half_pass if name == "half" else numba_passes.accumulate_pass
             sig = fn.signatures[[s[0].dtype for s in fn.signatures].index(numba.from_dtype(dt))]
             rec = count(fn.inspect_asm(sig))
             if args.time:
