@@ -54,7 +54,8 @@ def run_attrs(sim: Simulator, t1: float, record_every: int) -> dict:
 
     ``integrator_order`` is the order the run really has: the integrator's deterministic order without
     weight noise, its strong order with it (``integrator_ode_order`` keeps the deterministic one). ``loop``
-    is the step loop that ran it: ``fused`` (compiled, :mod:`attnflow.simulation.fused`) or ``python``.
+    is the step loop the run started on: ``fused`` (compiled, :mod:`attnflow.simulation.fused`) or ``python``
+    (a run whose scores later leave the kernel's range goes on in the Python loop from there).
     """
     return {
         "attnflow_version": __version__,

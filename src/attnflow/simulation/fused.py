@@ -57,6 +57,8 @@ __all__ = ["BLOCK_SECONDS", "HUGE", "NONFINITE", "OK", "Block", "FusedLoop", "pl
 #: target wall time of one compiled block (Ctrl-C and progress are seen between blocks)
 BLOCK_SECONDS = 0.5
 
+#: the weight processes of the compiled loop: zero drift (constant, piecewise constant), OU, oscillating
+PROC_ZERO, PROC_OU, PROC_OSCILLATING = 0, 1, 2
 #: status of a compiled block: all steps taken; a step gave a non-finite state; scores left the kernel's range
 OK, NONFINITE, HUGE = 0, 1, 2
 _PROCESSES = (Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant)
@@ -163,7 +165,7 @@ def _drift(proc, D, rate, target, out):
         h = item - p * H
         for a in range(d):
             for b in range(d):
-                out[p, h, a, b] = 0.0 if proc == 0 else rate * (target[h, a, b] - D[p, h, a, b])
+                out[p, h, a, b] = 0.0 if proc == PROC_ZERO else rate * (target[h, a, b] - D[p, h, a, b])
 
 
 @njit(parallel=True, cache=True)
@@ -282,7 +284,7 @@ def _run(
     (:func:`~attnflow.dynamics.assembly.pair_norm`); ``causal``; ``ledger``; ``brange`` and ``score_max`` the
     kernel's bound-shift range and score limit; ``ih, ch, nh`` and ``io, co, no`` the kernel's work items
     of the half pass and of the ordered-pair pass (:func:`~attnflow.dynamics.numba_kernel.work_items`);
-    ``proc`` the weight process (0 constant or piecewise constant, 1 OU, 2 oscillating), ``rate`` its
+    ``proc`` the weight process (:data:`PROC_ZERO`, :data:`PROC_OU`, :data:`PROC_OSCILLATING`), ``rate`` its
     lambda, ``F`` (H, d, d) the OU target, ``Fo`` (nsteps + 1, H, d, d) the oscillating forcing at each
     t_k; ``stochastic``, ``ito`` (compute the Ito sums), ``g``, ``noise_sym`` ((Z + Z^T)/2 or Z);
     ``layer_t0`` the layer scaling's t0 (NaN: none); ``eps_tok`` the token noise; ``z`` (nsteps, P, H, d, d)
@@ -325,7 +327,7 @@ def _run(
             for p in range(P):
                 E0[p] = energy[p]
             have_E0 = True
-        _drift(proc, D, rate, Fo[k] if proc == 2 else F, drift)
+        _drift(proc, D, rate, Fo[k] if proc == PROC_OSCILLATING else F, drift)
         if ledger:
             _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
         if stochastic:
@@ -366,7 +368,7 @@ def _run(
             for p in range(P):
                 E0[p] = energy[p]
             have_E0 = True
-        _drift(proc, D, rate, Fo[nsteps] if proc == 2 else F, drift)
+        _drift(proc, D, rate, Fo[nsteps] if proc == PROC_OSCILLATING else F, drift)
         _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
     fe = (vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum)
     return OK, nsteps, x, D, x, D, fe, r0, r1, have_E0, True
@@ -415,7 +417,13 @@ class FusedLoop:
         self.sim = sim
         self.np_dtype = np.float32 if sim.dtype == torch.float32 else np.float64
         H, d = sim.H, sim.d
-        self.proc = 1 if isinstance(w, OrnsteinUhlenbeck) else 2 if isinstance(w, Oscillating) else 0
+        self.proc = (
+            PROC_OU
+            if isinstance(w, OrnsteinUhlenbeck)
+            else PROC_OSCILLATING
+            if isinstance(w, Oscillating)
+            else PROC_ZERO
+        )
         self.rate = float(getattr(w, "rate", 1.0))
         if isinstance(w, OrnsteinUhlenbeck):
             F = w.target(sim.D).expand(H, d, d).numpy()
@@ -489,7 +497,7 @@ class FusedLoop:
         t0 = time.perf_counter()
         zs, zstate = self._draws(sim.noise if self.stochastic else None, k, z, 5)
         ztok, tstate = self._draws(sim.token_noise, k, None, 4)
-        if self.proc == 2:
+        if self.proc == PROC_OSCILLATING:
             Fo = np.stack(
                 [
                     w.forcing_at(sim.t0 + (sim.step_index + j) * sim.dt, H, sim.dtype).numpy()
