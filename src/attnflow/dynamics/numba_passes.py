@@ -306,8 +306,9 @@ def accumulate_pass(
         k = kt[p, h]
         x = xt[p]
         zsum_item = zsum[p, h, c]
-        zt = _aligned_zeros(d, _TILE, xt.dtype)
-        work = _aligned_zeros(2, _TILE, xt.dtype)
+        width = min(_TILE, n)  # a tile never spans more columns than there are
+        zt = _aligned_zeros(d, width, xt.dtype)
+        work = _aligned_zeros(2, width, xt.dtype)
         sbuf = work[0]
         ebuf = work[1]
         yb = np.empty(d, dtype=xt.dtype)
@@ -356,21 +357,17 @@ _HALF_ROWS = 5  # cbuf rows per column: e, e x_i (3 for d = 3; d in general), e 
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
-def _half_tile_d3(xi0, xi1, xi2, mi, k, x, zt, ebuf, j0, j1, ito, zero):
-    """Pairs ``j0 <= j < j1`` (all ``j < i``) of row ``i``: returns the row part and adds the column part
-    to ``zt``; the Ito sums in a second loop over ``ebuf`` (as in :func:`_tile_d3`).
+def _half_tile_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, z0, z1, z2, z3, z4, ebuf, length, ito, zero):
+    """Pairs ``j0 <= j < j0 + length`` (all ``j < i``) of row ``i``: returns the row part and adds the
+    column part to the tile's column rows ``z0..z4``; the Ito sums in a second loop over ``ebuf`` (as in
+    :func:`_tile_d3`).
 
-    Every loop runs over ``range(length)`` on 1-d views: an index that provably starts at 0 lets LLVM
-    drop numba's negative-index wrap-around and vectorise (with ``range(j0, j1)`` the exponential loop
-    compiled to scalar code; benchmarks/asm_report.py).
+    ``k0..k2``, ``x0..x2`` and ``z0..z4`` are 1-d views of the tile starting at its first column, made once
+    per tile by the caller (views made per row cost as much as the pairs of a short row), and every loop
+    runs over ``range(length)``: an index that provably starts at 0 lets LLVM drop numba's negative-index
+    wrap-around and vectorise (with ``range(j0, j1)`` the exponential loop compiled to scalar code;
+    benchmarks/asm_report.py).
     """
-    length = j1 - j0
-    k0 = k[0, j0:j1]
-    k1 = k[1, j0:j1]
-    k2 = k[2, j0:j1]
-    x0 = x[0, j0:j1]
-    x1 = x[1, j0:j1]
-    x2 = x[2, j0:j1]
     ell = zero
     y0 = zero
     y1 = zero
@@ -382,10 +379,6 @@ def _half_tile_d3(xi0, xi1, xi2, mi, k, x, zt, ebuf, j0, j1, ito, zero):
         y0 += e * x0[jj]
         y1 += e * x1[jj]
         y2 += e * x2[jj]
-    z0 = zt[0]
-    z1 = zt[1]
-    z2 = zt[2]
-    z3 = zt[3]
     for jj in range(length):
         e = ebuf[jj]
         z0[jj] += e
@@ -394,7 +387,6 @@ def _half_tile_d3(xi0, xi1, xi2, mi, k, x, zt, ebuf, j0, j1, ito, zero):
         z3[jj] += e * xi2
     q = zero
     if ito:
-        z4 = zt[4]
         for jj in range(length):
             g = xi0 * x0[jj] + xi1 * x1[jj] + xi2 * x2[jj]
             eg = ebuf[jj] * g * g
@@ -464,8 +456,9 @@ def half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsu
         k = _aligned_zeros(d, r1, xt.dtype)
         item_keys(bd[p, h], x, r1, k)
         cb = _aligned_zeros(d + 2, r1, np.float64)
-        zt = _aligned_zeros(d + 2, _TILE, xt.dtype)
-        work = _aligned_zeros(2, _TILE, xt.dtype)
+        width = min(_TILE, r1)  # the item's columns j < r1: a tile never spans more
+        zt = _aligned_zeros(d + 2, width, xt.dtype)
+        work = _aligned_zeros(2, width, xt.dtype)
         sbuf = work[0]
         ebuf = work[1]
         yb = np.empty(d, dtype=xt.dtype)
@@ -486,12 +479,17 @@ def half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsu
         for j0 in range(0, r1, _TILE):
             j1 = min(j0 + _TILE, r1)
             pending = 0
+            # the tile's 1-d views, once per tile (d = 3)
+            k0, k1, k2 = k[0, j0:j1], k[min(1, d - 1), j0:j1], k[min(2, d - 1), j0:j1]
+            x0, x1, x2 = x[0, j0:j1], x[min(1, d - 1), j0:j1], x[min(2, d - 1), j0:j1]
+            z0, z1, z2, z3, z4 = zt[0], zt[1], zt[2], zt[min(3, d + 1)], zt[min(4, d + 1)]
             for i in range(max(r0, j0 + 1), r1):
                 jend = min(j1, i)
                 if d == 3:
                     ell, y0, y1, y2, q = _half_tile_d3(
-                        x[0, i], x[1, i], x[2, i], mi, k, x, zt, ebuf, j0, jend, ito, zero
-                    )
+                        x[0, i], x[1, i], x[2, i], mi, k0, k1, k2, x0, x1, x2, z0, z1, z2, z3, z4, ebuf,
+                        jend - j0, ito, zero,
+                    )  # fmt: skip
                     ysum[p, h, i, 0] += y0
                     ysum[p, h, i, 1] += y1
                     ysum[p, h, i, 2] += y2
