@@ -2,6 +2,14 @@
 whose docstring describes the numerical scheme): the vectorised shifted exponential, the score and sum
 tiles, the exact-row-maximum pass, the pass over ordered pairs and the symmetric half pass.
 :func:`attnflow.dynamics.numba_kernel.pair_sums_core` chooses among them and calls them.
+
+Bits across processes. A process that compiles these passes and one that loads them from numba's cache do
+not always run the same vectorised code: with the Ito loop of the d = 3 half tile adding into the column
+buffer and reducing in one loop, their Ito sums differed in the last bits (float32 and float64, rows of 32
+pairs and more). That loop is now split (its store, then its sum), which makes the d = 3 sums agree
+(``tests/test_perf_determinism.py``) and the pass a little faster. The any-d tiles still show it in their
+row sums (d = 5, float32), and splitting the d = 3 exponential loop the same way made its row sums differ
+instead: the cause inside numba's compile-versus-cache path is not known (docs/performance.md section 9).
 """
 
 from __future__ import annotations
@@ -387,11 +395,16 @@ def _half_tile_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, z0, z1, z2, z3, z4,
         z3[jj] += e * xi2
     q = zero
     if ito:
+        # the Ito terms stored, then summed in a loop of its own: a loop that both adds into z4 and reduces
+        # gave, in a process that compiled the kernel, other bits than the code loaded from numba's cache
+        # (the vectoriser's runtime overlap checks take the scalar loop for some heap layouts)
         for jj in range(length):
             g = xi0 * x0[jj] + xi1 * x1[jj] + xi2 * x2[jj]
             eg = ebuf[jj] * g * g
-            q += eg
+            ebuf[jj] = eg
             z4[jj] += eg
+        for jj in range(length):
+            q += ebuf[jj]
     return ell, y0, y1, y2, q
 
 
@@ -406,12 +419,14 @@ def _half_tile_generic(xi, mi, k, x, zt, j0, j1, ito, sbuf, ebuf, ysum, zero):
         e = _exp_shifted(sbuf[j] - mi)
         ebuf[j] = e
         ell += e
-        zt[0, j] += e
+    for j in range(length):
+        zt[0, j] += ebuf[j]
     for a in range(d):
         acc = zero
         xa = xi[a]
         for j in range(length):
             acc += ebuf[j] * x[a, j0 + j]
+        for j in range(length):
             zt[1 + a, j] += ebuf[j] * xa
         ysum[a] = acc
     q = zero
@@ -419,8 +434,10 @@ def _half_tile_generic(xi, mi, k, x, zt, j0, j1, ito, sbuf, ebuf, ysum, zero):
         _score_tile(xi, x, j0, j1, sbuf)
         for j in range(length):
             eg = ebuf[j] * sbuf[j] * sbuf[j]
-            q += eg
+            sbuf[j] = eg
             zt[1 + d, j] += eg
+        for j in range(length):
+            q += sbuf[j]
     return ell, q
 
 
