@@ -62,11 +62,16 @@ def test_version():
     assert res.output.strip() == f"attnflow {__version__}"
 
 
-def test_completion_options_and_script():
+def test_completion_options_and_script(monkeypatch):
     res = runner.invoke(app, ["--help"])
     assert "--install-completion" in res.output and "--show-completion" in res.output
-    # the completion script itself (what docs/cli.md tells a user to source)
-    res = runner.invoke(app, ["--show-completion", "bash"])
+    # the completion script itself (what docs/cli.md tells a user to source). --show-completion is a flag
+    # that detects the user's shell from the parent processes (shellingham); a test process started
+    # without a shell among its ancestors (a detached CI job) detects none, so the shell is fixed here
+    import typer.completion
+
+    monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: "bash")
+    res = runner.invoke(app, ["--show-completion"])
     assert res.exit_code == 0
     assert "complete" in res.output and "_COMPLETE" in res.output
 

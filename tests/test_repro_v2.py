@@ -128,6 +128,9 @@ def test_code_default_manifest_and_overrides():
 # -- Ctrl-C -------------------------------------------------------------------------------------------------
 def test_integrate_turns_sigint_into_run_interrupted_after_a_whole_step():
     sim = Simulator.from_spec(build(_cfg()))
+    # the handler in place before the run: Python's default_int_handler, or SIG_IGN in a process started
+    # in the background by a non-interactive shell (which ignores SIGINT for its background jobs)
+    before = signal.getsignal(signal.SIGINT)
 
     class Sink(MemorySink):
         def on_record(self, record):
@@ -138,7 +141,7 @@ def test_integrate_turns_sigint_into_run_interrupted_after_a_whole_step():
     with pytest.raises(RunInterrupted, match=r"^interrupted at step 5 of 20; rerun to resume$") as info:
         integrate(sim, 20, record_every=5, sink=Sink())
     assert sim.step_index == 5 and info.value.step == 5
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is restored
 
 
 _CHILD = textwrap.dedent(
