@@ -54,6 +54,7 @@ from .files import (
     MARKER_FILE,
     CorruptFileError,
     UnsafePathError,
+    atomic_write_bytes,
     atomic_write_text,
     confined,
     has_marker,
@@ -247,15 +248,65 @@ def task_spec(task: Any) -> dict:
                 "kind": "training",
                 "config": load_training_config(task["config"]).model_dump(mode="json"),
             }
-        task = task["config"]
+        inputs = task.get("inputs")
+        extra = set(task) - {"kind", "config", "inputs"}
+        if extra or "config" not in task:
+            raise ConfigError(f"a particle task has keys kind, config and inputs: got {sorted(task)}")
+        spec = {"kind": "particle", "config": load_config(task["config"]).model_dump(mode="json")}
+        if inputs:
+            spec["inputs"] = _check_inputs(inputs, spec["config"])
+        return spec
     return {"kind": "particle", "config": load_config(task).model_dump(mode="json")}
+
+
+#: where the input arrays of a particle task are written, inside its run directory
+INPUTS_DIR = "inputs"
+
+
+def _check_inputs(inputs: Mapping, cfg: dict) -> dict:
+    """Validate the input arrays of a particle task: ``{dotted path key: {"sha1", "data"}}`` whose key holds
+    the placeholder ``inputs/<sha1>.npy`` in the config."""
+    out = {}
+    for key, payload in inputs.items():
+        if key not in ("tokens.path", "heads.path"):
+            raise ConfigError(f"a particle task's inputs are tokens.path and heads.path: got {key!r}")
+        section, field = key.split(".")
+        want = f"{INPUTS_DIR}/{payload['sha1']}.npy"
+        if cfg.get(section, {}).get(field) != want:
+            raise ConfigError(f"the input {key} must be referenced in the config as {want!r}")
+        out[key] = {"sha1": str(payload["sha1"]), "data": payload["data"]}
+    return out
+
+
+def resolve_inputs(spec: dict, task_dir: Path) -> dict:
+    """The spec whose input-array paths point into ``task_dir/inputs/`` (absolute), where the task writes
+    them; a spec without inputs unchanged."""
+    if not spec.get("inputs"):
+        return spec
+    cfg = json.loads(json.dumps(spec["config"]))
+    for key, payload in spec["inputs"].items():
+        section, field = key.split(".")
+        cfg[section][field] = str(Path(task_dir).resolve() / INPUTS_DIR / f"{payload['sha1']}.npy")
+    return {**spec, "config": cfg}
+
+
+def _write_inputs(spec: dict, task_dir: Path) -> None:
+    import numpy as np
+
+    folder = Path(task_dir) / INPUTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for payload in spec["inputs"].values():
+        path = folder / f"{payload['sha1']}.npy"
+        if not path.is_file():
+            arr = np.asarray(payload["data"], dtype=np.float64)
+            atomic_write_bytes(path, lambda fh, arr=arr: np.save(fh, arr))
 
 
 def task_finished(run_dir: Path, spec: dict) -> tuple[bool, str | None]:
     """(finished, why not) of the run directory of ``spec`` (see :func:`finished_status`)."""
     kind = spec["kind"]
     if kind == "particle":
-        return finished_status(run_dir, spec["config"])
+        return finished_status(run_dir, resolve_inputs(spec, run_dir)["config"])
     if kind == "compute":
         from .compute import compute_finished
 
@@ -286,7 +337,12 @@ def task_finished(run_dir: Path, spec: dict) -> tuple[bool, str | None]:
 def _execute(spec: dict, task_dir: str, resume: bool, progress: bool) -> None:
     kind = spec["kind"]
     if kind == "particle":
-        run_experiment(spec["config"], task_dir, resume=resume, progress=progress)
+        if spec.get("inputs"):
+            write_marker(task_dir, "run")
+            _write_inputs(spec, Path(task_dir))
+        run_experiment(
+            resolve_inputs(spec, Path(task_dir))["config"], task_dir, resume=resume, progress=progress
+        )
         return
     if kind == "compute":
         from .compute import run_compute

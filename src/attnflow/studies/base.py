@@ -291,6 +291,10 @@ class Study(abc.ABC):
     description: str
     #: the parameters (pydantic, frozen; defaults = the full-size study)
     Config: type[StudyConfig]
+    #: keys of the summary (at any depth) that hold wall-clock or CPU times: they differ from one run to
+    #: the next, so the reproducibility checks (a killed and resumed study gives the same summary.json)
+    #: compare everything else bit for bit
+    timing_keys: tuple[str, ...] = ()
 
     def quick_params(self) -> dict[str, Any]:
         """Parameters of the quick variant (seconds, for tests and CI); explicit parameters win."""

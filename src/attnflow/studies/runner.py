@@ -45,7 +45,7 @@ from ..experiments.locking import DirectoryLock
 from ..experiments.pde_runs import load_pde_config
 from ..experiments.progress import format_duration, overall_progress
 from ..experiments.store import CONFIG_FILE, META_FILE, read_meta
-from ..experiments.sweep import TASKS_FILE, run_tasks
+from ..experiments.sweep import TASKS_FILE, resolve_inputs, run_tasks
 from ..experiments.training_config import load_training_config
 from .base import RUN_KEY, Study, StudyAnalysis, StudyResult, StudyRuns
 from .errors import (
@@ -168,7 +168,7 @@ def _task_diff(run_dir: Path, spec: dict) -> str | None:
         if not path.is_file():
             return None
         try:
-            diff = config_diff(load_config(path), load_config(spec["config"]))
+            diff = config_diff(load_config(path), load_config(resolve_inputs(spec, run_dir)["config"]))
         except ConfigError:
             return "(unreadable config.yaml)"
         return ", ".join(diff) or None
@@ -356,14 +356,16 @@ def run_study(
     study = get_study(study) if isinstance(study, str) else study
     config = study.config(params, quick=quick)
     specs, costs = _plan(study, config, device)
-    configs = {
-        name: load_config(spec["config"]) for name, spec in specs.items() if spec["kind"] == "particle"
-    }
     n_workers = choose_workers(costs, workers) if scheduler is None else None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(out, "study directory"):  # a second run_study on it is refused
         root = out / RUNS_DIR
+        configs = {
+            name: load_config(resolve_inputs(spec, root / name)["config"])
+            for name, spec in specs.items()
+            if spec["kind"] == "particle"
+        }
         if resume:
             _check_same_study(out, study.name)
             _check_same_runs(root, specs)

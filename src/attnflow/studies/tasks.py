@@ -20,16 +20,20 @@ cache), so a small study runs in this process.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..experiments.builder import paths_computed
 from ..experiments.config import ConfigError, ExperimentConfig, load_config
 from ..experiments.schema import with_device
-from ..experiments.sweep import task_spec
+from ..experiments.sweep import INPUTS_DIR, task_spec
 
 __all__ = [
     "PARALLEL_MIN_S",
@@ -49,8 +53,12 @@ __all__ = [
 PARALLEL_MIN_S = 30.0
 #: each extra local process must get at least this much estimated work
 PER_WORKER_MIN_S = 15.0
-#: work units of :func:`particle_work` per second on one core (measured on the quick studies, float64)
-PARTICLE_WORK_PER_S = 2.0e8
+#: work units of :func:`particle_work` per second on one core: the median over the committed full studies
+#: (run elapsed times in docs/studies/*/summary.json: jko_stability 4e5, layer_scaling 7e6, noise_phase
+#: 1.5e7-7e7, stability_input 1.1e8, stability_weights 1.5e8, massucco2026_robustness 8e8, massucco2026
+#: 1.8e9 per s). The spread is wide (small n is dominated by per-step costs the model does not see), so an
+#: estimate is good to an order of magnitude, which is what the choice of workers needs.
+PARTICLE_WORK_PER_S = 1.0e8
 
 
 def particle_work(cfg: ExperimentConfig) -> float:
@@ -61,14 +69,42 @@ def particle_work(cfg: ExperimentConfig) -> float:
 
 @dataclass(frozen=True)
 class ParticleRun:
-    """A particle run: an experiment config (model, object or path; validated when the plan is read)."""
+    """A particle run: an experiment config (model, object or path; validated when the plan is read).
+
+    Attributes
+    ----------
+    inputs : mapping
+        Arrays the run starts from, by the config key that names their file: ``"tokens.path"`` (shape
+        (n, d) or (paths, n, d)) and ``"heads.path"``. They are written into the run's own directory
+        (``inputs/<sha1>.npy``) and the config points there: nothing is written outside the study
+        directory, and other arrays make another config, so a finished run of other inputs is never reused.
+    """
 
     config: ExperimentConfig | Mapping | str | Path
+    inputs: Mapping[str, Any] = field(default_factory=dict)
     kind = "particle"
 
     def spec(self, device: str | None = None) -> dict:
-        cfg = with_device(load_config(self.config), device)
-        return {"kind": "particle", "config": cfg.model_dump(mode="json")}
+        if not self.inputs:
+            cfg = with_device(load_config(self.config), device)
+            return {"kind": "particle", "config": cfg.model_dump(mode="json")}
+        raw = (
+            load_config(self.config).model_dump(mode="json")
+            if not isinstance(self.config, Mapping)
+            else dict(self.config)
+        )
+        raw = json.loads(json.dumps(raw, default=str))
+        payload = {}
+        for key, array in self.inputs.items():
+            arr = np.ascontiguousarray(np.asarray(array, dtype=np.float64))
+            sha1 = hashlib.sha1(arr.tobytes() + str(arr.shape).encode()).hexdigest()[:20]
+            section, _, fld = key.partition(".")
+            if key not in ("tokens.path", "heads.path"):
+                raise ConfigError(f"ParticleRun inputs are 'tokens.path' and 'heads.path': got {key!r}")
+            raw.setdefault(section, {})[fld] = f"{INPUTS_DIR}/{sha1}.npy"
+            payload[key] = {"sha1": sha1, "data": arr.tolist()}
+        cfg = with_device(load_config(raw), device).model_dump(mode="json")
+        return task_spec({"kind": "particle", "config": cfg, "inputs": payload})
 
 
 @dataclass(frozen=True)
