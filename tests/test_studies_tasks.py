@@ -7,6 +7,7 @@ importable by name, pure, cheap.
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -176,6 +177,16 @@ def test_a_study_of_computations_runs_resumes_and_keeps_its_own_keys(tmp_path):
     assert info["status"] == "done" and info["runs"] == {"seed0": "done", "seed1": "done"}
     with pytest.raises(StudyMismatchError, match=r"seed0, seed1 differ in params n"):
         run_study(DrawsStudy(), out, quick=True, params={"n": 5})
+
+
+def test_a_resumed_study_writes_the_same_bytes_whatever_order_its_tasks_finish(tmp_path):
+    out = tmp_path / "o"
+    run_study(DrawsStudy(), out, params={"seeds": [0, 1, 2]})
+    before = (out / "summary.json").read_bytes()
+    shutil.rmtree(out / "runs" / "seed0")  # the first task is lost: it reruns after the skipped ones
+    again = run_study(DrawsStudy(), out, params={"seeds": [0, 1, 2]})
+    assert [k for k, r in again["runs"].items() if not r.get("skipped")] == ["seed0"]
+    assert (out / "summary.json").read_bytes() == before
 
 
 def test_the_reserved_key_and_an_empty_plan_are_refused(tmp_path):
