@@ -29,6 +29,7 @@ from attnflow.experiments.sweep import run_tasks
 from attnflow.studies import (
     Column,
     ComputeTask,
+    PdeRun,
     Study,
     StudyConfig,
     StudyMismatchError,
@@ -321,3 +322,52 @@ def test_the_renderer_formats_and_escapes_and_refuses_bad_tables():
         Table(columns=[Column("a"), Column("a")], rows=[])
     with pytest.raises(ValueError, match="has no column"):
         Table(columns=[], rows=[])
+
+
+# -- a PDE run as a task --------------------------------------------------------------------------------
+PDE = {
+    "name": "pde_s1",
+    "model": "pde",
+    "dynamics": {"direction": "ascent", "attention": "softmax", "beta": 1.0},
+    "weights": {"process": "constant"},
+    "heads": {"init": "identity", "H": 2, "scale": 1.0},
+    "density": {"init": "von_mises_fisher", "d": 2, "centres": [[1.0, 0.0], [0.0, 1.0]], "kappa": 6.0},
+    "pde": {"band_limit": 16},
+    "integrator": {"dt": 0.05, "t1": 0.2},
+    "record": {"every": 2},
+}
+
+
+class PdeStudy(DrawsStudy):
+    name = "pde_task_test"
+
+    def plan(self, config):
+        return {
+            "density": PdeRun(PDE),
+            "draws": ComputeTask(fn="test_studies_tasks:draws", params={"seed": 0, "n": 3}),
+        }
+
+    def analyse(self, config, runs, out_dir):
+        ds = runs.open("density")
+        mass = float(ds.mass.isel(time=-1)) if "mass" in ds else float(ds.time.size)
+        return StudyResult(
+            summary={"times": ds.time.values.tolist(), "mass": mass, "kind": runs.kind("density")}
+        )
+
+
+def test_a_pde_run_is_a_task_of_the_store(tmp_path):
+    s = run_study(PdeStudy(), tmp_path / "p", quick=True)
+    assert s["kind"] == "pde" and s["times"] == pytest.approx([0.0, 0.1, 0.2])
+    assert s["run"]["tasks"]["density"]["kind"] == "pde"
+    again = run_study(PdeStudy(), tmp_path / "p", quick=True)
+    assert again["runs"]["density"]["skipped"] and again["times"] == s["times"]
+    with pytest.raises(KeyError, match="task 'density' is a pde run, not a computation"):
+        _runs_of(tmp_path / "p").result("density")
+
+
+def _runs_of(out: Path):
+    from attnflow.studies import StudyRuns
+    from attnflow.studies.tasks import normalise_plan
+
+    specs, _ = normalise_plan(PdeStudy().plan(None), "pde_task_test")
+    return StudyRuns(out / "runs", {}, {}, specs)
