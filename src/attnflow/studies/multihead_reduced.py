@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, PositiveFloat, confloat, conint
@@ -141,10 +142,11 @@ class CriticalBetaConfig(StudyConfig):
     a_check: list[PositiveFloat] = Field(
         [0.5, 2.0], description="other a of the identity check T_eps(beta a) = T_eps(beta a; a = 1)"
     )
-    definitions: list[str | confloat(gt=0, lt=1)] = Field(
+    definitions: list[Literal["curvature"] | confloat(gt=0, lt=1)] = Field(
         ["curvature", 0.25, 0.5, 0.75],
         min_length=1,
-        description="transition locators: 'curvature' (argmax d^2 ln T / d beta^2, the main one) and slope "
+        description="transition locators: 'curvature' (argmax d^2 ln T / d beta^2, the main one), "
+        "and slope "
         "fractions f (d ln T / d beta = f a (1 - rho0))",
     )
     location_tol: PositiveFloat = Field(
@@ -821,6 +823,11 @@ class ReluVsSoftmaxConfig(StudyConfig):
     )
     rtol: PositiveFloat = Field(1e-10, lt=1e-4, description="quadrature relative tolerance")
     particle_n: list[conint(ge=3)] = Field([32, 128], description="n also run as particles (main beta, eps)")
+    start_exponents: list[confloat(ge=0, le=1)] = Field(
+        [0.0, 0.25, 0.5, 0.75, 1.0],
+        description="description: starts rho0 = start_scale (8 / n)^gamma between the two scalings",
+    )
+    start_scale: float = Field(0.1, gt=0, lt=0.5, description="rho0 at n = 8 of the gamma family")
     perturb: float = Field(1e-2, ge=0, description="noise of the perturbed particle start (0: none)")
     seed: int = Field(0, ge=0, description="seed of the perturbed start")
 
@@ -1075,6 +1082,28 @@ class ReluVsSoftmaxStudy(Study):
                 result=cross,
             )
         )
+        # -- description: the separation exponent follows the scaling of the start
+        gam = {}
+        for g in c.start_exponents:
+            ys = []
+            for n in ns:
+                r0 = c.start_scale * (8.0 / n) ** g
+                tr, ts = (
+                    EquiangularModel(n=n, beta=bm, attention=att).clustering_time_quad(r0, em, rtol=c.rtol)
+                    for att in ("relu", "softmax")
+                )
+                ys.append(tr / ts)
+            pg, cig = pfit(ns, ys)
+            gam[str(g)] = {"p": pg, "p_ci": cig, "ratio_at_max_n": ys[-1]}
+        records.append(
+            record_description(
+                id="relu-softmax-start-exponent",
+                statement="the exponent p of T_ReLU / T_softmax ~ n^p, starts rho0 = start_scale (8/n)^g: "
+                "p follows g (T_ReLU ~ 1/(2 beta rho0) once n rho0 >> 1)",
+                source="derived: docs/studies/relu_vs_softmax/explain.md#scalings",
+                result={"beta": bm, "eps": em, "fit_n_min": c.fit_n_min, "by_gamma": gam},
+            )
+        )
         # -- particles: exact and perturbed equiangular starts
         pchecks = []
         with one_thread():
@@ -1175,6 +1204,17 @@ class ReluVsSoftmaxStudy(Study):
                             + ("-" if pp is None else f"{pp:.3f} [{pci[0]:.3f}, {pci[1]:.3f}]")
                             + " |"
                         )
+        lines += [
+            "",
+            f"Starts between the scalings, rho0 = {c.start_scale:g} (8/n)^gamma (beta = {bm:g}, "
+            f"eps = {em:g}; description):",
+            "",
+            "| gamma | p (n >= fit_n_min) | ratio at n max |",
+            "|---|---|---|",
+        ]
+        for g, d in gam.items():
+            pp = "-" if d["p"] is None else f"{d['p']:.3f} [{d['p_ci'][0]:.3f}, {d['p_ci'][1]:.3f}]"
+            lines.append(f"| {g} | {pp} | {d['ratio_at_max_n']:.4g} |")
         lines += [
             "",
             "n -> infinity at fixed rho0 (closed forms) and the gap at the largest n:",
