@@ -1269,7 +1269,14 @@ class ReluVsSoftmaxStudy(Study):
                         "T_softmax_lin": math.nan if beta != bm else r["T_softmax_lin"],
                     }
                 )
-        files = figures({"study": self.name, "rows": plot_rows}, out_dir) if figures else {}
+        ratio_series = {}
+        for kind, qs in scal.items():
+            for q in qs:
+                xs, ys = series(kind, q=q)
+                label = f"rho0 = {q:g}" if kind == "fixed" else f"rho0 = {q:g}/n (c/n)"
+                ratio_series[label] = (xs, ys)
+        data = {"study": self.name, "rows": plot_rows, "ratio_series": ratio_series}
+        files = figures(data, out_dir) if figures else {}
         return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
 
 
