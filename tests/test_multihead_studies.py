@@ -40,7 +40,11 @@ def test_registered_with_figures():
     for name in NAMES:
         assert name in available_studies()
         assert figures_for(name) is not None
-        assert get_study(name).plan(get_study(name).config(quick=True)) == {}  # computed in analyse
+        plan = get_study(name).plan(get_study(name).config(quick=True))
+        if name in ("critical_beta", "superadditivity", "relu_vs_softmax"):
+            assert plan  # on tasks (tests/test_verdicts_reduced.py)
+        else:
+            assert plan == {}  # computed in analyse
 
 
 def test_monotonicity_quick(tmp_path):

@@ -33,7 +33,8 @@ from attnflow.studies import run_study
 
 
 def _records(name, tmp_path, **params):
-    s = run_study(name, tmp_path / name, params=params, quick=True, progress=False)
+    # one worker: the tasks run in this process (the synthetic tests replace functions of the module)
+    s = run_study(name, tmp_path / name, params=params, quick=True, progress=False, workers=1)
     recs = {r.id: r for r in read_records(s)}
     for r in recs.values():
         assert r.statement and r.source

@@ -55,6 +55,7 @@ from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, 
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .multihead_common import fit_order, jsonable, one_thread
 from .registry import register
+from .tasks import ComputeTask
 
 __all__ = ["CriticalBetaStudy", "ReluVsSoftmaxStudy", "SuperadditivityStudy"]
 
@@ -121,6 +122,65 @@ def _tol_checks(
 
 
 # -- critical_beta -----------------------------------------------------------------------------------
+def task_transition(n: int, rho0: float, eps: float, definitions: list, a: float, rtol: float) -> dict:
+    """ComputeTask: beta* of :func:`transition_beta` for each definition (in order)."""
+    out = transition_beta(n, rho0, eps, definitions=tuple(definitions), a=a, rtol=rtol)
+    return {"beta_star": [out[d] for d in definitions]}
+
+
+def task_curve(n: int, rho0: float, eps: float, a: float, rtol: float, dense: int) -> dict:
+    """ComputeTask: T_eps on ``dense`` log-spaced betas in [0.1, 4] beta_c (the figure)."""
+    beta = critical_beta(n, a, rho0) * np.geomspace(0.1, 4.0, dense)
+    T = [
+        EquiangularModel(n=n, beta=float(b), a=(a,)).clustering_time_quad(rho0, eps, rtol=rtol) for b in beta
+    ]
+    return {"beta": beta, "T": np.asarray(T)}
+
+
+def task_a_invariance(ns: list, rho0: float, eps: float, a_check: list, rtol: float) -> dict:
+    """ComputeTask: |T_eps(beta_c(a); a) / T_eps(beta_c(1); 1) - 1| over ``ns`` and ``a_check``."""
+    inv = []
+    for n in ns:
+        bc1 = critical_beta(n, 1.0, rho0)
+        t1 = EquiangularModel(n=n, beta=bc1).clustering_time_quad(rho0, eps, rtol=rtol)
+        for aa in a_check:
+            ta = EquiangularModel(n=n, beta=bc1 / aa, a=(aa,)).clustering_time_quad(rho0, eps, rtol=rtol)
+            inv.append(abs(ta / t1 - 1))
+    return {"rel": inv}
+
+
+def task_critical_particles(
+    n: int, rho0: float, eps: float, a: float, ratios: list, t_budget: float, rtol: float
+) -> dict:
+    """ComputeTask: particle T_eps (attnflow RK4 at dt and dt/2) against the quadrature at beta / beta_c in
+    ``ratios`` (skipped when T_eps > t_budget)."""
+    checks = []
+    bc = critical_beta(n, a, rho0)
+    with one_thread():
+        for q in ratios:
+            m = EquiangularModel(n=n, beta=q * bc, a=(a,))
+            Tq = m.clustering_time_quad(rho0, eps, rtol=rtol)
+            if Tq > t_budget:
+                continue
+            Tp, dt, _ = _particle_time(m, rho0, eps, Tq)
+            Tp2, _, _ = _particle_time(m, rho0, eps, Tq, refine=2)
+            checks.append(
+                {
+                    "n": n,
+                    "beta/beta_c": q,
+                    "T_quad": Tq,
+                    "dt": dt,
+                    "rel": abs(Tp / Tq - 1),
+                    "rel_dt/2": abs(Tp2 / Tq - 1),
+                }
+            )
+    return {"checks": checks}
+
+
+def _task(fn: Callable, cost_s: float = 1.0, **params) -> ComputeTask:
+    return ComputeTask(fn=f"{__name__}:{fn.__name__}", params=params, cost_s=cost_s)
+
+
 class CriticalBetaConfig(StudyConfig):
     n: list[conint(ge=3)] = Field(
         [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
@@ -193,7 +253,57 @@ class CriticalBetaStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
+        c = config
+        defs = list(c.definitions)
+        tasks = {}
+        for i, r0 in enumerate(c.rho0):
+            for j, e in enumerate(c.eps):
+                for n in c.n:
+                    tasks[f"locate_r{i}_e{j}_n{n}"] = _task(
+                        task_transition, 4.0, n=n, rho0=r0, eps=e, definitions=defs, a=c.a, rtol=c.rtol
+                    )
+        for n in c.n:
+            tasks[f"locate_rtol_n{n}"] = _task(
+                task_transition,
+                2.0,
+                n=n,
+                rho0=c.rho0[0],
+                eps=c.eps[0],
+                definitions=defs[:1],
+                a=c.a,
+                rtol=c.rtol_check,
+            )
+            tasks[f"curve_n{n}"] = _task(
+                task_curve,
+                0.02 * c.dense,
+                n=n,
+                rho0=c.rho0[0],
+                eps=c.eps[0],
+                a=c.a,
+                rtol=c.rtol,
+                dense=c.dense,
+            )
+        tasks["a_invariance"] = _task(
+            task_a_invariance,
+            ns=list(c.n[:3]),
+            rho0=c.rho0[0],
+            eps=c.eps[0],
+            a_check=list(c.a_check),
+            rtol=c.rtol,
+        )
+        for n in c.particle_n:
+            tasks[f"particles_n{n}"] = _task(
+                task_critical_particles,
+                10.0,
+                n=n,
+                rho0=c.rho0[0],
+                eps=c.eps[0],
+                a=c.a,
+                ratios=list(c.particle_ratios),
+                t_budget=c.t_budget,
+                rtol=c.rtol,
+            )
+        return tasks
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
@@ -202,14 +312,12 @@ class CriticalBetaStudy(Study):
         main_def = defs[0]
         # beta*(n) per (rho0, eps, definition); and at the looser tolerance for the main rho0, eps
         loc: dict = {}
-        for r0 in c.rho0:
-            for e in c.eps:
+        for i, r0 in enumerate(c.rho0):
+            for j, e in enumerate(c.eps):
                 for n in c.n:
-                    loc[(r0, e, n)] = transition_beta(n, r0, e, definitions=defs, a=a, rtol=c.rtol)
-        loc_rtol = {
-            n: transition_beta(n, r0m, em, definitions=(main_def,), a=a, rtol=c.rtol_check)[main_def]
-            for n in c.n
-        }
+                    bs = runs.result(f"locate_r{i}_e{j}_n{n}")["beta_star"]
+                    loc[(r0, e, n)] = dict(zip(defs, bs, strict=True))
+        loc_rtol = {n: runs.result(f"locate_rtol_n{n}")["beta_star"][0] for n in c.n}
         rows = []
         for (r0, e, n), bs in loc.items():
             bc = critical_beta(n, a, r0)
@@ -378,13 +486,7 @@ class CriticalBetaStudy(Study):
             why="beta_c is defined by e^{beta a (1 - rho)} = n - 1: each property is that equation rewritten",
             result={"max_abs_A_ii_minus_offdiag_total": max(bal)},
         )
-        inv = []
-        for n in c.n[:3]:
-            bc1 = critical_beta(n, 1.0, r0m)
-            t1 = EquiangularModel(n=n, beta=bc1).clustering_time_quad(r0m, em, rtol=c.rtol)
-            for aa in c.a_check:
-                ta = EquiangularModel(n=n, beta=bc1 / aa, a=(aa,)).clustering_time_quad(r0m, em, rtol=c.rtol)
-                inv.append(abs(ta / t1 - 1))
+        inv = runs.result("a_invariance")["rel"]
         rec4 = record_identity(
             id="critical-beta-a-invariance",
             statement="T_eps(beta_c) is the same for every a, and beta* is proportional to 1/a",
@@ -393,27 +495,7 @@ class CriticalBetaStudy(Study):
             "on a",
             result={"a": list(c.a_check), "max_rel_T_difference": max(inv, default=0.0)},
         )
-        pchecks = []
-        with one_thread():
-            for n in c.particle_n:
-                bc = critical_beta(n, a, r0m)
-                for q in c.particle_ratios:
-                    m = EquiangularModel(n=n, beta=q * bc, a=(a,))
-                    Tq = m.clustering_time_quad(r0m, em, rtol=c.rtol)
-                    if Tq > c.t_budget:
-                        continue
-                    Tp, dt, _ = _particle_time(m, r0m, em, Tq)
-                    Tp2, _, _ = _particle_time(m, r0m, em, Tq, refine=2)
-                    pchecks.append(
-                        {
-                            "n": n,
-                            "beta/beta_c": q,
-                            "T_quad": Tq,
-                            "dt": dt,
-                            "rel": abs(Tp / Tq - 1),
-                            "rel_dt/2": abs(Tp2 / Tq - 1),
-                        }
-                    )
+        pchecks = [ch for n in c.particle_n for ch in runs.result(f"particles_n{n}")["checks"]]
         rec5 = record_identity(
             id="critical-beta-particles",
             statement="the reduced ODE is the particle system started equiangular (attnflow RK4, n tokens "
@@ -429,13 +511,10 @@ class CriticalBetaStudy(Study):
         # -- the curves of the figure (description)
         curves = []
         for n in c.n:
-            bc = critical_beta(n, a, r0m)
-            dense = bc * np.geomspace(0.1, 4.0, c.dense)
-            T = [
-                EquiangularModel(n=n, beta=b, a=(a,)).clustering_time_quad(r0m, em, rtol=c.rtol)
-                for b in dense
-            ]
-            curves.append({"n": n, "rho0": r0m, "a": a, "beta": dense, "T": T, "beta_p": [], "T_p": []})
+            cv = runs.result(f"curve_n{n}")
+            curves.append(
+                {"n": n, "rho0": r0m, "a": a, "beta": cv["beta"], "T": cv["T"], "beta_p": [], "T_p": []}
+            )
         records = [rec1, rec2, rec3, rec4, rec5]
         summary = jsonable(
             {
@@ -507,6 +586,96 @@ def _verdict_table(records) -> str:
 
 
 # -- superadditivity ---------------------------------------------------------------------------------
+def task_sa_grid(n: int, beta: float, a_grid: list, rho0: float, eps: float, rtol: float) -> dict:
+    """ComputeTask: T_eps and rates at rho0 of every pair a1 < a2 of ``a_grid`` (weights 1/2), of one head
+    of their mean and of each head alone."""
+    r0m, em = rho0, eps
+
+    def T(n, beta, a):
+        return EquiangularModel(n=n, beta=beta, a=tuple(a)).clustering_time_quad(r0m, em, rtol=rtol)
+
+    points = []
+    thr = math.log(n - 1)
+    for i, a1 in enumerate(a_grid):
+        for a2 in a_grid[i + 1 :]:
+            am = 0.5 * (a1 + a2)
+            Th, To, T1, T2 = T(n, beta, (a1, a2)), T(n, beta, (am,)), T(n, beta, (a1,)), T(n, beta, (a2,))
+            r_het = float(EquiangularModel(n=n, beta=beta, a=(a1, a2)).rate(r0m))
+            r_hom = float(EquiangularModel(n=n, beta=beta, a=(am,)).rate(r0m))
+            r_1 = float(EquiangularModel(n=n, beta=beta, a=(a1,)).rate(r0m))
+            r_2 = float(EquiangularModel(n=n, beta=beta, a=(a2,)).rate(r0m))
+            x = beta * am * (1 - r0m)
+            points.append(
+                {
+                    "n": n,
+                    "beta": beta,
+                    "a1": a1,
+                    "a2": a2,
+                    "T_het": Th,
+                    "T_hom": To,
+                    "T_1": T1,
+                    "T_2": T2,
+                    "literal_margin": (1 / Th) / (0.5 * (1 / T1 + 1 / T2)) - 1,
+                    "rate_mean_defect": abs(r_het - 0.5 * (r_1 + r_2)) / r_het,
+                    "rate_ratio_T": To / Th,
+                    "rate_ratio_rho0": r_het / r_hom,
+                    "x_over_ln": x / thr,
+                    "jensen_mean": bool(x > thr),
+                }
+            )
+    return {"points": points}
+
+
+def task_sa_boundary(n: int, rho0: float, eps: float, spread: float, rtol: float) -> dict:
+    """ComputeTask: the sign changes of ln(T_hom / T_het) in x = beta a_mean (1 - rho0)."""
+    return {"x": jensen_boundary(n, rho0, eps, spread=spread, rtol=rtol)}
+
+
+def task_sa_particles(
+    n: int, betas: list, a_grid: list, rho0: float, eps: float, t_budget: float, count: int, rtol: float
+) -> dict:
+    """ComputeTask: ``count`` grid pairs with T_eps <= t_budget run as particles (heterogeneous at dt and
+    dt/2, homogeneous at dt) against the quadrature."""
+    cheap = []
+    for beta in betas:
+        for i, a1 in enumerate(a_grid):
+            for a2 in a_grid[i + 1 :]:
+                Th = EquiangularModel(n=n, beta=beta, a=(a1, a2)).clustering_time_quad(rho0, eps, rtol=rtol)
+                To = EquiangularModel(n=n, beta=beta, a=(0.5 * (a1 + a2),)).clustering_time_quad(
+                    rho0, eps, rtol=rtol
+                )
+                if max(Th, To) <= t_budget:
+                    cheap.append({"beta": beta, "a1": a1, "a2": a2, "T_het": Th, "T_hom": To})
+    checks = []
+    if count and cheap:
+        idx = np.linspace(0, len(cheap) - 1, count).round().astype(int)
+        with one_thread():
+            for k in sorted(set(idx.tolist())):
+                p = cheap[k]
+                het = EquiangularModel(n=n, beta=p["beta"], a=(p["a1"], p["a2"]))
+                hom = EquiangularModel(n=n, beta=p["beta"], a=(0.5 * (p["a1"] + p["a2"]),))
+                Th, dt, _ = _particle_time(het, rho0, eps, p["T_het"])
+                To, _, _ = _particle_time(hom, rho0, eps, p["T_hom"])
+                Th2, _, _ = _particle_time(het, rho0, eps, p["T_het"], refine=2)
+                checks.append(
+                    {
+                        **{k2: p[k2] for k2 in ("beta", "a1", "a2")},
+                        "dt": dt,
+                        "rel_het": abs(Th / p["T_het"] - 1),
+                        "rel_hom": abs(To / p["T_hom"] - 1),
+                        "rel_het_dt/2": abs(Th2 / p["T_het"] - 1),
+                    }
+                )
+    return {"checks": checks}
+
+
+def _bname(c, n, r0, e, s, rtol) -> str:
+    """Task name of a boundary variant (indices into the config's lists)."""
+    return f"boundary_n{n}_r{list(c.rho0).index(r0)}_e{list(c.eps).index(e)}_s{list(c.spreads).index(s)}_" + (
+        "t0" if rtol == c.rtol else "t1"
+    )
+
+
 class SuperadditivityConfig(StudyConfig):
     n: list[conint(ge=3)] = Field(
         [32, 8, 128, 1024], min_length=1, description="tokens (>= 3); the first is the main one"
@@ -563,52 +732,49 @@ class SuperadditivityStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
+        c = config
+        nm, r0m, em, sm = c.n[0], c.rho0[0], c.eps[0], c.spreads[0]
+        tasks = {}
+        for n in c.n:
+            for b, beta in enumerate(c.betas):
+                tasks[f"grid_n{n}_b{b}"] = _task(
+                    task_sa_grid,
+                    0.05 * len(c.a_grid) ** 2,
+                    n=n,
+                    beta=beta,
+                    a_grid=list(c.a_grid),
+                    rho0=r0m,
+                    eps=em,
+                    rtol=c.rtol,
+                )
+        variants = [(n, r0m, em, sm, c.rtol) for n in c.n]
+        variants += [(nm, r, em, sm, c.rtol) for r in c.rho0] + [(nm, r0m, e, sm, c.rtol) for e in c.eps]
+        variants += [(nm, r0m, em, s, c.rtol) for s in c.spreads] + [(nm, r0m, em, sm, c.rtol_check)]
+        for n, r, e, s, t in variants:
+            tasks.setdefault(
+                _bname(c, n, r, e, s, t), _task(task_sa_boundary, 3.0, n=n, rho0=r, eps=e, spread=s, rtol=t)
+            )
+        tasks["particles"] = _task(
+            task_sa_particles,
+            10.0 * c.particle_checks,
+            n=nm,
+            betas=list(c.betas),
+            a_grid=list(c.a_grid),
+            rho0=r0m,
+            eps=em,
+            t_budget=c.t_budget,
+            count=c.particle_checks,
+            rtol=c.rtol,
+        )
+        return tasks
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
         nm, r0m, em, sm = c.n[0], c.rho0[0], c.eps[0], c.spreads[0]
 
-        def T(n, beta, a, r0=r0m, e=em, rtol=c.rtol):
-            return EquiangularModel(n=n, beta=beta, a=tuple(a)).clustering_time_quad(r0, e, rtol=rtol)
-
-        points = []
-        for n in c.n:
-            thr = math.log(n - 1)
-            for beta in c.betas:
-                for i, a1 in enumerate(c.a_grid):
-                    for a2 in c.a_grid[i + 1 :]:
-                        am = 0.5 * (a1 + a2)
-                        Th, To, T1, T2 = (
-                            T(n, beta, (a1, a2)),
-                            T(n, beta, (am,)),
-                            T(n, beta, (a1,)),
-                            T(n, beta, (a2,)),
-                        )
-                        het = EquiangularModel(n=n, beta=beta, a=(a1, a2))
-                        r_het = float(het.rate(r0m))
-                        r_hom = float(EquiangularModel(n=n, beta=beta, a=(am,)).rate(r0m))
-                        r_1 = float(EquiangularModel(n=n, beta=beta, a=(a1,)).rate(r0m))
-                        r_2 = float(EquiangularModel(n=n, beta=beta, a=(a2,)).rate(r0m))
-                        x = beta * am * (1 - r0m)
-                        points.append(
-                            {
-                                "n": n,
-                                "beta": beta,
-                                "a1": a1,
-                                "a2": a2,
-                                "T_het": Th,
-                                "T_hom": To,
-                                "T_1": T1,
-                                "T_2": T2,
-                                "literal_margin": (1 / Th) / (0.5 * (1 / T1 + 1 / T2)) - 1,
-                                "rate_mean_defect": abs(r_het - 0.5 * (r_1 + r_2)) / r_het,
-                                "rate_ratio_T": To / Th,
-                                "rate_ratio_rho0": r_het / r_hom,
-                                "x_over_ln": x / thr,
-                                "jensen_mean": bool(x > thr),
-                            }
-                        )
+        points = [
+            p for n in c.n for b in range(len(c.betas)) for p in runs.result(f"grid_n{n}_b{b}")["points"]
+        ]
         # -- identity 1: the literal reading
         rec1 = record_identity(
             id="superadditivity-literal",
@@ -654,7 +820,7 @@ class SuperadditivityStudy(Study):
             )
 
         def bnd(n=nm, r0=r0m, e=em, s=sm, rtol=c.rtol):
-            xs = jensen_boundary(n, r0, e, spread=s, rtol=rtol)
+            xs = runs.result(_bname(c, n, r0, e, s, rtol))["x"]
             return (xs[0] / math.log(n - 1) if xs else None), len(xs)
 
         crit = bcrit(c.boundary_tol)
@@ -705,27 +871,7 @@ class SuperadditivityStudy(Study):
             },
         )
         # -- particles (identity check of the reduced model)
-        checks = []
-        cheap = [p for p in points if p["n"] == nm and max(p["T_het"], p["T_hom"]) <= c.t_budget]
-        if c.particle_checks and cheap:
-            idx = np.linspace(0, len(cheap) - 1, c.particle_checks).round().astype(int)
-            with one_thread():
-                for k in sorted(set(idx.tolist())):
-                    p = cheap[k]
-                    het = EquiangularModel(n=nm, beta=p["beta"], a=(p["a1"], p["a2"]))
-                    hom = EquiangularModel(n=nm, beta=p["beta"], a=(0.5 * (p["a1"] + p["a2"]),))
-                    Th, dt, _ = _particle_time(het, r0m, em, p["T_het"])
-                    To, _, _ = _particle_time(hom, r0m, em, p["T_hom"])
-                    Th2, _, _ = _particle_time(het, r0m, em, p["T_het"], refine=2)
-                    checks.append(
-                        {
-                            **{k2: p[k2] for k2 in ("beta", "a1", "a2")},
-                            "dt": dt,
-                            "rel_het": abs(Th / p["T_het"] - 1),
-                            "rel_hom": abs(To / p["T_hom"] - 1),
-                            "rel_het_dt/2": abs(Th2 / p["T_het"] - 1),
-                        }
-                    )
+        checks = runs.result("particles")["checks"]
         rec5 = record_identity(
             id="superadditivity-particles",
             statement="the reduced ODE with heterogeneous heads is the particle system started equiangular",
@@ -791,6 +937,87 @@ class SuperadditivityStudy(Study):
 
 
 # -- relu_vs_softmax ---------------------------------------------------------------------------------
+def _start(kind: str, q: float, n: int) -> float:
+    return q if kind == "fixed" else q / n
+
+
+def task_relu_series(kind: str, q: float, beta: float, eps: float, ns: list, rtol: float, ode: bool) -> dict:
+    """ComputeTask: T_eps of ReLU and softmax against n for the start ``q`` (fixed) or ``q / n`` (scaled),
+    by quadrature or (``ode``) by the ODE event solve; n with rho0 >= 1 - eps are left out."""
+    out = {"n": [], "T_relu": [], "T_softmax": []}
+    for n in ns:
+        r0 = _start(kind, q, n)
+        if r0 >= 1 - eps:
+            continue
+        out["n"].append(n)
+        for att in ("relu", "softmax"):
+            m = EquiangularModel(n=n, beta=beta, attention=att)
+            out[f"T_{att}"].append(
+                m.clustering_time(r0, eps) if ode else m.clustering_time_quad(r0, eps, rtol=rtol)
+            )
+    return out
+
+
+def task_relu_linearised(kind: str, q: float, beta: float, eps: float, ns: list) -> dict:
+    """ComputeTask: linearised (at rho = 0) clustering times (ODE event solve) and the ReLU closed form."""
+    rows = []
+    for n in ns:
+        r0 = _start(kind, q, n)
+        Tr = EquiangularModel(n=n, beta=beta, attention="relu").clustering_time(r0, eps, linear=True)
+        Ts = EquiangularModel(n=n, beta=beta, attention="softmax").clustering_time(r0, eps, linear=True)
+        closed = n * math.log((1 - eps) / r0) / (2 * beta)
+        rows.append(
+            {
+                "n": n,
+                "scaling": kind,
+                "T_relu_lin": Tr,
+                "T_softmax_lin": Ts,
+                "rel_closed_form": abs(Tr / closed - 1),
+            }
+        )
+    return {"rows": rows}
+
+
+def task_relu_gamma(gamma: float, scale: float, beta: float, eps: float, ns: list, rtol: float) -> dict:
+    """ComputeTask: T_ReLU / T_softmax against n for starts rho0 = scale (8 / n)^gamma."""
+    ys = []
+    for n in ns:
+        r0 = scale * (8.0 / n) ** gamma
+        tr, ts = (
+            EquiangularModel(n=n, beta=beta, attention=att).clustering_time_quad(r0, eps, rtol=rtol)
+            for att in ("relu", "softmax")
+        )
+        ys.append(tr / ts)
+    return {"ratio": ys}
+
+
+def task_relu_particles(
+    n: int, kind: str, q: float, beta: float, eps: float, perturb: float, seed: int, rtol: float
+) -> dict:
+    """ComputeTask: particle T_eps (attnflow RK4 at dt and dt/2, and from a perturbed start) against the
+    quadrature, ReLU and softmax."""
+    r0 = _start(kind, q, n)
+    row = {"n": n, "scaling": kind, "rho0": r0}
+    with one_thread():
+        for att in ("relu", "softmax"):
+            m = EquiangularModel(n=n, beta=beta, attention=att)
+            Tq = m.clustering_time_quad(r0, eps, rtol=rtol)
+            Tp, dt, _ = _particle_time(m, r0, eps, Tq)
+            Tp2, _, _ = _particle_time(m, r0, eps, Tq, refine=2)
+            row[f"rel_{att}"] = abs(Tp / Tq - 1)
+            row[f"rel_{att}_dt/2"] = abs(Tp2 / Tq - 1)
+            row[f"dt_{att}"] = dt
+            if perturb > 0:
+                Tpp, _, r0p = _particle_time(m, r0, eps, Tq, perturb=perturb, seed=seed)
+                row[f"T_{att}"] = Tq
+                row[f"T_{att}_perturbed"] = Tpp
+                row["rho0_perturbed"] = r0p
+                row[f"T_{att}_reduced_at_perturbed_rho0"] = (
+                    m.clustering_time_quad(r0p, eps, rtol=rtol) if r0p > 0 else math.inf
+                )
+    return {"row": row}
+
+
 class ReluVsSoftmaxConfig(StudyConfig):
     n: list[conint(ge=3)] = Field(
         [2**k for k in range(3, 17)],
@@ -853,7 +1080,65 @@ class ReluVsSoftmaxStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
+        c = config
+        bm, em, ns = c.betas[0], c.eps[0], list(c.n)
+        scal = {"fixed": list(c.rho0), "scaled": list(c.c)}
+        tasks = {}
+        for kind, qs in scal.items():
+            for iq, q in enumerate(qs):
+                for ib, beta in enumerate(c.betas):
+                    for ie, e in enumerate(c.eps):
+                        tasks[f"T_{kind}_q{iq}_b{ib}_e{ie}"] = _task(
+                            task_relu_series,
+                            0.03 * len(ns),
+                            kind=kind,
+                            q=q,
+                            beta=beta,
+                            eps=e,
+                            ns=ns,
+                            rtol=c.rtol,
+                            ode=False,
+                        )
+            tasks[f"T_{kind}_ode"] = _task(
+                task_relu_series,
+                0.05 * len(ns),
+                kind=kind,
+                q=qs[0],
+                beta=bm,
+                eps=em,
+                ns=ns,
+                rtol=c.rtol,
+                ode=True,
+            )
+            tasks[f"linearised_{kind}"] = _task(
+                task_relu_linearised, 0.05 * len(ns), kind=kind, q=qs[0], beta=bm, eps=em, ns=ns
+            )
+        for ig, g in enumerate(c.start_exponents):
+            tasks[f"gamma_{ig}"] = _task(
+                task_relu_gamma,
+                0.03 * len(ns),
+                gamma=g,
+                scale=c.start_scale,
+                beta=bm,
+                eps=em,
+                ns=ns,
+                rtol=c.rtol,
+            )
+        for n in c.particle_n:
+            for kind, qs in scal.items():
+                tasks[f"particles_n{n}_{kind}"] = _task(
+                    task_relu_particles,
+                    0.5 * n,
+                    n=n,
+                    kind=kind,
+                    q=qs[0],
+                    beta=bm,
+                    eps=em,
+                    perturb=c.perturb,
+                    seed=c.seed,
+                    rtol=c.rtol,
+                )
+        return tasks
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
@@ -866,28 +1151,18 @@ class ReluVsSoftmaxStudy(Study):
 
         T: dict = {}
         for kind, qs in scal.items():
-            for q in qs:
-                for beta in c.betas:
-                    for e in c.eps:
-                        for n in ns:
-                            r0 = start(kind, q, n)
-                            if r0 >= 1 - e:
-                                continue
-                            T[(kind, q, beta, e, n)] = tuple(
-                                EquiangularModel(n=n, beta=beta, attention=att).clustering_time_quad(
-                                    r0, e, rtol=c.rtol
-                                )
-                                for att in ("relu", "softmax")
-                            )
+            for iq, q in enumerate(qs):
+                for ib, beta in enumerate(c.betas):
+                    for ie, e in enumerate(c.eps):
+                        r = runs.result(f"T_{kind}_q{iq}_b{ib}_e{ie}")
+                        for n, tr, ts in zip(r["n"], r["T_relu"], r["T_softmax"], strict=True):
+                            T[(kind, q, beta, e, n)] = (tr, ts)
         # the ODE event estimator at the main settings (robustness: estimator)
         T_ode = {}
-        for kind, qs in scal.items():
-            for n in ns:
-                r0 = start(kind, qs[0], n)
-                T_ode[(kind, n)] = tuple(
-                    EquiangularModel(n=n, beta=bm, attention=att).clustering_time(r0, em)
-                    for att in ("relu", "softmax")
-                )
+        for kind in scal:
+            r = runs.result(f"T_{kind}_ode")
+            for n, tr, ts in zip(r["n"], r["T_relu"], r["T_softmax"], strict=True):
+                T_ode[(kind, n)] = (tr, ts)
 
         def series(kind, q=None, beta=bm, e=em, src=None):
             q = scal[kind][0] if q is None else q
@@ -994,24 +1269,13 @@ class ReluVsSoftmaxStudy(Study):
                 )
             )
         # -- identity: the linearised separation is a closed form
-        lin = []
-        for n in ns:
-            for kind, qs in scal.items():
-                r0 = start(kind, qs[0], n)
-                mr = EquiangularModel(n=n, beta=bm, attention="relu")
-                ms = EquiangularModel(n=n, beta=bm, attention="softmax")
-                Tr = mr.clustering_time(r0, em, linear=True)
-                Ts = ms.clustering_time(r0, em, linear=True)
-                closed = n * math.log((1 - em) / r0) / (2 * bm)
-                lin.append(
-                    {
-                        "n": n,
-                        "scaling": kind,
-                        "T_relu_lin": Tr,
-                        "T_softmax_lin": Ts,
-                        "rel_closed_form": abs(Tr / closed - 1),
-                    }
-                )
+        lin = [
+            row
+            for n in ns
+            for kind in scal
+            for row in runs.result(f"linearised_{kind}")["rows"]
+            if row["n"] == n
+        ]
         plin = {
             kind: fit_order(
                 [r["n"] for r in lin if r["scaling"] == kind],
@@ -1084,15 +1348,8 @@ class ReluVsSoftmaxStudy(Study):
         )
         # -- description: the separation exponent follows the scaling of the start
         gam = {}
-        for g in c.start_exponents:
-            ys = []
-            for n in ns:
-                r0 = c.start_scale * (8.0 / n) ** g
-                tr, ts = (
-                    EquiangularModel(n=n, beta=bm, attention=att).clustering_time_quad(r0, em, rtol=c.rtol)
-                    for att in ("relu", "softmax")
-                )
-                ys.append(tr / ts)
+        for ig, g in enumerate(c.start_exponents):
+            ys = runs.result(f"gamma_{ig}")["ratio"]
             pg, cig = pfit(ns, ys)
             gam[str(g)] = {"p": pg, "p_ci": cig, "ratio_at_max_n": ys[-1]}
         records.append(
@@ -1105,29 +1362,7 @@ class ReluVsSoftmaxStudy(Study):
             )
         )
         # -- particles: exact and perturbed equiangular starts
-        pchecks = []
-        with one_thread():
-            for n in c.particle_n:
-                for kind, qs in scal.items():
-                    r0 = start(kind, qs[0], n)
-                    row = {"n": n, "scaling": kind, "rho0": r0}
-                    for att in ("relu", "softmax"):
-                        m = EquiangularModel(n=n, beta=bm, attention=att)
-                        Tq = m.clustering_time_quad(r0, em, rtol=c.rtol)
-                        Tp, dt, _ = _particle_time(m, r0, em, Tq)
-                        Tp2, _, _ = _particle_time(m, r0, em, Tq, refine=2)
-                        row[f"rel_{att}"] = abs(Tp / Tq - 1)
-                        row[f"rel_{att}_dt/2"] = abs(Tp2 / Tq - 1)
-                        row[f"dt_{att}"] = dt
-                        if c.perturb > 0:
-                            Tpp, _, r0p = _particle_time(m, r0, em, Tq, perturb=c.perturb, seed=c.seed)
-                            row[f"T_{att}"] = Tq
-                            row[f"T_{att}_perturbed"] = Tpp
-                            row["rho0_perturbed"] = r0p
-                            row[f"T_{att}_reduced_at_perturbed_rho0"] = (
-                                m.clustering_time_quad(r0p, em, rtol=c.rtol) if r0p > 0 else math.inf
-                            )
-                    pchecks.append(row)
+        pchecks = [runs.result(f"particles_n{n}_{kind}")["row"] for n in c.particle_n for kind in scal]
         records.append(
             record_identity(
                 id="relu-softmax-particles",
