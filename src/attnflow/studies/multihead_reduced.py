@@ -394,9 +394,9 @@ class CriticalBetaStudy(Study):
             "'quadrature rtol' check)",
             robustness=rob1,
             extra={"ratio_per_n": dict(zip(map(str, c.n), main_r, strict=True))},
-            notes="the curvature locator is tied to the variable beta, the one in which ln T becomes linear at "
-            "large beta (in ln beta, ln T stays convex and its curvature has no maximum); the slope fractions "
-            "are the check of the definition",
+            notes="the curvature locator is tied to the variable beta, the one in which ln T becomes "
+            "linear at large beta (in ln beta, ln T stays convex and its curvature has no maximum); the "
+            "slope fractions are the check of the definition",
         )
 
         # -- record 2: the ln(n - 1) scaling, slope fitted free
@@ -1271,10 +1271,10 @@ class ReluVsSoftmaxStudy(Study):
                     "measures the misfit of the power law)",
                     robustness=rob,
                     extra={"ratio_at_max_n": y[-1], "max_n": x[-1], "local_slope_top": local(x, y)},
-                    notes="ReLU weights max(0, beta s) / n (unnormalised, NOTES.md section 7; a row-normalised "
-                    "ReLU is another model, not tested); equiangular starts: the reduced model is the particle "
-                    "system by symmetry (particles checked at small n, perturbed start as a description), no "
-                    "particle run at n >= 4096",
+                    notes="ReLU weights max(0, beta s) / n (unnormalised, NOTES.md section 7; a "
+                    "row-normalised ReLU is another model, not tested); equiangular starts: the reduced "
+                    "model is the particle system by symmetry (particles checked at small n, perturbed start "
+                    "as a description), no particle run at n >= 4096",
                 )
             )
         # -- identity: the linearised separation is a closed form
