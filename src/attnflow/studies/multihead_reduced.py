@@ -1341,20 +1341,30 @@ class ReluVsSoftmaxStudy(Study):
                 result={"max_n": ns[-1], "limits": lim},
             )
         )
-        # -- description: where the beta = max reversal ends (fixed rho0)
-        cross = {}
-        for beta in c.betas:
-            xs, ys = series("fixed", beta=beta)
-            below = [n for n, r in zip(xs, ys, strict=True) if r < 1]
-            cross[str(beta)] = {"n_with_relu_faster": below, "ratio_at_max_n": ys[-1]}
+        # -- description: where ReLU is faster (fixed rho0), against the n -> infinity ratio
+        cross = []
+        for q in c.rho0:
+            for beta in c.betas:
+                for e in c.eps:
+                    xs, ys = series("fixed", q=q, beta=beta, e=e)
+                    Lr, Ls = relu_softmax_limits(beta, q, e)
+                    cross.append(
+                        {
+                            "rho0": q,
+                            "beta": beta,
+                            "eps": e,
+                            "n_with_relu_faster": [n for n, r in zip(xs, ys, strict=True) if r < 1],
+                            "ratio_at_max_n": ys[-1],
+                            "ratio_limit": Lr / Ls,
+                        }
+                    )
         records.append(
             record_description(
                 id="relu-softmax-reversal",
-                statement="at fixed rho0 and large beta ReLU is faster than softmax for small n; the n at "
-                "which it "
-                "stops",
+                statement="at fixed rho0, the n at which ReLU is faster than softmax, and the n -> infinity "
+                "ratio (closed form): ReLU is faster at all large n exactly when the limit ratio is < 1",
                 source="derived: docs/studies/relu_vs_softmax/explain.md#limits",
-                result=cross,
+                result={"settings": cross},
             )
         )
         # -- description: the separation exponent follows the scaling of the start
@@ -1436,8 +1446,8 @@ class ReluVsSoftmaxStudy(Study):
             "",
             "Ratio T_ReLU / T_softmax at the largest n, every setting:",
             "",
-            "| start | q | beta | eps | ratio at n max | p (n >= fit_n_min) |",
-            "|---|---|---|---|---|---|",
+            "| start | q | beta | eps | ratio at n max | ratio n -> inf (closed form) | p (n >= fit_n_min) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for kind, qs in scal.items():
             for q in qs:
@@ -1445,8 +1455,9 @@ class ReluVsSoftmaxStudy(Study):
                     for e in c.eps:
                         xs, ys = series(kind, q=q, beta=beta, e=e)
                         pp, pci = pfit(xs, ys)
+                        lm = relu_softmax_limits(beta, q, e) if kind == "fixed" else (math.inf, 1.0)
                         lines.append(
-                            f"| {kind} | {q:g} | {beta:g} | {e:g} | {ys[-1]:.4g} | "
+                            f"| {kind} | {q:g} | {beta:g} | {e:g} | {ys[-1]:.4g} | {lm[0] / lm[1]:.4g} | "
                             + ("-" if pp is None else f"{pp:.3f} [{pci[0]:.3f}, {pci[1]:.3f}]")
                             + " |"
                         )
