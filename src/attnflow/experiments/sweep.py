@@ -27,6 +27,11 @@ runs it (:mod:`attnflow.experiments.locking`). Task names read from ``tasks.json
 inside the sweep directory, and a task directory is deleted (``resume=False``) only if it carries
 attnflow's marker file.
 
+Kinds of task. :func:`run_tasks`, the engine of sweeps and studies, runs every kind of task of the
+one store through the same executors and resume rules: particle runs (an experiment config, optionally
+with input arrays written into the run directory), PDE runs, training runs and computations (a named
+pure function whose results are stored by :mod:`attnflow.experiments.compute`); see :func:`task_spec`.
+
 Reading and combining a sweep's runs: :mod:`attnflow.experiments.sweep_data` (re-exported here).
 """
 
