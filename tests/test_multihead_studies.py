@@ -8,7 +8,6 @@ T_eps (measured 3e-11 to 2e-9); asserted at 1e-6 (the T_eps interpolation is a c
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 from typer.testing import CliRunner
@@ -41,7 +40,11 @@ def test_registered_with_figures():
     for name in NAMES:
         assert name in available_studies()
         assert figures_for(name) is not None
-        assert get_study(name).plan(get_study(name).config(quick=True)) == {}  # computed in analyse
+        plan = get_study(name).plan(get_study(name).config(quick=True))
+        if name in ("critical_beta", "superadditivity", "relu_vs_softmax"):
+            assert plan  # on tasks (tests/test_verdicts_reduced.py)
+        else:
+            assert plan == {}  # computed in analyse
 
 
 def test_monotonicity_quick(tmp_path):
@@ -67,29 +70,8 @@ def test_sufficient_condition_quick(tmp_path):
     assert s["rows"][-1]["usa_flat"]["cross_over_self_max"] > 1e-3  # the defect shows
 
 
-def test_critical_beta_quick(tmp_path):
-    s = _run("critical_beta", tmp_path)
-    (row,) = s["rows"]
-    assert row["particle_vs_reduced_max_rel"] < 1e-6
-    assert math.isclose(row["beta_c"], math.log(7), rel_tol=1e-12)
-    # the transition located from the particles agrees with the dense reduced curve
-    assert abs(row["beta_star_particles"] / row["beta_star_reduced"] - 1) < 0.05
-
-
-def test_superadditivity_quick(tmp_path):
-    s = _run("superadditivity", tmp_path)
-    st = s["stats"]
-    assert st["particles_max_rel"] < 1e-6
-    assert st["convex_segment_implies_faster_rate_rho0"] is True  # Jensen on a convex segment: a theorem
-
-
-def test_relu_vs_softmax_quick(tmp_path):
-    s = _run("relu_vs_softmax", tmp_path)
-    assert s["particles_max_rel"] < 1e-6
-    for r in s["rows"]:
-        assert r["T_relu"] > r["T_softmax"]
-        # linearised ReLU: rho' = 2 beta rho / n exactly, so T = n ln((1 - eps) / rho0) / (2 beta)
-        assert math.isclose(r["T_relu_lin"], r["n"] * math.log(0.95 / 0.05) / (2 * r["beta"]), rel_tol=1e-7)
+# critical_beta, superadditivity, relu_vs_softmax: quick variants and their verdict machinery are tested in
+# tests/test_verdicts_reduced.py
 
 
 def test_entropy_quick(tmp_path):
@@ -114,10 +96,10 @@ def test_cli_runs_a_multihead_study(tmp_path):
 @pytest.mark.parametrize(
     ("name", "params", "match"),
     [
-        ("critical_beta", {"n": [1]}, r"n\.0: must be greater than or equal to 2|n\.0"),
+        ("critical_beta", {"n": [1]}, r"n\.0: must be greater than or equal to 3; got 1"),
         ("superadditivity", {"betas": [0.0]}, r"betas\.0: must be greater than 0; got 0\.0"),
         ("relu_vs_softmax", {"betas": [-1.0]}, r"betas\.0: must be greater than 0"),
-        ("superadditivity", {"n": 2}, r"n: must be greater than or equal to 3; got 2; n is tokens"),
+        ("superadditivity", {"n": [2]}, r"n\.0: must be greater than or equal to 3; got 2"),
         ("monotonicity", {"H": 1}, r"H: must be greater than or equal to 2; got 1"),
         ("entropy", {"bta": [1.0]}, r"unknown parameter 'bta'"),
     ],

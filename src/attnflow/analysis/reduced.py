@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.integrate import solve_ivp
+from scipy.integrate import quad_vec, solve_ivp
 from scipy.interpolate import CubicSpline
+from scipy.optimize import brentq, minimize_scalar
 from scipy.special import entr
 
 from ..model.transformer import TransformerModel
@@ -44,6 +45,9 @@ __all__ = [
     "crossing_time",
     "equiangular_particles",
     "equiangular_tokens",
+    "jensen_boundary",
+    "relu_softmax_limits",
+    "transition_beta",
 ]
 
 REDUCED_KINDS = ("softmax", "usa", "relu")
@@ -254,6 +258,78 @@ class EquiangularModel:
         ev = sol.t_events[0]
         return float(ev[0]) if ev.size else math.inf
 
+    def _quad_setup(self, rho0: float, eps: float) -> tuple[float, float, float]:
+        r0 = self.check_rho(rho0)
+        if not (0 < eps < 1 - r0):
+            raise ReducedModelError(
+                f"eps must lie in (0, 1 - rho0) = (0, {1 - r0:g}): got {eps!r}; e.g. 1e-2"
+            )
+        # the rate vanishes at rho = z (ReLU: 0; softmax / USA: -1/(n-1)): integrate in u = ln(rho - z)
+        z = 0.0 if self.attention == "relu" else -1.0 / (self.n - 1)
+        return r0, z, 1.0 - eps
+
+    def clustering_time_quad(self, rho0: float, eps: float = 1e-2, *, rtol: float = 1e-10) -> float:
+        r""":math:`T_\varepsilon = \int_{\rho_0}^{1-\varepsilon} d\rho/\dot\rho(\rho)` by adaptive quadrature.
+
+        The reduced flow is autonomous and :math:`\dot\rho > 0` on :math:`(\rho_0, 1)`, so the clustering
+        time is this integral (an estimator independent of :meth:`clustering_time`'s ODE solve). The
+        integral is taken in :math:`u = \ln(\rho - z)`, z the zero of the rate below :math:`\rho_0`
+        (ReLU: 0; softmax, USA: :math:`-1/(n-1)`), so starts close to it (:math:`\rho_0 = c/n`) stay
+        accurate. ``inf`` for ReLU from :math:`\rho_0 \le 0` (stationary).
+        """
+        r0, z, r1 = self._quad_setup(rho0, eps)
+        if r0 <= z:
+            return math.inf
+
+        def f(u):
+            e = math.exp(u)
+            return e / float(self.rate(z + e))
+
+        val, _err = quad_vec(f, math.log(r0 - z), math.log(r1 - z), epsabs=0.0, epsrel=rtol, limit=2000)
+        return float(val)
+
+    def log_time_derivatives(
+        self, rho0: float, eps: float = 1e-2, *, rtol: float = 1e-10
+    ) -> tuple[float, float, float]:
+        r"""Softmax: :math:`T_\varepsilon` and its log-derivatives :math:`\partial_\beta\ln T`,
+        :math:`\partial^2_\beta\ln T`.
+
+        With :math:`T = \int d\rho/f`, :math:`\partial_\beta T = -\int f_\beta/f^2` and
+        :math:`\partial^2_\beta T = \int (2f_\beta^2/f^3 - f_{\beta\beta}/f^2)`, where
+        :math:`f_\beta = C(\rho)\sum_h w_h a_h(1-\rho)\alpha_h'(z_h)`,
+        :math:`f_{\beta\beta} = C(\rho)\sum_h w_h a_h^2(1-\rho)^2\alpha_h''(z_h)`,
+        :math:`\alpha(z) = 1/(e^z+m)`, :math:`\alpha' = -\alpha(1-m\alpha)`,
+        :math:`\alpha'' = \alpha(1-m\alpha)(1-2m\alpha)`, :math:`m = n-1`, :math:`C = 2(1-\rho)(1+m\rho)`.
+        All three integrals in one vector quadrature (``quad_vec``, relative tolerance ``rtol``).
+        """
+        if self.attention != "softmax":
+            raise ReducedModelError(
+                f"log_time_derivatives is written for softmax attention: got attention={self.attention!r}; "
+                "use attention='softmax'"
+            )
+        r0, zlo, r1 = self._quad_setup(rho0, eps)
+        m = self.n - 1
+        a = np.asarray(self.a)
+        w = np.asarray(self.w)
+
+        def f(u):
+            e = math.exp(u)
+            rho = zlo + e
+            C = 2.0 * (1.0 - rho) * (1.0 + m * rho)
+            al = self.off_weight(rho)
+            d1 = -al * (1.0 - m * al)
+            d2 = al * (1.0 - m * al) * (1.0 - 2.0 * m * al)
+            F = C * float((w * al).sum())
+            Fb = C * float((w * a * (1.0 - rho) * d1).sum())
+            Fbb = C * float((w * (a * (1.0 - rho)) ** 2 * d2).sum())
+            return np.array([1.0 / F, -Fb / F**2, 2.0 * Fb**2 / F**3 - Fbb / F**2]) * e
+
+        (T, dT, d2T), _err = quad_vec(
+            f, math.log(r0 - zlo), math.log(r1 - zlo), epsabs=0.0, epsrel=rtol, limit=2000, norm="max"
+        )
+        s = dT / T
+        return float(T), float(s), float(d2T / T - s * s)
+
 
 def critical_beta(n: int, a: float, rho: float = 0.0) -> float:
     r"""Candidate critical inverse temperature :math:`\beta_c = \ln(n-1)/(a(1-\rho))`
@@ -278,9 +354,20 @@ def equiangular_tokens(n: int, rho: float, *, dtype=torch.float64) -> torch.Tens
 
 
 def equiangular_particles(
-    model: EquiangularModel, rho0: float, t1: float, dt: float, *, record_every: int = 1
+    model: EquiangularModel,
+    rho0: float,
+    t1: float,
+    dt: float,
+    *,
+    record_every: int = 1,
+    perturb: float = 0.0,
+    seed: int = 0,
 ) -> dict[str, np.ndarray]:
     r"""The particle system of ``model`` from an equiangular start, attnflow RK4 (ascent, sphere, torch).
+
+    ``perturb > 0`` adds ``perturb`` times a standard Gaussian (torch generator seeded by ``seed``) to
+    every token of the equiangular start and renormalises: the cloud is then no longer equiangular, and
+    ``rho[0]`` is the realised mean pairwise inner product.
 
     Returns
     -------
@@ -292,6 +379,13 @@ def equiangular_particles(
     from ..observables.clustering import mean_pairwise_inner_product
 
     x0 = equiangular_tokens(model.n, model.check_rho(rho0))
+    p = _real("perturb", perturb)
+    if p < 0:
+        raise ReducedModelError(f"perturb must be >= 0 (a noise amplitude): got {perturb!r}; e.g. 1e-2")
+    if p > 0:
+        g = torch.Generator().manual_seed(int(seed))
+        x0 = x0 + p * torch.randn(x0.shape, generator=g, dtype=x0.dtype)
+        x0 = x0 / x0.norm(dim=-1, keepdim=True)
     n, H = model.n, model.H
     eye = torch.eye(n, dtype=torch.float64)
     D = torch.stack([a * eye for a in model.a])
@@ -331,3 +425,127 @@ def crossing_time(times, values, level: float) -> float:
     cs = CubicSpline(t[lo:hi], v[lo:hi] - level)
     roots = [r for r in cs.roots(extrapolate=False) if t[k - 1] - 1e-12 <= r <= t[k] + 1e-12]
     return float(roots[0]) if roots else float(np.interp(level, v[k - 1 : k + 1], t[k - 1 : k + 1]))
+
+
+def transition_beta(
+    n: int,
+    rho0: float,
+    eps: float = 1e-2,
+    *,
+    definitions: tuple[str | float, ...] = ("curvature",),
+    a: float = 1.0,
+    rtol: float = 1e-10,
+    span: tuple[float, float] = (0.05, 8.0),
+    grid: int = 33,
+) -> dict[str | float, float]:
+    r"""The clustering transition :math:`\beta^*` of :math:`T_\varepsilon(\beta)` (softmax, one head a).
+
+    ``ln T`` rises from a plateau (small beta) to slope :math:`a(1-\rho_0)` (large beta, the initial
+    rate :math:`\propto e^{-\beta a(1-\rho_0)}`); the transition is located, per definition,
+
+    * ``"curvature"`` (no parameter): where :math:`\partial^2_\beta\ln T_\varepsilon` is largest, i.e.
+      where the slope rises fastest;
+    * a fraction ``f`` in (0, 1): where :math:`\partial_\beta\ln T_\varepsilon = f\,a(1-\rho_0)`.
+
+    Derivatives are exact quadratures (:meth:`EquiangularModel.log_time_derivatives`). The search runs on
+    ``grid`` log-spaced betas in ``span`` times the candidate :math:`\beta_c` (shared by the
+    definitions), refined by a bounded scalar maximisation (curvature, xatol 1e-7 beta_c) or brentq
+    (fraction, xtol 1e-10 beta_c). ``nan`` when the maximum sits at an end of the span or the slope never
+    reaches the level inside it.
+
+    Returns
+    -------
+    dict
+        definition -> beta*.
+    """
+    bc = critical_beta(n, a, rho0)
+    fracs = {}
+    for d in definitions:
+        if d == "curvature":
+            continue
+        f = _real("definition", d)
+        if not 0 < f < 1:
+            raise ReducedModelError(
+                f"a definition must be 'curvature' or a slope fraction in (0, 1): got {d!r}; e.g. 0.5"
+            )
+        fracs[d] = f
+
+    def der(b: float) -> tuple[float, float, float]:
+        return EquiangularModel(n=n, beta=float(b), a=(a,)).log_time_derivatives(rho0, eps, rtol=rtol)
+
+    bs = bc * np.geomspace(span[0], span[1], grid)
+    vals = np.array([der(b) for b in bs])
+    out: dict[str | float, float] = {}
+    for d in definitions:
+        if d == "curvature":
+            k = int(np.argmax(vals[:, 2]))
+            if k in (0, grid - 1):
+                out[d] = math.nan
+                continue
+            res = minimize_scalar(
+                lambda b: -der(b)[2],
+                bounds=(bs[k - 1], bs[k + 1]),
+                method="bounded",
+                options={"xatol": 1e-7 * bc},
+            )
+            out[d] = float(res.x)
+            continue
+        level = fracs[d] * a * (1.0 - rho0)
+        above = np.nonzero(vals[:, 1] >= level)[0]
+        if above.size == 0 or above[0] == 0:
+            out[d] = math.nan
+            continue
+        k = int(above[0])
+        out[d] = float(brentq(lambda b, lv=level: der(b)[1] - lv, bs[k - 1], bs[k], xtol=1e-10 * bc))
+    return out
+
+
+def jensen_boundary(
+    n: int, rho0: float, eps: float = 1e-2, *, spread: float = 0.5, rtol: float = 1e-10, grid: int = 41
+) -> list[float]:
+    r"""Where two heads :math:`\bar a(1\mp s)` (weights 1/2) and one head :math:`\bar a` cluster equally fast.
+
+    The reduced model depends on beta and the scales only through :math:`\beta a_h`, so the boundary is a
+    value of :math:`x = \beta\bar a(1-\rho_0)`; returned are all :math:`x` in
+    :math:`[0.05, 20]\ln(n-1)` where :math:`\ln(T_{\rm hom}/T_{\rm het})` changes sign (brentq, xtol
+    1e-10 relative), T by :meth:`EquiangularModel.clustering_time_quad`. The candidate (Jensen at
+    :math:`\rho_0`) is :math:`x = \ln(n-1)`.
+    """
+    if not 0 < spread < 1:
+        raise ReducedModelError(f"spread must lie in (0, 1) (a_h = a_mean (1 -+ spread) > 0): got {spread!r}")
+    c = 1.0 / (1.0 - rho0)
+
+    def g(x: float) -> float:
+        het = EquiangularModel(n=n, beta=x * c, a=(1.0 - spread, 1.0 + spread))
+        hom = EquiangularModel(n=n, beta=x * c, a=(1.0,))
+        return math.log(
+            hom.clustering_time_quad(rho0, eps, rtol=rtol) / het.clustering_time_quad(rho0, eps, rtol=rtol)
+        )
+
+    xs = math.log(n - 1) * np.geomspace(0.05, 20.0, grid)
+    gs = np.array([g(x) for x in xs])
+    out = []
+    for k in np.nonzero(np.sign(gs[1:]) != np.sign(gs[:-1]))[0]:
+        out.append(float(brentq(g, xs[k], xs[k + 1], xtol=1e-10 * xs[k])))
+    return out
+
+
+def relu_softmax_limits(beta: float, rho0: float, eps: float) -> tuple[float, float]:
+    r"""The :math:`n\to\infty` limits of :math:`T_\varepsilon` at fixed :math:`\rho_0 > 0` ([derived]).
+
+    For fixed :math:`\rho > 0`, :math:`(1+(n-1)\rho)/n \to \rho`, so the ReLU rate tends to
+    :math:`2\beta\rho^2(1-\rho)` and the softmax rate (:math:`(1+(n-1)\rho)/(e^{\beta(1-\rho)}+n-1)\to\rho`)
+    to :math:`2\rho(1-\rho)`, uniformly on :math:`[\rho_0, 1-\varepsilon]`; integrating
+    :math:`1/(\rho^2(1-\rho)) = 1/\rho^2 + 1/\rho + 1/(1-\rho)`:
+
+    .. math:: T^{\rm ReLU}_\infty = \frac{1}{2\beta}\Bigl[\frac1{\rho_0} - \frac1{1-\varepsilon}
+              + \ln\frac{(1-\varepsilon)(1-\rho_0)}{\varepsilon\rho_0}\Bigr],\qquad
+              T^{\rm soft}_\infty = \frac12\ln\frac{(1-\varepsilon)(1-\rho_0)}{\varepsilon\rho_0}.
+    """
+    if not (0 < rho0 < 1 - eps < 1) or beta <= 0:
+        raise ReducedModelError(
+            f"relu_softmax_limits needs beta > 0 and 0 < rho0 < 1 - eps < 1: got beta={beta!r}, "
+            f"rho0={rho0!r}, eps={eps!r}"
+        )
+    L = math.log((1 - eps) * (1 - rho0) / (eps * rho0))
+    return (1.0 / rho0 - 1.0 / (1.0 - eps) + L) / (2.0 * beta), 0.5 * L

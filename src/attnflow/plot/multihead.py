@@ -25,7 +25,6 @@ __all__ = [
 ]
 
 
-
 def plot_monotonicity(data: dict, out_dir: Path) -> dict[str, str]:
     """Fraction of (configuration, time) samples with a violation, E_multi and E_h, per row."""
     rows = data["rows"]
@@ -117,10 +116,19 @@ def plot_superadditivity(data: dict, out_dir: Path) -> dict[str, str]:
 
 
 def plot_relu_vs_softmax(data: dict, out_dir: Path) -> dict[str, str]:
-    """T_eps against n for ReLU and softmax, full and linearised, per beta."""
+    """T_eps against n for ReLU and softmax, full and linearised, per beta; with ``ratio_series``
+    ({label: (n, T_ReLU / T_softmax)}), the ratios against n in a second panel."""
     rows = data["rows"]
-    fig = Figure(figsize=(6, 4))
-    ax = fig.add_subplot()
+    series = data.get("ratio_series") or {}
+    fig = Figure(figsize=(11, 4) if series else (6, 4))
+    ax = fig.add_subplot(1, 2 if series else 1, 1)
+    if series:
+        ax2 = fig.add_subplot(1, 2, 2)
+        for k, (label, (n, ratio)) in enumerate(series.items()):
+            ax2.loglog(n, ratio, "o-" if "c/n" in label else "s--", color=f"C{k % 10}", ms=3, label=label)
+        ax2.set_xlabel("n")
+        ax2.set_ylabel("T_ReLU / T_softmax")
+        ax2.legend(fontsize=6)
     for k, b in enumerate(sorted({r["beta"] for r in rows})):
         sub = sorted((r for r in rows if r["beta"] == b), key=lambda r: r["n"])
         n = [r["n"] for r in sub]
