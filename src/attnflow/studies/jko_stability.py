@@ -23,6 +23,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 from ..analysis.verdicts import record_description, record_identity
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .common import finish_analysis, positive_distinct, value_tag, whole_steps
+from .multihead_common import verdict_table
 from .registry import register
 
 __all__ = ["JKOStabilityConfig", "JKOStabilityStudy", "jko_records"]
@@ -240,6 +241,8 @@ def markdown_table(summary: dict) -> str:
             f"| {r['method']} | {r['dt']:g} | {r['monotone']} | {r['min_energy_increment']:.3g} "
             f"| {r['energy_T']:.6g} | {r['error_at_T']:.3g} | {jt} |"
         )
+    if summary.get("verdicts"):
+        lines += ["", *verdict_table(summary["verdicts"])]
     return "\n".join(lines) + "\n"
 
 

@@ -39,6 +39,7 @@ from ..model.transformer import TransformerModel
 from ..observables import cluster_count_sensitivity, mean_pairwise_inner_product
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
+from .multihead_common import verdict_table
 from .registry import register
 
 __all__ = ["LayerScalingConfig", "LayerScalingStudy", "layer_scaling_records"]
@@ -223,7 +224,7 @@ def layer_scaling_records(summary: dict) -> list:
         ),
         record_identity(
             id="layer-scaling-budget-independent-of-h",
-            statement="with the scaling, H x M_theta(T) does not depend on H (Theta counted as H Dirac masses)",
+            statement="with the scaling, H x M_theta(T) does not depend on H (Theta as H Dirac masses)",
             source=src,
             why="the 1/H of c(t)^2 cancels the count of Dirac masses by construction",
             result={"fit_M_T_vs_H": fits},
@@ -267,6 +268,8 @@ def markdown_table(summary: dict) -> str:
             f"{f['b']:.3f} [{f['b_ci'][0]:.3f}, {f['b_ci'][1]:.3f}] on H in {f['range']}" if "b" in f else "-"
         )
         lines.append(f"| {key} | {fb} |")
+    if summary.get("verdicts"):
+        lines += ["", *verdict_table(summary["verdicts"])]
     return "\n".join(lines) + "\n"
 
 

@@ -76,13 +76,13 @@ class EntropyConfig(StudyConfig):
         description="initial spread: 0 uniform on S^2, else the vMF kappa of one cap",
         examples=[0.0],
     )
-    t1: PositiveFloat = Field(20.0, description="horizon of the base setting", examples=[20.0])
+    t1: PositiveFloat = Field(10.0, description="horizon of the base setting", examples=[10.0])
     dt: PositiveFloat = Field(0.01, description="RK4 step of the base setting", examples=[0.01])
-    record_spacing: PositiveFloat = Field(0.05, description="time between records", examples=[0.05])
+    record_spacing: PositiveFloat = Field(0.1, description="time between records", examples=[0.1])
     # -- robustness: each varies one choice of the base setting, to the horizon robust_t1
-    robust_t1: PositiveFloat = Field(10.0, description="horizon of the robustness runs", examples=[10.0])
+    robust_t1: PositiveFloat = Field(5.0, description="horizon of the robustness runs", examples=[5.0])
     dt_factors: list[PositiveFloat] = Field([0.5, 0.25], description="dt multipliers (dt/2, dt/4)")
-    horizons: list[PositiveFloat] = Field([2.5, 5.0, 10.0], description="horizons (prefixes of the base run)")
+    horizons: list[PositiveFloat] = Field([2.5, 5.0], description="horizons (prefixes of the base run)")
     ns: list[conint(ge=2)] = Field([8, 32], description="other token counts")
     robust_betas: list[PositiveFloat] = Field([4.0], description="other inverse temperatures")
     robust_heads: list[Literal["identity", "symmetric"]] = Field(["symmetric"], description="other heads")
@@ -178,6 +178,99 @@ def random_start_run(
         "n": n,
         "fd_error": fd_err,
     }
+
+
+def entropy_jobs(c: EntropyConfig) -> list[tuple]:
+    """The random-start runs of the study: ``(choice, value, kwargs of random_start_run)``, the base first."""
+    base_kw = dict(
+        clouds=c.clouds,
+        n=c.n,
+        beta=c.beta,
+        heads=c.heads,
+        scale=c.scale,
+        spread=c.spread,
+        record_spacing=c.record_spacing,
+        seed=c.seed,
+    )
+    plan = (
+        [("dt", c.dt * f, {"dt": c.dt * f}) for f in c.dt_factors]
+        + [("n", n, {"n": n}) for n in c.ns]
+        + [("beta", b, {"beta": b}) for b in c.robust_betas]
+        + [("heads", h, {"heads": h}) for h in c.robust_heads]
+        + [("initial spread", s, {"spread": s}) for s in c.spreads]
+    )
+    return [("base", None, {**base_kw, "t1": c.t1, "dt": c.dt})] + [
+        (choice, value, {**base_kw, "t1": c.robust_t1, "dt": c.dt, **change})
+        for choice, value, change in plan
+    ]
+
+
+def _job_key(kw: dict) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(kw, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_cached(jobs: list, cache: Path, timing: dict | None = None) -> list[dict]:
+    """:func:`random_start_run` of every job ``(choice, value, kwargs)``, each stored in ``cache`` as
+    ``<hash of kwargs>.npz`` and read back when present (the study resumes after a kill, and several
+    processes may share the work: a job is claimed by creating ``<hash>.lock`` exclusively; a process
+    that finds a job claimed moves on and waits for it at the end). Progress lines go to stderr."""
+    import os
+    import sys
+    import time as _time
+
+    cache.mkdir(parents=True, exist_ok=True)
+    out: list[dict | None] = [None] * len(jobs)
+
+    def load(path):
+        with np.load(path) as z:
+            r = {k: z[k] for k in z.files}
+        r["n"] = int(r["n"])
+        r["fd_error"] = None if np.isnan(r["fd_error"]) else float(r["fd_error"])
+        return r
+
+    for _ in range(2):
+        for i, (choice, value, kw) in enumerate(jobs):
+            if out[i] is not None:
+                continue
+            path, lock = cache / f"{_job_key(kw)}.npz", cache / f"{_job_key(kw)}.lock"
+            if path.exists():
+                out[i] = load(path)
+                continue
+            try:
+                os.close(os.open(lock, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                continue  # another process computes it
+            t0 = _time.perf_counter()
+            r = random_start_run(**kw)
+            if timing is not None:
+                timing[f"{choice}={value}"] = _time.perf_counter() - t0
+            save = {k: (np.nan if v is None else v) for k, v in r.items()}
+            np.savez(cache / f"{_job_key(kw)}.tmp.npz", **save)
+            os.replace(cache / f"{_job_key(kw)}.tmp.npz", path)
+            print(
+                f"entropy: {choice}={value} done in {_time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            out[i] = r
+    for i, (_, _, kw) in enumerate(jobs):  # claimed by another process: wait for its file
+        path = cache / f"{_job_key(kw)}.npz"
+        waited = 0.0
+        while out[i] is None:
+            if path.exists():
+                out[i] = load(path)
+            elif waited > 4 * 3600:
+                raise RuntimeError(
+                    f"waited 4 h for {path.name}, claimed by {path.with_suffix('.lock').name} in {cache}; a "
+                    "process that claimed it died: delete the .lock file and rerun"
+                )
+            else:
+                _time.sleep(5)
+                waited += 5
+    return out  # type: ignore[return-value]
 
 
 def _falls(run: dict, definition: str, tol: float, horizon: float | None = None) -> np.ndarray:
@@ -371,38 +464,17 @@ class EntropyStudy(Study):
         import time as _time
 
         c = config
-        base_kw = dict(
-            clouds=c.clouds,
-            n=c.n,
-            beta=c.beta,
-            heads=c.heads,
-            scale=c.scale,
-            spread=c.spread,
-            record_spacing=c.record_spacing,
-            seed=c.seed,
-        )
         timing = {}
+        jobs = entropy_jobs(c)
         with one_thread():
             t0 = _time.perf_counter()
             equi, curves = self._equiangular(c)
             timing["equiangular"] = _time.perf_counter() - t0
-            t0 = _time.perf_counter()
-            base = random_start_run(t1=c.t1, dt=c.dt, **base_kw)
-            timing["base"] = _time.perf_counter() - t0
-            variants: dict[str, list] = {"dt": [], "n": [], "beta": [], "heads": [], "initial spread": []}
-            plan = (
-                [("dt", c.dt * f, {"dt": c.dt * f}) for f in c.dt_factors]
-                + [("n", n, {"n": n}) for n in c.ns]
-                + [("beta", b, {"beta": b}) for b in c.robust_betas]
-                + [("heads", h, {"heads": h}) for h in c.robust_heads]
-                + [("initial spread", s, {"spread": s}) for s in c.spreads]
-            )
-            for choice, value, change in plan:
-                t0 = _time.perf_counter()
-                kw = {**base_kw, "t1": c.robust_t1, "dt": c.dt, **change}
-                run = random_start_run(**kw)
-                timing[f"{choice}={value}"] = _time.perf_counter() - t0
-                variants[choice].append((value, run))
+            done = run_cached(jobs, out_dir / "cache", timing)
+        base = done[0]
+        variants: dict[str, list] = {"dt": [], "n": [], "beta": [], "heads": [], "initial spread": []}
+        for (choice, value, _), run in zip(jobs[1:], done[1:], strict=True):
+            variants[choice].append((value, run))
         tol = c.decrease_tol
         horizon = c.robust_t1  # robustness runs end there: compare the base run at the same horizon
         base_stats = entropy_statistics(base, "mean_row_rate", tol)
@@ -469,6 +541,9 @@ class EntropyStudy(Study):
         )
         table = _table(summary, c)
         files = figures({"study": self.name, "curves": curves, **summary}, out_dir) if figures else {}
+        import shutil
+
+        shutil.rmtree(out_dir / "cache", ignore_errors=True)  # the runs' arrays: recomputable, ~10 MB
         return StudyAnalysis(summary=summary, table=table, figures=files)
 
 

@@ -228,51 +228,33 @@ def monotonicity_records(rows_by_dt: dict[float, list[dict]], c: MonotonicityCon
         note="a monotone energy gives 0",
     )
     fam0 = "symmetric" if _row(base, family="symmetric", attention="softmax") else c.families[0]
-    geo0 = "sphere" if _row(base, geometry="sphere", attention="softmax") else c.geometries[0]
 
     def multi(rows, fam, geo):
         r = _row(rows, family=fam, attention="softmax", geometry=geo)
         return None if r is None else r["multi_configs_violating"]
 
-    if _row(base, family=fam0, attention="softmax", geometry=geo0) is not None:
+    for geo0 in c.geometries:  # one record per geometry: different statements (radial terms or none)
+        if _row(base, family=fam0, attention="softmax", geometry=geo0) is None:
+            continue
         k = multi(base, fam0, geo0)
         v, ci = _frac(k, m)
-        checks = []
         vals = [(dt, multi(rows_by_dt[dt], fam0, geo0)) for dt in dts]
-        checks.append(
-            RobustnessCheck.from_values(
-                crit1,
-                "dt",
-                [d for d, _ in vals],
-                [x / m for _, x in vals],
-                ci95=[binomial_ci(x, m) for _, x in vals],
-            )
-        )
         fams = [f for f in c.families if f not in ("identical",) and multi(base, f, geo0) is not None]
-        checks.append(
+        checks = [
             RobustnessCheck.from_values(
-                crit1,
-                "head family",
-                fams,
-                [multi(base, f, geo0) / m for f in fams],
+                crit1, "dt", [d for d, _ in vals], [x / m for _, x in vals],
+                ci95=[binomial_ci(x, m) for _, x in vals],
+            ),
+            RobustnessCheck.from_values(
+                crit1, "head family", fams, [multi(base, f, geo0) / m for f in fams],
                 ci95=[binomial_ci(multi(base, f, geo0), m) for f in fams],
-            )
-        )
-        geos = [g for g in c.geometries if multi(base, fam0, g) is not None]
-        checks.append(
-            RobustnessCheck.from_values(
-                crit1,
-                "geometry",
-                geos,
-                [multi(base, fam0, g) / m for g in geos],
-                ci95=[binomial_ci(multi(base, fam0, g), m) for g in geos],
-            )
-        )
+            ),
+        ]  # fmt: skip
         recs.append(
             record_test(
-                id="multi-energy-monotone-softmax",
-                statement=f"the multi-head energy E_multi is non-decreasing along the SA flow (ascent, V = M) for "
-                f"heterogeneous heads (base: {fam0} heads, {geo0})",
+                id=f"multi-energy-monotone-softmax-{geo0}",
+                statement=f"the multi-head energy E_multi is non-decreasing along the SA flow (ascent, V = M, "
+                f"{geo0}) for heterogeneous heads (base: {fam0} heads)",
                 source=SRC_MULTI,
                 criterion=crit1,
                 value=v,

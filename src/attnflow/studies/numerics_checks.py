@@ -291,10 +291,10 @@ def numerics_records(res: dict, c: NumericsChecksConfig) -> list:
             ),
             RobustnessCheck.from_values(
                 band,
-                "attention",
-                ["softmax", "usa"],
-                [main["order"], res["lie"]["usa"][name]["order"]],
-                ci95=[main["order_ci"], res["lie"]["usa"][name]["order_ci"]],
+                "head scale",
+                [c.head_scale, 2 * c.head_scale],
+                [main["order"], res["lie"]["softmax_scale2"][name]["order"]],
+                ci95=[main["order_ci"], res["lie"]["softmax_scale2"][name]["order_ci"]],
             ),
         ]
         recs.append(
