@@ -63,7 +63,9 @@ def _entropy_stats(run, config):
     return {
         "base": base,
         "robustness": {
-            "entropy definition": {"values": list(defs), "stats": [entropy_statistics(run, d, tol) for d in defs]},
+            "entropy definition": {
+                "values": list(defs), "stats": [entropy_statistics(run, d, tol) for d in defs]
+            },
             "horizon": {"values": [5.0, 10.0], "stats": [entropy_statistics(run, "mean_row_rate", tol, h)
                                                           for h in (5.0, 10.0)]},
             "dt": {"values": [0.01, 0.005], "stats": [base, base]},
@@ -87,7 +89,9 @@ def test_entropy_verdict_fails_when_a_third_of_the_clouds_decrease():
 
 def test_entropy_verdict_holds_for_a_monotone_world_and_not_for_sixteen_clouds():
     config = get_study("entropy").config()
-    r = _by_id(entropy_records(_entropy_stats(_entropy_run(), config), config))["entropy-monotone-random-starts"]
+    r = _by_id(entropy_records(_entropy_stats(_entropy_run(), config), config))[
+        "entropy-monotone-random-starts"
+    ]
     assert r.verdict == "holds" and r.result["ci95"][1] < 0.01
     # 0 of 16 cannot support "at most 1%": the Clopper-Pearson interval reaches 0.21
     r16 = _by_id(entropy_records(_entropy_stats(_entropy_run(P=16), config), config))
@@ -112,11 +116,12 @@ def _mono_rows(dt, *, multi=0, head=400, radial=None):
                 het = fam != "identical" and kind == "softmax"
                 orth_sphere = fam == "orthogonal" and geo == "sphere"
                 h = head if orth_sphere else 0
+                r_ = h if radial is None else radial
                 rows.append({
                     "dt": dt, "family": fam, "attention": kind, "geometry": geo, "max_move_per_step": 0.05,
                     "multi_configs_violating": multi if het else 0, "multi_worst_relative": 0.0,
                     "head_configs_violating": h,
-                    "responsible": {"radial_term": h if radial is None else radial, "cross_term": h - (h if radial is None else radial)},
+                    "responsible": {"radial_term": r_, "cross_term": h - r_},
                 })  # fmt: skip
     return rows
 
@@ -145,7 +150,10 @@ def test_monotonicity_verdict_depends_on_dt_when_the_violations_vanish_at_small_
     # with 64 configurations 0/64 cannot show "at most 1%": the same world is inconclusive
     c64 = get_study("monotonicity").config()
     rows = {dt: _mono_rows(dt, multi=0, head=64) for dt in (0.01, 0.005)}
-    assert _by_id(monotonicity_records(rows, c64))["multi-energy-monotone-softmax-sphere"].verdict == "inconclusive"
+    assert (
+        _by_id(monotonicity_records(rows, c64))["multi-energy-monotone-softmax-sphere"].verdict
+        == "inconclusive"
+    )
 
 
 # -- sufficient_condition -------------------------------------------------------------------------------
@@ -153,10 +161,14 @@ def _suff_rows(order=1.0, violating=0.0):
     eps = [0.0, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0]
     rows = []
     for e in eps:
-        flat = {"cross_over_self_max": 30 * e**order, "cross_over_self_median": 3 * e**order,
-                "violating_fraction": violating}
+        flat = {
+            "cross_over_self_max": 30 * e**order,
+            "cross_over_self_median": 3 * e**order,
+            "violating_fraction": violating,
+        }
         sph = {"radial_neg_over_self_max": 2.0, "violating_fraction": 0.03}
-        rows.append({"eps": e, "usa_flat": flat, "softmax_flat": flat, "usa_sphere": sph, "softmax_sphere": sph,
+        rows.append({"eps": e, "usa_flat": flat, "softmax_flat": flat, "usa_sphere": sph,
+                     "softmax_sphere": sph,
                      "S2": {"condition_fraction": 1.0, "violations_with_condition": 0}})  # fmt: skip
     return rows
 
@@ -182,11 +194,21 @@ def _num_res(lie_slope=None, heat=0.003, memory=0.0):
                          "order_ci": [b - 0.02, b + 0.02], "declared": p}  # fmt: skip
         return out
 
-    order = {"dts": [0.1, 0.05, 0.025], "errors": [1e-2, 5e-3, 2.5e-3], "order": 1.0, "order_ci": [0.97, 1.03]}
+    order = {
+        "dts": [0.1, 0.05, 0.025],
+        "errors": [1e-2, 5e-3, 2.5e-3],
+        "order": 1.0,
+        "order_ci": [0.97, 1.03],
+    }
     hk = [{"d": d, "dt": dt, "l": l, "mean": 0.37, "exact": 0.37 - heat, "difference": heat,
            "ci95": [heat - 0.005, heat + 0.005], "samples": 16000}
           for d, dt, l in ((3, 0.05, 1), (3, 0.025, 1), (3, 0.05, 2), (2, 0.05, 1))]  # fmt: skip
-    mem = {"steps": [8, 16, 32], "saved_bytes": [1, 2, 4], "exponent": memory, "exponent_ci": [memory, memory]}
+    mem = {
+        "steps": [8, 16, 32],
+        "saved_bytes": [1, 2, 4],
+        "exponent": memory,
+        "exponent_ci": [memory, memory],
+    }
     auto = {"steps": [8, 16, 32], "saved_bytes": [1, 2, 4], "exponent": 1.0, "exponent_ci": [0.99, 1.01]}
     return {
         "lie": {"softmax": lie(), "softmax_half": lie(), "softmax_scale2": lie()},
@@ -206,7 +228,12 @@ def test_numerics_records_hold_on_the_declared_orders_and_fail_otherwise():
     # the control (plain autograd) fails the memory criterion in every world
     assert good["adjoint-memory-constant-in-depth"].result["control_autograd"]["outcome"] == "fails"
     bad = _by_id(numerics_records(_num_res(lie_slope=0.5, heat=0.2, memory=1.0), c))
-    for k in ("lie-order-rkmk2", "lie-order-rkmk4", "brownian-tokens-heat-kernel", "adjoint-memory-constant-in-depth"):
+    for k in (
+        "lie-order-rkmk2",
+        "lie-order-rkmk4",
+        "brownian-tokens-heat-kernel",
+        "adjoint-memory-constant-in-depth",
+    ):
         assert bad[k].verdict == "fails", (k, bad[k].verdict)
     assert good["training-first-variation"].verdict == "identity"
 
@@ -223,7 +250,9 @@ def test_jko_and_layer_scaling_are_identities_and_descriptions_only():
         "euler_limit": 0.25,
     }  # fmt: skip
     per_h = {"1": {"depth_exponent": {"mean": 0.1}, "mean_inner_product_T": {"mean": 0.02}}}
-    ls_summary = {"variants": {"ascent_scaled": {"per_H": per_h, "fit_M_T_vs_H": {"b": -0.97, "b_ci": [-1, -0.9]}}}}
+    ls_summary = {
+        "variants": {"ascent_scaled": {"per_H": per_h, "fit_M_T_vs_H": {"b": -0.97, "b_ci": [-1, -0.9]}}}
+    }
     recs = jko_records(jko_summary) + layer_scaling_records(ls_summary)
     counts = count_records(recs)
     assert counts["class"]["test"] == 0 and counts["class"]["identity"] == 3

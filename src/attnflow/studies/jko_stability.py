@@ -204,7 +204,7 @@ def jko_records(summary: dict) -> list:
         record_description(
             id="explicit-euler-energy-limit",
             statement="explicit projected Euler keeps s E monotone only below a step-size limit",
-            source="derived: docs/noisy_tokens.md#jko",
+            source="derived: docs/noisy_tokens.md#4-jko--minimizing-movement-for-particles",
             result={
                 "euler_limit": summary["euler_limit"],
                 "min_increments": {str(r["dt"]): r["min_energy_increment"] for r in euler},

@@ -81,7 +81,7 @@ class EntropyConfig(StudyConfig):
     record_spacing: PositiveFloat = Field(0.1, description="time between records", examples=[0.1])
     # -- robustness: each varies one choice of the base setting, to the horizon robust_t1
     robust_t1: PositiveFloat = Field(5.0, description="horizon of the robustness runs", examples=[5.0])
-    dt_factors: list[PositiveFloat] = Field([0.5, 0.25], description="dt multipliers (dt/2, dt/4)")
+    dt_factors: list[PositiveFloat] = Field([0.5], description="dt multipliers (dt/2)")
     horizons: list[PositiveFloat] = Field([2.5, 5.0], description="horizons (prefixes of the base run)")
     ns: list[conint(ge=2)] = Field([8, 32], description="other token counts")
     robust_betas: list[PositiveFloat] = Field([4.0], description="other inverse temperatures")
@@ -560,7 +560,8 @@ def _table(summary: dict, c: EntropyConfig) -> str:
         f"Random starts: {c.clouds} independent clouds per setting (one batched RK4 run each), SA ascent on "
         f"S^2. Base: n = {c.n}, beta = {c.beta:g}, heads {c.heads}, spread "
         f"{'uniform' if c.spread == 0 else f'vMF kappa {c.spread:g}'}, T = {c.t1:g}, dt = {c.dt:g}, records "
-        f"every {c.record_spacing:g}; robustness runs vary one choice each, to T = {c.robust_t1:g} (their base "
+        f"every {c.record_spacing:g}; robustness runs vary one choice each, to T = {c.robust_t1:g} "
+        "(their base "
         "column is the base run cut there). A cloud 'decreases' when its mean entropy rate falls below "
         f"-{c.decrease_tol:g} x its largest abs(rate) at some record. Criterion (config criterion_fraction): "
         f"fraction <= {c.criterion_fraction:g} on the Clopper-Pearson 95% interval.",
@@ -596,7 +597,8 @@ def _table(summary: dict, c: EntropyConfig) -> str:
     f = st["base_run"]["final"]
     lines += [
         "",
-        f"Base run at T: mean S/log n {f['S_final_over_log_n_mean']:.3f} (min {f['S_final_over_log_n_min']:.3f}); "
+        f"Base run at T: mean S/log n {f['S_final_over_log_n_mean']:.3f} (min "
+        f"{f['S_final_over_log_n_min']:.3f}); "
         f"final clusters (0.1 rad): {f['cluster_counts']}; S/log n by clusters: "
         + ", ".join(f"{k}: {v:.3f}" for k, v in f["S_final_over_log_n_by_clusters"].items())
         + f". Production identity vs differences of the records: {st['base_run']['fd_error']}.",

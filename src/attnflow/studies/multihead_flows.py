@@ -253,7 +253,8 @@ def monotonicity_records(rows_by_dt: dict[float, list[dict]], c: MonotonicityCon
         recs.append(
             record_test(
                 id=f"multi-energy-monotone-softmax-{geo0}",
-                statement=f"the multi-head energy E_multi is non-decreasing along the SA flow (ascent, V = M, "
+                statement="the multi-head energy E_multi is non-decreasing along the SA flow "
+                "(ascent, V = M, "
                 f"{geo0}) for heterogeneous heads (base: {fam0} heads)",
                 source=SRC_MULTI,
                 criterion=crit1,
@@ -303,7 +304,8 @@ def monotonicity_records(rows_by_dt: dict[float, list[dict]], c: MonotonicityCon
         recs.append(
             record_test(
                 id=f"per-head-monotonicity-fails-orthogonal-sphere-{kind}",
-                statement=f"for exactly orthogonal heads (M_h M_h' = 0) on the sphere some per-head energy E_h "
+                statement="for exactly orthogonal heads (M_h M_h' = 0) on the sphere some "
+                "per-head energy E_h "
                 f"decreases ({kind})",
                 source=SRC_RADIAL,
                 criterion=crit2,
@@ -328,14 +330,16 @@ def monotonicity_records(rows_by_dt: dict[float, list[dict]], c: MonotonicityCon
             recs.append(
                 record_test(
                     id=f"radial-shadow-responsible-{kind}",
-                    statement=f"the radial shadow term is what makes E_h decrease for orthogonal heads on the "
+                    statement="the radial shadow term is what makes E_h decrease for orthogonal "
+                    "heads on the "
                     f"sphere ({kind})",
                     source=SRC_RADIAL,
                     criterion=crit3,
                     value=r_k / tot,
                     ci95=binomial_ci(r_k, tot),
                     samples=tot,
-                    method="Clopper-Pearson interval over violating (configuration, head) pairs (heads of one "
+                    method="Clopper-Pearson interval over violating (configuration, head) pairs "
+                    "(heads of one "
                     "configuration are not independent: the interval is optimistic)",
                     robustness=[chk],
                     extra={"radial": r_k, "pairs": tot},
@@ -363,7 +367,8 @@ def monotonicity_records(rows_by_dt: dict[float, list[dict]], c: MonotonicityCon
                 id="monotone-identical-heads",
                 statement="identical heads: E_multi and every E_h are non-decreasing",
                 source=DERIVED_RATES,
-                why="identical heads are one head: a gradient flow whose rate is a (mobility-weighted) square",
+                why="identical heads are one head: a gradient flow whose rate is a "
+                "(mobility-weighted) square",
                 result={
                     "configs_violating": sum(
                         r["multi_configs_violating"] + r["head_configs_violating"] for r in ident
@@ -391,7 +396,8 @@ def monotonicity_records(rows_by_dt: dict[float, list[dict]], c: MonotonicityCon
     recs.append(
         record_description(
             id="monotonicity-table",
-            statement="per family, attention and geometry: configurations and samples with a decreasing E_multi "
+            statement="per family, attention and geometry: configurations and samples with a "
+            "decreasing E_multi "
             "or E_h, the worst relative rate and the term responsible, at each dt",
             source=SRC_MULTI,
             result={"dts": dts, "max_move_per_step": max(r["max_move_per_step"] for r in base)},
@@ -448,7 +454,8 @@ class MonotonicityStudy(Study):
         lines = [
             f"{c.configs} configurations per row; n = {c.n}, d = {c.d}, H = {c.H}, beta = {c.beta}, "
             f"|M_h| = {c.scale} (SA), {c.usa_scale} (USA), eps = {c.eps}; horizon {c.t1} on the sphere "
-            f"(records every {c.record_spacing:g}), {c.flat_t1} flat (records every {c.flat_record_spacing:g}; "
+            f"(records every {c.record_spacing:g}), {c.flat_t1} flat (records every "
+            f"{c.flat_record_spacing:g}; "
             "a run that blows up is cut there, records with non-finite energies dropped); every row at "
             f"dt = {', '.join(f'{d:g}' for d in rows_by_dt)}; a violation is sigma dE/dt < -1e-9 x (sum of "
             "abs(terms)); 'move' is the largest distance a token moves in one step (max speed x dt).",
@@ -566,7 +573,8 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
     recs.append(
         record_test(
             id="s1-cross-term-order-in-defect",
-            statement="with an orthogonality defect eps the cross-head term grows linearly: worst |cross|/self "
+            statement="with an orthogonality defect eps the cross-head term grows linearly: worst "
+            "|cross|/self "
             "~ C eps (flat dynamics, symmetric M_h = V_h)",
             source=SRC_S,
             criterion=band,
@@ -580,7 +588,8 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
     )
     # S1 robust: per-head monotonicity flat at eps = robust_eps
     crit = Criterion(
-        quantity=f"fraction of (state, head) pairs with dE_h/dt < 0, flat dynamics, at defect eps = {c.robust_eps:g}",
+        quantity="fraction of (state, head) pairs with dE_h/dt < 0, flat dynamics, at defect eps "
+        f"= {c.robust_eps:g}",
         op="<=",
         threshold=c.criterion_violation_fraction,
         declared_in="config: criterion_violation_fraction",
@@ -609,7 +618,8 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
     recs.append(
         record_test(
             id="s1-per-head-monotone-under-defect",
-            statement=f"flat dynamics, approximately orthogonal heads (defect eps <= {c.robust_eps:g}): every "
+            statement="flat dynamics, approximately orthogonal heads (defect eps <= "
+            f"{c.robust_eps:g}): every "
             "E_h stays non-decreasing (instantaneous rates at random states)",
             source=SRC_S,
             criterion=crit,
@@ -638,9 +648,11 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
     recs.append(
         record_identity(
             id="s2-implication",
-            statement="SA: delta_i sum_h |P w^h_i| <= |P sum_h w^h_i| at every token implies dE_multi/dt >= 0",
+            statement="SA: delta_i sum_h |P w^h_i| <= |P sum_h w^h_i| at every token implies "
+            "dE_multi/dt >= 0",
             source=SRC_S,
-            why="an exact rate identity plus Cauchy-Schwarz: no state can violate it; the states check the code",
+            why="an exact rate identity plus Cauchy-Schwarz: no state can violate it; the states "
+            "check the code",
             result={
                 "states": len(rows) * c.configs,
                 "violations_with_condition": sum(r["S2"]["violations_with_condition"] for r in rows),
