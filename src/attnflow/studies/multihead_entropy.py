@@ -17,8 +17,9 @@ The claim (abstract of arXiv 2605.04279): *attention entropy increases monotonic
   row separately, the entropy of the received attention), the relative size a decrease must have to
   count, the horizon, dt (dt/2, dt/4), n, beta, the heads and the initial spread.
 
-Computed in ``analyse`` from pure functions of this module (``plan`` returns no runs): not resumable per
-run; the full variant takes about 20 min on one busy core.
+Every computation is a study task (:class:`~attnflow.studies.tasks.ComputeTask`: the equiangular solves and
+one batched run per random-start setting, each a pure function of this module), so the study resumes
+after a kill and runs its settings on several workers; ``analyse`` reads the stored results.
 """
 
 from __future__ import annotations
@@ -41,10 +42,20 @@ from ..observables.entropy import attention_entropy, received_attention_entropy
 from ..observables.multihead import attention_entropy_production, multihead_velocity
 from ..simulation import simulate
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import value_tag
 from .multihead_common import binomial_ci, head_family, jsonable, one_thread
 from .registry import register
+from .tasks import ComputeTask
 
-__all__ = ["EntropyConfig", "EntropyStudy", "entropy_records", "entropy_statistics", "random_start_run"]
+__all__ = [
+    "EntropyConfig",
+    "EntropyStudy",
+    "entropy_jobs",
+    "entropy_records",
+    "entropy_statistics",
+    "equiangular_task",
+    "random_start_run",
+]
 
 SOURCE = "2605.04279, abstract (seeds/000): attention entropy rises monotonically"
 DERIVED = "derived: docs/studies/entropy/explain.md#production"
@@ -205,74 +216,6 @@ def entropy_jobs(c: EntropyConfig) -> list[tuple]:
     ]
 
 
-def _job_key(kw: dict) -> str:
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(kw, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def run_cached(jobs: list, cache: Path, timing: dict | None = None) -> list[dict]:
-    """:func:`random_start_run` of every job ``(choice, value, kwargs)``, each stored in ``cache`` as
-    ``<hash of kwargs>.npz`` and read back when present (the study resumes after a kill, and several
-    processes may share the work: a job is claimed by creating ``<hash>.lock`` exclusively; a process
-    that finds a job claimed moves on and waits for it at the end). Progress lines go to stderr."""
-    import os
-    import sys
-    import time as _time
-
-    cache.mkdir(parents=True, exist_ok=True)
-    out: list[dict | None] = [None] * len(jobs)
-
-    def load(path):
-        with np.load(path) as z:
-            r = {k: z[k] for k in z.files}
-        r["n"] = int(r["n"])
-        r["fd_error"] = None if np.isnan(r["fd_error"]) else float(r["fd_error"])
-        return r
-
-    for _ in range(2):
-        for i, (choice, value, kw) in enumerate(jobs):
-            if out[i] is not None:
-                continue
-            path, lock = cache / f"{_job_key(kw)}.npz", cache / f"{_job_key(kw)}.lock"
-            if path.exists():
-                out[i] = load(path)
-                continue
-            try:
-                os.close(os.open(lock, os.O_CREAT | os.O_EXCL))
-            except FileExistsError:
-                continue  # another process computes it
-            t0 = _time.perf_counter()
-            r = random_start_run(**kw)
-            if timing is not None:
-                timing[f"{choice}={value}"] = _time.perf_counter() - t0
-            save = {k: (np.nan if v is None else v) for k, v in r.items()}
-            np.savez(cache / f"{_job_key(kw)}.tmp.npz", **save)
-            os.replace(cache / f"{_job_key(kw)}.tmp.npz", path)
-            print(
-                f"entropy: {choice}={value} done in {_time.perf_counter() - t0:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-            out[i] = r
-    for i, (_, _, kw) in enumerate(jobs):  # claimed by another process: wait for its file
-        path = cache / f"{_job_key(kw)}.npz"
-        waited = 0.0
-        while out[i] is None:
-            if path.exists():
-                out[i] = load(path)
-            elif waited > 4 * 3600:
-                raise RuntimeError(
-                    f"waited 4 h for {path.name}, claimed by {path.with_suffix('.lock').name} in {cache}; a "
-                    "process that claimed it died: delete the .lock file and rerun"
-                )
-            else:
-                _time.sleep(5)
-                waited += 5
-    return out  # type: ignore[return-value]
-
-
 def _falls(run: dict, definition: str, tol: float, horizon: float | None = None) -> np.ndarray:
     """Per cloud: does the entropy (``definition``) decrease at some record t <= horizon? [P] bool."""
     t = run["t"]
@@ -396,6 +339,51 @@ def entropy_records(stats: dict, config: EntropyConfig) -> list:
     return recs
 
 
+def _task_name(choice: str, value) -> str:
+    if choice == "base":
+        return "random_base"
+    tag = value_tag(value) if isinstance(value, (int, float)) else str(value)
+    return f"random_{choice.replace(' ', '_')}_{tag}"
+
+
+def equiangular_task(n_equi: list, rho0: list, betas: list, t1_equi: float, dt_equi: float) -> dict:
+    """Equiangular starts: particle row entropy against the reduced model, the rate identity, S(T)/log n
+    (a pure function of its parameters: a study task)."""
+    equi, curves = [], []
+    with one_thread():
+        for n in n_equi:
+            for r0 in rho0:
+                for beta in betas:
+                    m = EquiangularModel(n=n, beta=beta)
+                    out = equiangular_particles(m, r0, t1_equi, dt_equi)
+                    t, S = out["time"], out["entropy"][:, 0]
+                    S_red = m.entropy(m.solve(r0, t))[0]
+                    rate = m.entropy_rate(out["rho"])[0]
+                    equi.append(
+                        {
+                            "n": n,
+                            "rho0": r0,
+                            "beta": beta,
+                            "max_abs_S_particles_vs_reduced": float(np.abs(S - S_red).max()),
+                            "min_rate": float(rate.min()),
+                            "monotone": bool((np.diff(S) >= -1e-12).all()),
+                            "S_final_over_log_n": float(S[-1] / math.log(n)),
+                            "rho_final": float(out["rho"][-1]),
+                        }
+                    )
+                    curves.append(
+                        {
+                            "kind": "equiangular",
+                            "n": n,
+                            "rho0": r0,
+                            "beta": beta,
+                            "t": np.asarray(t).tolist(),
+                            "S": (S / math.log(n)).tolist(),
+                        }
+                    )
+    return {"rows": equi, "curves": curves}
+
+
 class EntropyStudy(Study):
     name = "entropy"
     description = (
@@ -424,57 +412,31 @@ class EntropyStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
-
-    def _equiangular(self, c):
-        equi, curves = [], []
-        for n in c.n_equi:
-            for r0 in c.rho0:
-                for beta in c.betas:
-                    m = EquiangularModel(n=n, beta=beta)
-                    out = equiangular_particles(m, r0, c.t1_equi, c.dt_equi)
-                    t, S = out["time"], out["entropy"][:, 0]
-                    S_red = m.entropy(m.solve(r0, t))[0]
-                    rate = m.entropy_rate(out["rho"])[0]
-                    equi.append(
-                        {
-                            "n": n,
-                            "rho0": r0,
-                            "beta": beta,
-                            "max_abs_S_particles_vs_reduced": float(np.abs(S - S_red).max()),
-                            "min_rate": float(rate.min()),
-                            "monotone": bool((np.diff(S) >= -1e-12).all()),
-                            "S_final_over_log_n": float(S[-1] / math.log(n)),
-                            "rho_final": float(out["rho"][-1]),
-                        }
-                    )
-                    curves.append(
-                        {
-                            "kind": "equiangular",
-                            "n": n,
-                            "rho0": r0,
-                            "beta": beta,
-                            "t": t,
-                            "S": S / math.log(n),
-                        }
-                    )
-        return equi, curves
+        c = config
+        eq = ComputeTask(
+            fn="attnflow.studies.multihead_entropy:equiangular_task",
+            params={"n_equi": list(c.n_equi), "rho0": list(c.rho0), "betas": list(c.betas),
+                    "t1_equi": c.t1_equi, "dt_equi": c.dt_equi},
+            cost_s=0.5 * len(c.n_equi) * len(c.rho0) * len(c.betas) * c.t1_equi / c.dt_equi / 1000,
+        )  # fmt: skip
+        tasks = {"equiangular": eq}
+        for choice, value, kw in entropy_jobs(c):
+            # measured ~40 ms of CPU per RK4 step of 1000 clouds of 16 tokens (one core)
+            cost = 0.04 * kw["clouds"] / 1000 * (kw["n"] / 16) ** 2 * kw["t1"] / kw["dt"]
+            tasks[_task_name(choice, value)] = ComputeTask(
+                fn="attnflow.studies.multihead_entropy:random_start_run", params=kw, cost_s=cost
+            )
+        return tasks
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
-        import time as _time
-
         c = config
-        timing = {}
+        eq = runs.result("equiangular")
+        equi, curves = list(eq["rows"]), list(eq["curves"])
         jobs = entropy_jobs(c)
-        with one_thread():
-            t0 = _time.perf_counter()
-            equi, curves = self._equiangular(c)
-            timing["equiangular"] = _time.perf_counter() - t0
-            done = run_cached(jobs, out_dir / "cache", timing)
-        base = done[0]
+        base = runs.result("random_base")
         variants: dict[str, list] = {"dt": [], "n": [], "beta": [], "heads": [], "initial spread": []}
-        for (choice, value, _), run in zip(jobs[1:], done[1:], strict=True):
-            variants[choice].append((value, run))
+        for choice, value, _ in jobs[1:]:
+            variants[choice].append((value, runs.result(_task_name(choice, value))))
         tol = c.decrease_tol
         horizon = c.robust_t1  # robustness runs end there: compare the base run at the same horizon
         base_stats = entropy_statistics(base, "mean_row_rate", tol)
@@ -526,7 +488,6 @@ class EntropyStudy(Study):
             {
                 "verdicts": [r.to_json() for r in records],
                 "statistics": stats,
-                "timing_s": timing,
                 "sizes": {
                     "clouds": c.clouds,
                     "n": c.n,
@@ -541,9 +502,6 @@ class EntropyStudy(Study):
         )
         table = _table(summary, c)
         files = figures({"study": self.name, "curves": curves, **summary}, out_dir) if figures else {}
-        import shutil
-
-        shutil.rmtree(out_dir / "cache", ignore_errors=True)  # the runs' arrays: recomputable, ~10 MB
         return StudyAnalysis(summary=summary, table=table, figures=files)
 
 
@@ -602,8 +560,6 @@ def _table(summary: dict, c: EntropyConfig) -> str:
         f"final clusters (0.1 rad): {f['cluster_counts']}; S/log n by clusters: "
         + ", ".join(f"{k}: {v:.3f}" for k, v in f["S_final_over_log_n_by_clusters"].items())
         + f". Production identity vs differences of the records: {st['base_run']['fd_error']}.",
-        "",
-        "Wall time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in summary["timing_s"].items()),
     ]
     return "\n".join(lines) + "\n"
 

@@ -18,8 +18,9 @@ robustness:
   :math:`\delta_i\sum_h|P w^h_i| \le |P\sum_h w^h_i|` at every token (Cauchy-Schwarz); equal
   normalisations (:math:`\delta = 0`) always suffice.
 
-Both studies compute in ``analyse`` (``plan`` returns no runs): they are not resumable per run; the full
-variants take about a minute each on one busy core.
+Both studies plan their computations as study tasks (:class:`~attnflow.studies.tasks.ComputeTask`: the
+rows of ``monotonicity`` at each dt, the rows of ``sufficient_condition``), pure functions of this module;
+``analyse`` reads the stored rows and builds the verdict records.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ..observables.multihead import (
 )
 from ..simulation import NonFiniteStateError, simulate
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .common import value_tag
 from .multihead_common import (
     HEAD_FAMILIES,
     binomial_ci,
@@ -56,6 +58,7 @@ from .multihead_common import (
     verdict_table,
 )
 from .registry import register
+from .tasks import ComputeTask
 
 __all__ = ["MonotonicityStudy", "SufficientConditionStudy"]
 
@@ -196,6 +199,18 @@ def monotonicity_rows(c: MonotonicityConfig, dt: float) -> list[dict]:
                     }
                 )
     return rows
+
+
+def monotonicity_task(config: dict, dt: float) -> dict:
+    """Study task: the rows of :func:`monotonicity_rows` at step ``dt`` for the config ``config`` (JSON)."""
+    with one_thread():
+        return {"rows": jsonable(monotonicity_rows(MonotonicityConfig(**config), dt))}
+
+
+def sufficient_condition_task(config: dict) -> dict:
+    """Study task: the rows of :func:`sufficient_condition_rows` for the config ``config`` (JSON)."""
+    with one_thread():
+        return {"rows": jsonable(sufficient_condition_rows(SufficientConditionConfig(**config)))}
 
 
 def _row(rows, **key):
@@ -428,18 +443,23 @@ class MonotonicityStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
+        c = config
+        params = c.model_dump(mode="json")
+        # measured ~30 s of CPU for the 16 rows at dt = 0.01 (64 configurations); cost ~ 1/dt
+        return {
+            f"rows_dt{value_tag(c.dt * f)}": ComputeTask(
+                fn="attnflow.studies.multihead_flows:monotonicity_task",
+                params={"config": params, "dt": c.dt * f},
+                cost_s=30.0 * c.configs / 64 * 0.01 / (c.dt * f),
+            )
+            for f in (1.0, *c.dt_factors)
+        }
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
-        import time as _time
-
         c = config
-        rows_by_dt, timing = {}, {}
-        with one_thread():
-            for f in (1.0, *c.dt_factors):
-                t0 = _time.perf_counter()
-                rows_by_dt[c.dt * f] = monotonicity_rows(c, c.dt * f)
-                timing[f"dt={c.dt * f:g}"] = _time.perf_counter() - t0
+        rows_by_dt = {
+            c.dt * f: list(runs.result(f"rows_dt{value_tag(c.dt * f)}")["rows"]) for f in (1.0, *c.dt_factors)
+        }
         records = monotonicity_records(rows_by_dt, c)
         rows = [r for rs in rows_by_dt.values() for r in rs]
         summary = jsonable(
@@ -447,7 +467,6 @@ class MonotonicityStudy(Study):
                 "verdicts": [r.to_json() for r in records],
                 "configs": c.configs,
                 "rows": rows,
-                "timing_s": timing,
                 "derived": "NOTES.md section 7",
             }
         )
@@ -477,7 +496,6 @@ class MonotonicityStudy(Study):
                 f"{r['head_configs_violating']}/{c.configs} | {r['head_sample_fraction']:.3f} | "
                 f"{r['head_worst_relative']:.2e} | {resp} |"
             )
-        lines += ["", "Wall time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timing.items())]
         base_rows = rows_by_dt[c.dt]
         files = figures({"study": self.name, "rows": base_rows}, out_dir) if figures else {}
         return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
@@ -697,6 +715,57 @@ def _softmax_condition(x, heads, beta):
     return cond, rate, delta.amax(-1)
 
 
+def sufficient_condition_rows(c: SufficientConditionConfig) -> list[dict]:
+    """Every eps row of the study: S1 ratios and violations per attention and geometry, S2 counts."""
+    x = tokens.uniform(c.configs, c.n, c.d, seed=c.seed)
+    x2 = tokens.uniform(c.configs, c.s2_n, c.s2_d, seed=c.seed + 7)
+    rows = []
+    with one_thread():
+        for k, eps in enumerate(c.eps):
+            heads = head_family(
+                "approx_orthogonal", c.configs, c.H, c.d, seed=c.seed + 1 + k, scale=c.scale, eps=eps
+            )
+            prod = (
+                max(
+                    float(torch.linalg.matrix_norm(heads[:, h] @ heads[:, g], ord=2).max())
+                    for h in range(c.H)
+                    for g in range(c.H)
+                    if g != h
+                )
+                / c.scale**2
+            )
+            row = {"eps": eps, "defect": prod}
+            for kind in ("usa", "softmax"):
+                for geo in ("flat", "sphere"):
+                    r = head_energy_rates(x, heads, c.beta, attention=kind, geometry=geo)
+                    s = r.self_term.sum(-1)
+                    cross = r.cross_term.sum(-1)
+                    rad = r.radial_term.sum(-1)
+                    key = f"{kind}_{geo}"
+                    row[key] = {
+                        "self_min": float(s.min()),
+                        "cross_over_self_max": float((cross.abs() / s).max()),
+                        "cross_over_self_median": float((cross.abs() / s).median()),
+                        "radial_neg_over_self_max": float(((-rad).clamp_min(0) / s).max()),
+                        "violating_fraction": float((r.per_head < 0).double().mean()),
+                        "worst_relative": float(
+                            (r.per_head / (s + cross.abs() + rad.abs())).min().clamp_max(0)
+                        ),
+                    }
+            near_id = head_family(
+                "approx_identical", c.configs, c.H, c.s2_d, seed=c.seed + 1 + k, scale=c.s2_scale, eps=eps
+            )
+            cond, rate, spread = _softmax_condition(x2, near_id, c.beta)
+            row["S2"] = {
+                "condition_fraction": float(cond.double().mean()),
+                "violations": int((rate < 0).sum()),
+                "violations_with_condition": int(((rate < 0) & cond).sum()),
+                "max_normalisation_spread": float(spread.max()),
+            }
+            rows.append(row)
+    return rows
+
+
 class SufficientConditionStudy(Study):
     name = "sufficient_condition"
     description = (
@@ -709,56 +778,18 @@ class SufficientConditionStudy(Study):
         return {"configs": 8, "eps": [0.0, 0.01, 0.1, 1.0]}
 
     def plan(self, config) -> dict:
-        return {}
+        # instantaneous rates at random states: ~2 s of CPU per eps at 200 states
+        return {
+            "rows": ComputeTask(
+                fn="attnflow.studies.multihead_flows:sufficient_condition_task",
+                params={"config": config.model_dump(mode="json")},
+                cost_s=2.0 * len(config.eps) * config.configs / 200,
+            )
+        }
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
-        x = tokens.uniform(c.configs, c.n, c.d, seed=c.seed)
-        x2 = tokens.uniform(c.configs, c.s2_n, c.s2_d, seed=c.seed + 7)
-        rows = []
-        with one_thread():
-            for k, eps in enumerate(c.eps):
-                heads = head_family(
-                    "approx_orthogonal", c.configs, c.H, c.d, seed=c.seed + 1 + k, scale=c.scale, eps=eps
-                )
-                prod = (
-                    max(
-                        float(torch.linalg.matrix_norm(heads[:, h] @ heads[:, g], ord=2).max())
-                        for h in range(c.H)
-                        for g in range(c.H)
-                        if g != h
-                    )
-                    / c.scale**2
-                )
-                row = {"eps": eps, "defect": prod}
-                for kind in ("usa", "softmax"):
-                    for geo in ("flat", "sphere"):
-                        r = head_energy_rates(x, heads, c.beta, attention=kind, geometry=geo)
-                        s = r.self_term.sum(-1)
-                        cross = r.cross_term.sum(-1)
-                        rad = r.radial_term.sum(-1)
-                        key = f"{kind}_{geo}"
-                        row[key] = {
-                            "self_min": float(s.min()),
-                            "cross_over_self_max": float((cross.abs() / s).max()),
-                            "cross_over_self_median": float((cross.abs() / s).median()),
-                            "radial_neg_over_self_max": float(((-rad).clamp_min(0) / s).max()),
-                            "violating_fraction": float((r.per_head < 0).double().mean()),
-                            "worst_relative": float(
-                                (r.per_head / (s + cross.abs() + rad.abs())).min().clamp_max(0)
-                            ),
-                        }
-                near_id = head_family(
-                    "approx_identical", c.configs, c.H, c.s2_d, seed=c.seed + 1 + k, scale=c.s2_scale, eps=eps
-                )
-                cond, rate, spread = _softmax_condition(x2, near_id, c.beta)
-                row["S2"] = {
-                    "condition_fraction": float(cond.double().mean()),
-                    "violations": int((rate < 0).sum()),
-                    "violations_with_condition": int(((rate < 0) & cond).sum()),
-                    "max_normalisation_spread": float(spread.max()),
-                }
-                rows.append(row)
+        rows = list(runs.result("rows")["rows"])
         eps = np.array([r["eps"] for r in rows])
         fits = {
             f"{kind}_flat": fit_order(eps, [r[f"{kind}_flat"]["cross_over_self_max"] for r in rows])

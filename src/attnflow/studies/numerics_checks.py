@@ -17,7 +17,8 @@ records with a criterion (issue 25).
 * **First variation of the risk** (identity): H dR/dtheta_h = grad Psi_l(theta_h) is the chain rule of
   the discrete scheme; kept as a code test with its measured difference.
 
-Computed in ``analyse`` from the pure functions below (``plan`` returns no runs); quick variant seconds.
+Every computation is a study task (:func:`numerics_task`, a pure function of the config); ``analyse`` reads
+the stored results. The quick variant takes seconds of CPU.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..simulation import Simulator, simulate
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .multihead_common import jsonable, one_thread, verdict_table
 from .registry import register
+from .tasks import ComputeTask
 
 __all__ = [
     "NumericsChecksConfig",
@@ -269,6 +271,25 @@ def first_variation_difference(c: NumericsChecksConfig) -> float:
     return worst
 
 
+def numerics_task(config: dict, kind: str, **kw) -> dict:
+    """Study task: one computation of the study (``kind`` lie, jko, heat, memory or first_variation) for
+    the config ``config`` (JSON)."""
+    c = NumericsChecksConfig(**config)
+    with one_thread():
+        if kind == "lie":
+            out = lie_errors(c, "softmax", kw["dt_factor"], kw["scale_factor"])
+            return {name: jsonable(v) for name, v in out.items()}
+        if kind == "jko":
+            return jsonable(jko_errors(c, kw["attention"], [d / kw["dt_divisor"] for d in c.jko_dts]))
+        if kind == "heat":
+            return jsonable(heat_kernel_moments(c, kw["d"], kw["dt"], kw["l"]))
+        if kind == "memory":
+            return jsonable(adjoint_saved_bytes(c, kw["method"]))
+        if kind == "first_variation":
+            return {"max_relative_difference": first_variation_difference(c)}
+    raise ValueError(f"unknown numerics task kind {kind!r}; valid: lie, jko, heat, memory, first_variation")
+
+
 # -- the records ----------------------------------------------------------------------------------------
 def numerics_records(res: dict, c: NumericsChecksConfig) -> list:
     """The verdict records from the numbers (pure: a test feeds it synthetic numbers)."""
@@ -449,42 +470,43 @@ class NumericsChecksStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
+        c = config
+        cfg = c.model_dump(mode="json")
+
+        def task(kind, cost, **kw):
+            return ComputeTask(
+                fn="attnflow.studies.numerics_checks:numerics_task",
+                params={"config": cfg, "kind": kind, **kw},
+                cost_s=cost,
+            )  # fmt: skip
+
+        heat = [(3, c.heat_dts[0], 1), *[(3, dt, 1) for dt in c.heat_dts[1:]], (3, c.heat_dts[0], 2),
+                (2, c.heat_dts[0], 1)]  # fmt: skip
+        tasks = {
+            "lie_softmax": task("lie", 20.0, dt_factor=1.0, scale_factor=1.0),
+            "lie_softmax_half": task("lie", 40.0, dt_factor=0.5, scale_factor=1.0),
+            "lie_softmax_scale2": task("lie", 20.0, dt_factor=1.0, scale_factor=2.0),
+            "jko_softmax": task("jko", 20.0, attention="softmax", dt_divisor=1.0),
+            "jko_usa": task("jko", 60.0, attention="usa", dt_divisor=4.0),
+            "memory_adjoint": task("memory", 10.0, method="adjoint"),
+            "memory_autograd": task("memory", 10.0, method="autograd"),
+            "first_variation": task("first_variation", 2.0),
+        }
+        for i, (d, dt, l) in enumerate(heat):
+            tasks[f"heat_{i}"] = task("heat", 2e-5 * c.heat_paths * c.heat_n / dt, d=d, dt=dt, l=l)
+        return tasks
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
-        import time as _time
-
         c = config
-        timing = {}
-        with one_thread():
-            t0 = _time.perf_counter()
-            lie = {
-                "softmax": lie_errors(c, "softmax"),
-                "softmax_half": lie_errors(c, "softmax", 0.5),
-                "softmax_scale2": lie_errors(c, "softmax", 1.0, 2.0),
-            }
-            timing["lie"] = _time.perf_counter() - t0
-            t0 = _time.perf_counter()
-            jko = {
-                "softmax": jko_errors(c, "softmax"),
-                "usa": jko_errors(c, "usa", [d / 4 for d in c.jko_dts]),
-            }
-            timing["jko"] = _time.perf_counter() - t0
-            t0 = _time.perf_counter()
-            heat = [heat_kernel_moments(c, 3, c.heat_dts[0], 1)]
-            heat += [heat_kernel_moments(c, 3, dt, 1) for dt in c.heat_dts[1:]]
-            heat += [heat_kernel_moments(c, 3, c.heat_dts[0], 2), heat_kernel_moments(c, 2, c.heat_dts[0], 1)]
-            timing["heat"] = _time.perf_counter() - t0
-            t0 = _time.perf_counter()
-            memory = {
-                "adjoint": adjoint_saved_bytes(c, "adjoint"),
-                "autograd": adjoint_saved_bytes(c, "autograd"),
-            }
-            timing["memory"] = _time.perf_counter() - t0
-            fv = first_variation_difference(c)
+        r = runs.result
+        lie = {k: dict(r(f"lie_{k}")) for k in ("softmax", "softmax_half", "softmax_scale2")}
+        jko = {k: dict(r(f"jko_{k}")) for k in ("softmax", "usa")}
+        heat = [dict(v) for v in runs.results_of("heat_").values()]
+        memory = {k: dict(r(f"memory_{k}")) for k in ("adjoint", "autograd")}
+        fv = float(r("first_variation")["max_relative_difference"])
         res = {"lie": lie, "jko": jko, "heat": heat, "memory": memory, "first_variation": fv}
         records = numerics_records(res, c)
-        summary = jsonable({"verdicts": [r.to_json() for r in records], "results": res, "timing_s": timing})
+        summary = jsonable({"verdicts": [r.to_json() for r in records], "results": res})
         lines = [
             f"Order checks: n = {c.n} tokens on S^2, H = {c.H} symmetric Gaussian heads x {c.head_scale:g} "
             f"(frozen), ascent, T = {c.t1:g}; Lie integrators against DOP853 at 1e-13 of the field "
@@ -494,8 +516,6 @@ class NumericsChecksStudy(Study):
             f"n = {c.memory_n}, H = 4, N in {list(c.memory_steps)}.",
             "",
             *verdict_table(records),
-            "",
-            "Wall time (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timing.items()),
         ]
         return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures={})
 
