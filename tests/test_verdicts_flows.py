@@ -266,3 +266,37 @@ def test_verdict_table_lists_every_record_with_its_robustness():
     lines = verdict_table(recs)
     assert len(lines) == 2 + len(recs)
     assert "s1-cross-term-order-in-defect: **holds**" in lines[2] and "eps fit range" in lines[2]
+
+
+# -- refusals -------------------------------------------------------------------------------------------
+def test_bad_inputs_of_the_flow_studies_are_refused(monkeypatch):
+    import torch
+
+    import attnflow.studies.numerics_checks as nc
+    from attnflow.studies.multihead_entropy import random_start_run
+    from attnflow.studies.multihead_flows import _every
+
+    cfg = get_study("numerics_checks").config(quick=True).model_dump(mode="json")
+    with pytest.raises(ValueError, match="unknown numerics task kind 'nope'"):
+        nc.numerics_task(cfg, "nope")
+    with pytest.raises(ValueError, match="record spacing / dt must be a whole number"):
+        _every(0.1, 0.03)
+    with pytest.raises(ValueError, match="record_spacing / dt must be a whole number"):
+        random_start_run(clouds=2, n=4, beta=1.0, heads="identity", scale=1.0, spread=0.0, t1=0.1, dt=0.03,
+                         record_spacing=0.1, seed=0)  # fmt: skip
+
+    class Failed:
+        success, message = False, "step size too small"
+
+    monkeypatch.setattr(nc, "solve_ivp", lambda *a, **k: Failed())
+    x0 = torch.eye(3, dtype=torch.float64)[None]
+    with pytest.raises(RuntimeError, match="the DOP853 reference failed: step size too small"):
+        nc._reference_solution("softmax", 1.0, x0, torch.zeros(1, 1, 3, 3, dtype=torch.float64), 0.1)
+
+
+def test_the_flow_studies_plan_computations():
+    for name in ("entropy", "monotonicity", "sufficient_condition", "numerics_checks"):
+        plan = get_study(name).plan(get_study(name).config(quick=True))
+        assert plan and all(t.kind == "compute" for t in plan.values()), name
+    plan = get_study("monotonicity").plan(get_study("monotonicity").config())
+    assert sorted(t.params["dt"] for t in plan.values()) == [0.0025, 0.005, 0.01]  # dt, dt/2, dt/4
