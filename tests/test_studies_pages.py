@@ -62,7 +62,7 @@ def test_the_page_says_what_the_records_say(tmp_path):
         "2 records from 1 of 2 studies: 1 tests, 0 identities, 1 descriptions. Tests: 1 hold, 0 fail" in page
     )
     assert (
-        "| late-time G^2 decays like 1/H (`a_study`: g2-in-h) | 2605.18870, Sec. 6 | test | b, the exponent "
+        "| late-time G^2 decays like 1/H | a_study: g2-in-h | 2605.18870, Sec. 6 | test | b, the exponent "
         "within [-1.2, -0.8] (config: band) | -0.97 [-1.02, -0.92] (holds) | dt: holds | **holds** |"
     ) in page
     assert "No verdict records yet: `b_study`." in page and "*no verdict records yet.*" in page

@@ -7,11 +7,13 @@ importable by name, pure, cheap.
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from experiments_helpers import tiny
 from typer.testing import CliRunner
 
 from attnflow.analysis.verdicts import Criterion, record_test
@@ -28,6 +30,8 @@ from attnflow.experiments.sweep import run_tasks
 from attnflow.studies import (
     Column,
     ComputeTask,
+    ParticleRun,
+    PdeRun,
     Study,
     StudyConfig,
     StudyMismatchError,
@@ -178,6 +182,16 @@ def test_a_study_of_computations_runs_resumes_and_keeps_its_own_keys(tmp_path):
         run_study(DrawsStudy(), out, quick=True, params={"n": 5})
 
 
+def test_a_resumed_study_writes_the_same_bytes_whatever_order_its_tasks_finish(tmp_path):
+    out = tmp_path / "o"
+    run_study(DrawsStudy(), out, params={"seeds": [0, 1, 2]})
+    before = (out / "summary.json").read_bytes()
+    shutil.rmtree(out / "runs" / "seed0")  # the first task is lost: it reruns after the skipped ones
+    again = run_study(DrawsStudy(), out, params={"seeds": [0, 1, 2]})
+    assert [k for k, r in again["runs"].items() if not r.get("skipped")] == ["seed0"]
+    assert (out / "summary.json").read_bytes() == before
+
+
 def test_the_reserved_key_and_an_empty_plan_are_refused(tmp_path):
     with pytest.raises(StudyResultError, match="uses the key 'run', which the runner reserves"):
         run_study(DrawsStudy(), tmp_path / "r", quick=True, params={"extra_key": "run"})
@@ -310,3 +324,86 @@ def test_the_renderer_formats_and_escapes_and_refuses_bad_tables():
         Table(columns=[Column("a"), Column("a")], rows=[])
     with pytest.raises(ValueError, match="has no column"):
         Table(columns=[], rows=[])
+
+
+# -- a PDE run as a task --------------------------------------------------------------------------------
+PDE = {
+    "name": "pde_s1",
+    "model": "pde",
+    "dynamics": {"direction": "ascent", "attention": "softmax", "beta": 1.0},
+    "weights": {"process": "constant"},
+    "heads": {"init": "identity", "H": 2, "scale": 1.0},
+    "density": {"init": "von_mises_fisher", "d": 2, "centres": [[1.0, 0.0], [0.0, 1.0]], "kappa": 6.0},
+    "pde": {"band_limit": 16},
+    "integrator": {"dt": 0.05, "t1": 0.2},
+    "record": {"every": 2},
+}
+
+
+class PdeStudy(DrawsStudy):
+    name = "pde_task_test"
+
+    def plan(self, config):
+        return {
+            "density": PdeRun(PDE),
+            "draws": ComputeTask(fn="test_studies_tasks:draws", params={"seed": 0, "n": 3}),
+        }
+
+    def analyse(self, config, runs, out_dir):
+        ds = runs.open("density")
+        mass = float(ds.mass.isel(time=-1)) if "mass" in ds else float(ds.time.size)
+        return StudyResult(
+            summary={"times": ds.time.values.tolist(), "mass": mass, "kind": runs.kind("density")}
+        )
+
+
+def test_a_pde_run_is_a_task_of_the_store(tmp_path):
+    s = run_study(PdeStudy(), tmp_path / "p", quick=True)
+    assert s["kind"] == "pde" and s["times"] == pytest.approx([0.0, 0.1, 0.2])
+    assert s["run"]["tasks"]["density"]["kind"] == "pde"
+    again = run_study(PdeStudy(), tmp_path / "p", quick=True)
+    assert again["runs"]["density"]["skipped"] and again["times"] == s["times"]
+    with pytest.raises(KeyError, match="task 'density' is a pde run, not a computation"):
+        _runs_of(tmp_path / "p").result("density")
+
+
+def _runs_of(out: Path):
+    from attnflow.studies import StudyRuns
+    from attnflow.studies.tasks import normalise_plan
+
+    specs, _ = normalise_plan(PdeStudy().plan(None), "pde_task_test")
+    return StudyRuns(out / "runs", {}, {}, specs)
+
+
+# -- a particle run from input arrays ---------------------------------------------------------------------
+class InputsStudy(DrawsStudy):
+    name = "inputs_task_test"
+
+    def plan(self, config):
+        x0 = np.random.default_rng(config.n).normal(size=(8, 3))
+        x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
+        cfg = tiny(tokens={"init": "file", "path": "(written by the task)"}, weights={"process": "constant"})
+        return {"run": ParticleRun(cfg, inputs={"tokens.path": x0})}
+
+    def analyse(self, config, runs, out_dir):
+        ds = runs.open("run")
+        return StudyResult(summary={"x0": ds.positions.isel(time=0, path=0).values.tolist()})
+
+
+def test_a_particle_run_writes_its_input_arrays_in_its_own_directory(tmp_path):
+    out = tmp_path / "i"
+    s = run_study(InputsStudy(), out, params={"n": 5})
+    x0 = np.random.default_rng(5).normal(size=(8, 3))
+    np.testing.assert_allclose(s["x0"], x0 / np.linalg.norm(x0, axis=1, keepdims=True), rtol=0, atol=1e-15)
+    files = list((out / "runs" / "run" / "inputs").glob("*.npy"))
+    assert len(files) == 1 and read_config_path(out) == str(files[0])
+    again = run_study(InputsStudy(), out, params={"n": 5})
+    assert again["runs"]["run"]["skipped"]
+    with pytest.raises(StudyMismatchError, match=r"run differ in tokens.path"):  # other arrays, other run
+        run_study(InputsStudy(), out, params={"n": 6})
+
+
+def read_config_path(out: Path) -> str:
+    import yaml
+
+    return yaml.safe_load((out / "runs" / "run" / "config.yaml").read_text())["tokens"]["path"]

@@ -99,6 +99,7 @@ def _top_table(entries: list[tuple[str, VerdictRecord]]) -> Table:
     return Table(
         columns=[
             Column("claim"),
+            Column("study"),
             Column("source"),
             Column("class"),
             Column("criterion"),
@@ -108,7 +109,8 @@ def _top_table(entries: list[tuple[str, VerdictRecord]]) -> Table:
         ],
         rows=[
             {
-                "claim": f"{r.statement} (`{study}`: {r.id})",
+                "claim": r.statement,
+                "study": f"{study}: {r.id}",
                 "source": r.source,
                 "class": r.klass,
                 "criterion": criterion_text(r),

@@ -423,6 +423,7 @@ def run_study(
                     run_progress=progress,
                     on_result=report,
                 )
+        results = {name: results[name] for name in specs if name in results}  # plan order, not finish order
         failed = {name: res for name, res in results.items() if res["status"] != "done"}
         record = {
             "study": study.name,
