@@ -415,7 +415,16 @@ def monotonicity_records(rows_by_dt: dict[float, list[dict]], c: MonotonicityCon
             "decreasing E_multi "
             "or E_h, the worst relative rate and the term responsible, at each dt",
             source=SRC_MULTI,
-            result={"dts": dts, "max_move_per_step": max(r["max_move_per_step"] for r in base)},
+            result={
+                "dts": dts,
+                "max_move_per_step_sphere": max(
+                    r["max_move_per_step"] for r in base if r["geometry"] == "sphere"
+                ),
+                "max_move_per_step_flat": max(
+                    r["max_move_per_step"] for r in base if r["geometry"] == "flat"
+                ),
+            },
+            notes="flat USA runs grow without bound (blow-up in finite time) and are cut there",
         )
     )
     return recs
