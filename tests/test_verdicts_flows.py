@@ -288,10 +288,12 @@ def test_bad_inputs_of_the_flow_studies_are_refused(monkeypatch):
     class Failed:
         success, message = False, "step size too small"
 
-    monkeypatch.setattr(nc, "solve_ivp", lambda *a, **k: Failed())
+    import attnflow.analysis.numerics_checks as anc
+
+    monkeypatch.setattr(anc, "solve_ivp", lambda *a, **k: Failed())
     x0 = torch.eye(3, dtype=torch.float64)[None]
     with pytest.raises(RuntimeError, match="the DOP853 reference failed: step size too small"):
-        nc._reference_solution("softmax", 1.0, x0, torch.zeros(1, 1, 3, 3, dtype=torch.float64), 0.1)
+        anc._reference_solution("softmax", 1.0, x0, torch.zeros(1, 1, 3, 3, dtype=torch.float64), 0.1)
 
 
 def test_the_flow_studies_plan_computations():
