@@ -114,7 +114,7 @@ def _mono_rows(dt, *, multi=0, head=400, radial=None):
         for kind in ("usa", "softmax"):
             for geo in ("sphere", "flat"):
                 het = fam != "identical" and kind == "softmax"
-                orth_sphere = fam == "orthogonal" and geo == "sphere"
+                orth_sphere = fam in ("orthogonal", "symmetric") and geo == "sphere"
                 h = head if orth_sphere else 0
                 r_ = h if radial is None else radial
                 rows.append({
@@ -140,6 +140,7 @@ def test_monotonicity_records_fail_on_a_world_where_the_claims_are_false():
     assert recs["radial-shadow-responsible-softmax"].verdict == "fails"
     assert recs["multi-energy-monotone-usa"].verdict == "identity"
     assert recs["per-head-monotone-orthogonal-flat"].verdict == "identity"
+    assert recs["radial-shadow-only-negative-term-orthogonal-usa"].verdict == "identity"
 
 
 def test_monotonicity_verdict_depends_on_dt_when_the_violations_vanish_at_small_steps():
