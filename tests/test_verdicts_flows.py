@@ -183,6 +183,9 @@ def test_sufficient_condition_records_fail_on_a_square_root_defect_and_on_violat
     assert bad["s1-cross-term-order-in-defect"].verdict == "fails"
     assert bad["s1-per-head-monotone-under-defect"].verdict == "fails"
     assert bad["s2-implication"].verdict == "identity"
+    # monotone at uniform states, violated at clustered ones: the record says which choice decides
+    mixed = _by_id(sufficient_condition_records(_suff_rows(), c, clustered=_suff_rows(violating=0.2)))
+    assert mixed["s1-per-head-monotone-under-defect"].verdict == "depends on token states"
 
 
 # -- numerics_checks ------------------------------------------------------------------------------------
@@ -280,6 +283,10 @@ def test_bad_inputs_of_the_flow_studies_are_refused(monkeypatch):
     cfg = get_study("numerics_checks").config(quick=True).model_dump(mode="json")
     with pytest.raises(ValueError, match="unknown numerics task kind 'nope'"):
         nc.numerics_task(cfg, "nope")
+    from attnflow.studies.multihead_flows import sufficient_condition_rows
+
+    with pytest.raises(ValueError, match="states must be 'uniform' or 'clustered': got 'x'"):
+        sufficient_condition_rows(get_study("sufficient_condition").config(quick=True), "x")
     with pytest.raises(ValueError, match="record spacing / dt must be a whole number"):
         _every(0.1, 0.03)
     with pytest.raises(ValueError, match="record_spacing / dt must be a whole number"):

@@ -207,10 +207,10 @@ def monotonicity_task(config: dict, dt: float) -> dict:
         return {"rows": jsonable(monotonicity_rows(MonotonicityConfig(**config), dt))}
 
 
-def sufficient_condition_task(config: dict) -> dict:
+def sufficient_condition_task(config: dict, states: str = "uniform") -> dict:
     """Study task: the rows of :func:`sufficient_condition_rows` for the config ``config`` (JSON)."""
     with one_thread():
-        return {"rows": jsonable(sufficient_condition_rows(SufficientConditionConfig(**config)))}
+        return {"rows": jsonable(sufficient_condition_rows(SufficientConditionConfig(**config), states))}
 
 
 def _row(rows, **key):
@@ -571,6 +571,12 @@ class SufficientConditionConfig(StudyConfig):
         description="S1 robust: at most this fraction of (state, head) pairs may have dE_h/dt < 0 (flat)",
         examples=[0.01],
     )
+    clustered_kappa: float = Field(
+        10.0,
+        ge=0,
+        description="vMF kappa of the clustered states of the robustness rows (0: none)",
+        examples=[10.0],
+    )
     robust_eps: float = Field(
         0.1, gt=0, description="the defect at which S1's robustness is tested", examples=[0.1]
     )
@@ -580,9 +586,13 @@ class SufficientConditionConfig(StudyConfig):
 SRC_S = "derived: docs/studies/sufficient_condition/explain.md#conditions"
 
 
-def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig) -> list:
-    """The verdict records from the rows of the study (pure: a test feeds it synthetic rows)."""
+def sufficient_condition_records(
+    rows: list[dict], c: SufficientConditionConfig, clustered: list[dict] | None = None
+) -> list:
+    """The verdict records from the rows of the study (pure: a test feeds it synthetic rows); ``clustered``:
+    the rows at clustered states, a robustness value of both tests."""
     recs = []
+    states = ["uniform", f"3 vMF clusters, kappa {c.clustered_kappa:g}"]
     eps = np.array([r["eps"] for r in rows])
     band = Criterion(
         quantity="fitted order p of the worst |cross|/self ~ C eps^p (flat)",
@@ -592,7 +602,7 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
         note="the derived bound abs(cross) <= C abs(M_h M_h') is linear in the defect",
     )
 
-    def order(kind, hi, stat="max"):
+    def order(kind, hi, stat="max", rows=rows):
         keep = (eps > 0) & (eps <= hi)
         key = f"cross_over_self_{stat}"
         f = fit_order(
@@ -625,6 +635,13 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
             ci95=[order("usa", c.order_fit_max_eps[0], s_)["order_ci"] for s_ in ("max", "median")],
         ),
     ]
+    if clustered:
+        fits = [order("usa", c.order_fit_max_eps[0]), order("usa", c.order_fit_max_eps[0], rows=clustered)]
+        checks.append(
+            RobustnessCheck.from_values(
+                band, "token states", states, [f["order"] for f in fits], ci95=[f["order_ci"] for f in fits]
+            )
+        )
     recs.append(
         record_test(
             id="s1-cross-term-order-in-defect",
@@ -651,7 +668,7 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
     )
     pairs = c.configs * c.H
 
-    def viol(kind, e):
+    def viol(kind, e, rows=rows):
         r = min(rows, key=lambda r: abs(r["eps"] - e))
         k = round(r[f"{kind}_flat"]["violating_fraction"] * pairs)
         return k / pairs, binomial_ci(k, pairs), r["eps"]
@@ -670,6 +687,13 @@ def sufficient_condition_records(rows: list[dict], c: SufficientConditionConfig)
             ci95=[viol(k, c.robust_eps)[1] for k in ("usa", "softmax")],
         ),
     ]
+    if clustered:
+        vs = [viol("usa", c.robust_eps), viol("usa", c.robust_eps, rows=clustered)]
+        checks.append(
+            RobustnessCheck.from_values(
+                crit, "token states", states, [x[0] for x in vs], ci95=[x[1] for x in vs]
+            )
+        )
     recs.append(
         record_test(
             id="s1-per-head-monotone-under-defect",
@@ -752,9 +776,16 @@ def _softmax_condition(x, heads, beta):
     return cond, rate, delta.amax(-1)
 
 
-def sufficient_condition_rows(c: SufficientConditionConfig) -> list[dict]:
-    """Every eps row of the study: S1 ratios and violations per attention and geometry, S2 counts."""
-    x = tokens.uniform(c.configs, c.n, c.d, seed=c.seed)
+def sufficient_condition_rows(c: SufficientConditionConfig, states: str = "uniform") -> list[dict]:
+    """Every eps row of the study: S1 ratios and violations per attention and geometry, S2 counts; the S1
+    states are uniform tokens or (``states="clustered"``) three von Mises-Fisher clusters of concentration
+    ``c.clustered_kappa``, the kind of state a clustering flow passes through."""
+    if states == "uniform":
+        x = tokens.uniform(c.configs, c.n, c.d, seed=c.seed)
+    elif states == "clustered":
+        x = tokens.von_mises_fisher(c.configs, c.n, c.d, seed=c.seed, clusters=3, kappa=c.clustered_kappa)
+    else:
+        raise ValueError(f"states must be 'uniform' or 'clustered': got {states!r}")
     x2 = tokens.uniform(c.configs, c.s2_n, c.s2_d, seed=c.seed + 7)
     rows = []
     with one_thread():
@@ -816,17 +847,25 @@ class SufficientConditionStudy(Study):
 
     def plan(self, config) -> dict:
         # instantaneous rates at random states: ~2 s of CPU per eps at 200 states
-        return {
+        tasks = {
             "rows": ComputeTask(
                 fn="attnflow.studies.multihead_flows:sufficient_condition_task",
                 params={"config": config.model_dump(mode="json")},
                 cost_s=2.0 * len(config.eps) * config.configs / 200,
             )
         }
+        if config.clustered_kappa > 0:
+            tasks["rows_clustered"] = ComputeTask(
+                fn="attnflow.studies.multihead_flows:sufficient_condition_task",
+                params={"config": config.model_dump(mode="json"), "states": "clustered"},
+                cost_s=2.0 * len(config.eps) * config.configs / 200,
+            )
+        return tasks
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
         rows = list(runs.result("rows")["rows"])
+        clustered = list(runs.result("rows_clustered")["rows"]) if c.clustered_kappa > 0 else None
         eps = np.array([r["eps"] for r in rows])
         fits = {
             f"{kind}_flat": fit_order(eps, [r[f"{kind}_flat"]["cross_over_self_max"] for r in rows])
@@ -860,7 +899,7 @@ class SufficientConditionStudy(Study):
             bad = [r["eps"] for r in rows if r[key]["violating_fraction"] > 0]
             onset[key] = min(bad) if bad else None
         s2_ok = all(r["S2"]["violations_with_condition"] == 0 for r in rows)
-        records = sufficient_condition_records(rows, c)
+        records = sufficient_condition_records(rows, c, clustered)
         summary = jsonable(
             {
                 "verdicts": [r.to_json() for r in records],
