@@ -39,6 +39,7 @@ from attnflow.studies import (
     StudyResult,
     StudyResultError,
     Table,
+    TrainingRun,
     UnknownStudyError,
     get_study,
     run_study,
@@ -407,3 +408,43 @@ def read_config_path(out: Path) -> str:
     import yaml
 
     return yaml.safe_load((out / "runs" / "run" / "config.yaml").read_text())["tokens"]["path"]
+
+
+# -- a training run as a task -----------------------------------------------------------------------------
+TRAIN = {
+    "name": "small",
+    "seed": 1,
+    "model": {"direction": "ascent", "beta": 1.0},
+    "flow": {"d": 3, "layers": 2, "heads": 2, "t1": 1.0, "steps_per_layer": 2, "param": "dv"},
+    "task": {"kind": "measure", "loss": "mmd", "paths": 8, "n": 8},
+    "train": {
+        "steps": 6,
+        "lr": 0.05,
+        "batch": 4,
+        "gradient": "adjoint",
+        "record_every": 2,
+        "checkpoint_every": 2,
+    },
+}
+
+
+class TrainStudy(DrawsStudy):
+    name = "training_task_test"
+
+    def plan(self, config):
+        return {"train": TrainingRun(TRAIN)}
+
+    def analyse(self, config, runs, out_dir):
+        from attnflow.experiments.training_run import read_training_run
+
+        run = read_training_run(runs.path("train"))
+        return StudyResult(summary={"status": run["meta"]["status"], "kind": runs.kind("train")})
+
+
+def test_a_training_run_is_a_task_of_the_store(tmp_path):
+    s = run_study(TrainStudy(), tmp_path / "t")
+    assert s["status"] == "done" and s["kind"] == "training" and s["run"]["status"] == "done"
+    again = run_study(TrainStudy(), tmp_path / "t")
+    assert again["runs"]["train"]["skipped"] and (tmp_path / "t" / "summary.json").read_text() == json.dumps(
+        dict(s), indent=1
+    )
