@@ -20,7 +20,12 @@ import torch
 
 from .inputs import as_batched_tokens, check_positive_scalar
 
-__all__ = ["attention_entropy", "attention_entropy_rate", "mean_attention_entropy"]
+__all__ = [
+    "attention_entropy",
+    "attention_entropy_rate",
+    "mean_attention_entropy",
+    "received_attention_entropy",
+]
 
 
 def _as_batched_heads(D: torch.Tensor, paths: int, dim: int) -> torch.Tensor:
@@ -130,6 +135,34 @@ def mean_attention_entropy(
         Mean entropy in nats, in :math:`[0, \log n]`.
     """
     return attention_entropy(x, D, beta, causal=causal).mean(dim=(-1, -2))
+
+
+def received_attention_entropy(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
+    r"""Entropy of the attention *received*: of the column marginal
+    :math:`a_j = \frac{1}{Hn}\sum_{h,i} A^h_{ij}` (a probability vector over the tokens).
+
+    Another reading of "the attention entropy" than the mean row entropy :func:`mean_attention_entropy`:
+    :math:`\log n` when every token receives the same total attention (e.g. one cluster), small when
+    a few tokens absorb it (attention sinks).
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        Entropy in nats, in :math:`[0, \log n]`.
+
+    Examples
+    --------
+    >>> x = torch.eye(3, dtype=torch.float64)
+    >>> round(float(received_attention_entropy(x, torch.zeros(1, 3, 3, dtype=torch.float64))), 12)  # log 3
+    1.098612288668
+    """
+    beta = _check_beta(beta)
+    xb = as_batched_tokens(x, "x")
+    Db = _as_batched_heads(D, xb.shape[0], xb.shape[-1])
+    scores = beta * torch.einsum("pid,phde,pje->phij", xb, Db, xb)
+    a = torch.softmax(scores, dim=-1).mean(dim=(1, 2))  # [P, n], sums to 1
+    loga = torch.log(a.clamp_min(1e-300))
+    return (0.0 - (a * loga).sum(-1)).clamp_min(0.0)
 
 
 def attention_entropy_rate(

@@ -67,6 +67,10 @@ from .ntk_injectivity import (  # registers it
     NtkInjectivityConfig as NtkInjectivityConfig,
     NtkInjectivityStudy as NtkInjectivityStudy,
 )
+from .numerics_checks import (  # registers it
+    NumericsChecksConfig as NumericsChecksConfig,
+    NumericsChecksStudy as NumericsChecksStudy,
+)
 from .pde_particles import PdeParticlesConfig as PdeParticlesConfig, PdeParticlesStudy as PdeParticlesStudy
 from .real_model import RealModelConfig as RealModelConfig, RealModelStudy as RealModelStudy  # registers it
 from .registry import (
@@ -126,6 +130,8 @@ __all__ = [
     "NoisePhaseStudy",
     "NotAStudyDirectoryError",
     "NtkInjectivityConfig",
+    "NumericsChecksConfig",
+    "NumericsChecksStudy",
     "NtkInjectivityStudy",
     "RealModelConfig",
     "RealModelStudy",

@@ -20,11 +20,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from ..analysis.verdicts import record_description, record_identity
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .common import finish_analysis, positive_distinct, value_tag, whole_steps
+from .multihead_common import verdict_table
 from .registry import register
 
-__all__ = ["JKOStabilityConfig", "JKOStabilityStudy"]
+__all__ = ["JKOStabilityConfig", "JKOStabilityStudy", "jko_records"]
 
 METHODS = ("euler", "jko")
 
@@ -170,7 +172,47 @@ class JKOStabilityStudy(Study):
                 "max_iter": config.max_iter,
             },
         }
+        summary["verdicts"] = [r.to_json() for r in jko_records(summary)]
         return finish_analysis(summary, markdown_table, out_dir, figures)
+
+
+def jko_records(summary: dict) -> list:
+    """The verdict records (pure: computed from the summary's numbers).
+
+    The JKO step's monotone energy is an **identity**: the step minimises -s E + W^2/(2 tau) by a descent
+    (Armijo line search) started from x^k, so the objective at the returned point is at most its value at
+    x^k, i.e. -s E(x^{k+1}) <= -s E(x^k) - W^2/(2 tau) <= -s E(x^k); the runs check the code. Explicit
+    Euler's step-size limit is a **description** (no claim of the papers). The falsifiable check of the
+    scheme, its first order, is the record ``jko-first-order`` of the study ``numerics_checks``.
+    """
+    res = summary["results"].values()
+    jko = [r for r in res if r["method"] == "jko"]
+    euler = [r for r in res if r["method"] == "euler"]
+    return [
+        record_identity(
+            id="jko-energy-monotone",
+            statement="each JKO step argmin [-s E + W^2/(2 tau)] keeps s E monotone, at any tau",
+            source="2605.18870, Sec. 7 (future directions: minimizing movement); NOTES.md section 10",
+            why="a descent method started from x^k: the objective cannot rise above its value at x^k, and "
+            "the transport term is >= 0",
+            result={
+                "dts": [r["dt"] for r in jko],
+                "min_energy_increment": min(r["min_energy_increment"] for r in jko),
+                "monotone_at_every_dt": all(r["monotone"] for r in jko),
+            },
+        ),
+        record_description(
+            id="explicit-euler-energy-limit",
+            statement="explicit projected Euler keeps s E monotone only below a step-size limit",
+            source="derived: docs/noisy_tokens.md#4-jko--minimizing-movement-for-particles",
+            result={
+                "euler_limit": summary["euler_limit"],
+                "min_increments": {str(r["dt"]): r["min_energy_increment"] for r in euler},
+                "jko_energy_T": {str(r["dt"]): r["energy_T"] for r in jko},
+            },
+            notes="the limit is the largest monotone dt of the grid, not a located threshold",
+        ),
+    ]
 
 
 def markdown_table(summary: dict) -> str:
@@ -199,6 +241,8 @@ def markdown_table(summary: dict) -> str:
             f"| {r['method']} | {r['dt']:g} | {r['monotone']} | {r['min_energy_increment']:.3g} "
             f"| {r['energy_T']:.6g} | {r['error_at_T']:.3g} | {jt} |"
         )
+    if summary.get("verdicts"):
+        lines += ["", *verdict_table(summary["verdicts"])]
     return "\n".join(lines) + "\n"
 
 

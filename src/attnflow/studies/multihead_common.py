@@ -15,7 +15,15 @@ import torch
 from ..analysis.fits import fit_power_law
 from ..dynamics.threads import torch_threads
 
-__all__ = ["HEAD_FAMILIES", "fit_order", "head_family", "jsonable", "one_thread"]
+__all__ = [
+    "HEAD_FAMILIES",
+    "binomial_ci",
+    "fit_order",
+    "head_family",
+    "jsonable",
+    "one_thread",
+    "verdict_table",
+]
 
 #: random head sets of the monotonicity studies
 HEAD_FAMILIES = ("symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical")
@@ -102,3 +110,52 @@ def jsonable(v):
     if isinstance(v, torch.Tensor):
         return jsonable(v.detach().cpu().numpy())
     return v
+
+
+def binomial_ci(k: int, m: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson (exact) interval of a proportion ``k / m``: conservative, valid at k = 0 and k = m,
+    where the Wald interval collapses to a point (scipy ``binomtest(...).proportion_ci('exact')``).
+
+    Examples
+    --------
+    >>> lo, hi = binomial_ci(0, 1000)
+    >>> lo, round(hi, 5)
+    (0.0, 0.00368)
+    """
+    from scipy.stats import binomtest
+
+    if not (isinstance(m, (int, np.integer)) and m >= 1 and 0 <= k <= m):
+        raise ValueError(f"binomial_ci needs 0 <= k <= m and m >= 1 (counts): got k={k!r}, m={m!r}")
+    ci = binomtest(int(k), int(m)).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def _num(x) -> str:
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return f"{x:.3g}"
+    return str(x)
+
+
+def verdict_table(records) -> list[str]:
+    """Markdown lines: one row per verdict record (id, verdict, class, criterion, value with its 95%
+    interval, each robustness choice with its values and outcomes)."""
+    lines = [
+        "| verdict | class | criterion | value [95% CI] | robustness |",
+        "|---|---|---|---|---|",
+    ]
+    for rec in records:
+        j = rec.to_json() if hasattr(rec, "to_json") else rec
+        crit = j.get("criterion")
+        ctxt = "-" if not crit else f"{crit['quantity']} {crit['op']} {_num(crit['threshold'])}"
+        val, ci = j["result"].get("value"), j["result"].get("ci95")
+        vtxt = "-" if val is None else _num(val) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+        rob = "; ".join(
+            f"{ch['choice']}: "
+            + ", ".join(
+                f"{v}: {'-' if x is None else _num(x)} ({o})"
+                for v, x, o in zip(ch["values"], ch["results"], ch["outcomes"], strict=True)
+            )
+            for ch in j["robustness"]
+        )
+        lines.append(f"| {j['id']}: **{j['verdict']}** | {j['class']} | {ctxt} | {vtxt} | {rob or '-'} |")
+    return lines

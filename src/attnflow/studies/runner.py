@@ -28,7 +28,6 @@ import json
 import platform
 import sys
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -104,12 +103,6 @@ def _json_default(o: Any) -> Any:
 def _write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, default=_json_default))
 
-
-#: Studies whose plan is still empty while their owners move their work into tasks (issue 30). Each runs
-#: with a warning; the set shrinks to nothing, and an empty plan of any other study is an error.
-EMPTY_PLAN_TRANSITION = frozenset(
-    {"monotonicity", "sufficient_condition", "critical_beta", "superadditivity", "relu_vs_softmax", "entropy"}
-)
 
 #: runner keys of the summary that change between two runs of the same study (kept in run_log.json)
 _LOG_KEYS = ("started", "ended", "wall_time_s", "command", "workers")
@@ -216,22 +209,14 @@ def _check_same_runs(root: Path, specs: dict) -> None:
 def _plan(study: Study, config, device: str | None) -> tuple[dict[str, dict], dict[str, float]]:
     specs, costs = normalise_plan(study.plan(config), study.name, device)
     if not specs:
-        if study.name in EMPTY_PLAN_TRANSITION:
-            warnings.warn(
-                f"study {study.name!r} plans no task and computes in analyse(): it does not resume, "
-                "nor run on workers or Dask (issue 30, being converted)",
-                FutureWarning,
-                stacklevel=3,
-            )
-        else:
-            raise StudyPlanError(
-                f"study {study.name!r} plans no task: plan() returned an empty mapping. The rule: all the "
-                "work of a study runs as tasks on the run store (so it resumes after a kill and runs on "
-                "workers or Dask), and analyse() only reads their stored results. The fix: return the "
-                "work from plan(), e.g. {'solve': ComputeTask(fn='my_module:solve', params={'seed': 0})} "
-                "or {'run': experiment_config}, and read it in analyse() with runs.result('solve') or "
-                "runs.open('run')"
-            )
+        raise StudyPlanError(
+            f"study {study.name!r} plans no task: plan() returned an empty mapping. The rule: all the "
+            "work of a study runs as tasks on the run store (so it resumes after a kill and runs on "
+            "workers or Dask), and analyse() only reads their stored results. The fix: return the "
+            "work from plan(), e.g. {'solve': ComputeTask(fn='my_module:solve', params={'seed': 0})} "
+            "or {'run': experiment_config}, and read it in analyse() with runs.result('solve') or "
+            "runs.open('run')"
+        )
     return specs, costs
 
 
