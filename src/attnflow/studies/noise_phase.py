@@ -298,8 +298,10 @@ def markdown_table(summary: dict) -> str:
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
-_SRC = "derived: docs/noisy_tokens.md (linear stability of the uniform state; NOTES.md §10, entropic "
-"regularisation)"
+_SRC = (
+    "derived: docs/noisy_tokens.md (linear stability of the uniform state; NOTES.md §10, entropic "
+    "regularisation)"
+)
 
 
 def records(summary: dict, config: NoisePhaseConfig) -> list:
