@@ -464,6 +464,21 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
                 ci95=[f[f"{par}_ci"] for f in tail.values() if par in f],
             ),
         ]
+        seeds = sorted({r["seed"] for r in rows["init"] if "seed" in r})
+        if len(seeds) > 1:
+            per_seed = [
+                _fit([r for r in rows["init"] if r.get("seed") == sd], "err_x", free=True) for sd in seeds
+            ]
+            ok_seed = [(sd, f) for sd, f in zip(seeds, per_seed, strict=True) if par in f]
+            checks.append(
+                RobustnessCheck.from_values(
+                    crit,
+                    "seed (init, x: one draw of the heads per fit)",
+                    [sd for sd, _ in ok_seed],
+                    [f[par] for _, f in ok_seed],
+                    ci95=[f[f"{par}_ci"] for _, f in ok_seed],
+                )
+            )
         if par != "delta":
             checks.append(
                 RobustnessCheck.from_values(
