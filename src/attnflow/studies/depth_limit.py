@@ -394,6 +394,13 @@ _SRC_RATE = "2605.11059, main theorem: rate O(1/L + L^-1/3 H^-1/2), constants in
 _KEYS = (("init", "err_x"), ("init", "err_p"), ("trained", "err_x"), ("trained", "err_p"))
 
 
+def _checks(crit, choice, values, results, ci95=None) -> list:
+    """A robustness check, or none when the choice has no value (e.g. a fit that a small grid cannot make)."""
+    if not list(values):
+        return []
+    return [RobustnessCheck.from_values(crit, choice, list(values), list(results), ci95=ci95)]
+
+
 def records(summary: dict, config: DepthLimitConfig) -> list:
     """The verdict records of ``depth_limit`` from its summary (its rows: no rerun needed).
 
@@ -449,14 +456,14 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
             continue
         main = ok["init_x"]
         checks = [
-            RobustnessCheck.from_values(
+            *_checks(
                 crit,
                 "state and variable",
                 list(ok),
                 [f[par] for f in ok.values()],
                 ci95=[f[f"{par}_ci"] for f in ok.values()],
             ),
-            RobustnessCheck.from_values(
+            *_checks(
                 crit,
                 "fit range: L >= 8",
                 [k for k in tail if par in tail[k]],
@@ -470,24 +477,20 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
                 _fit([r for r in rows["init"] if r.get("seed") == sd], "err_x", free=True) for sd in seeds
             ]
             ok_seed = [(sd, f) for sd, f in zip(seeds, per_seed, strict=True) if par in f]
-            checks.append(
-                RobustnessCheck.from_values(
-                    crit,
-                    "seed (init, x: one draw of the heads per fit)",
-                    [sd for sd, _ in ok_seed],
-                    [f[par] for _, f in ok_seed],
-                    ci95=[f[f"{par}_ci"] for _, f in ok_seed],
-                )
+            checks += _checks(
+                crit,
+                "seed (init, x: one draw of the heads per fit)",
+                [sd for sd, _ in ok_seed],
+                [f[par] for _, f in ok_seed],
+                ci95=[f[f"{par}_ci"] for _, f in ok_seed],
             )
         if par != "delta":
-            checks.append(
-                RobustnessCheck.from_values(
-                    crit,
-                    "delta fixed at 1/2",
-                    [k for k in fixed if par in fixed[k]],
-                    [f[par] for f in fixed.values() if par in f],
-                    ci95=[f[f"{par}_ci"] for f in fixed.values() if par in f],
-                )
+            checks += _checks(
+                crit,
+                "delta fixed at 1/2",
+                [k for k in fixed if par in fixed[k]],
+                [f[par] for f in fixed.values() if par in f],
+                ci95=[f[f"{par}_ci"] for f in fixed.values() if par in f],
             )
         extra = {"free_fits": {k: [f[par], *f[f"{par}_ci"]] for k, f in ok.items()}}
         if par == "delta":
@@ -537,9 +540,7 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
                 value=max(r["slope"] for r in slopes),
                 samples=len(slopes),
                 method="none: least-squares slopes over 3-4 values of n (seed means), no interval",
-                robustness=[
-                    RobustnessCheck.from_values(crit_n, "state", list(by_state), list(by_state.values()))
-                ],
+                robustness=[*_checks(crit_n, "state", list(by_state), list(by_state.values()))],
                 extra={"n_max": max(max(r["n"]) for r in slopes)},
             )
         )

@@ -544,6 +544,13 @@ _SRC_MC = (
 )
 
 
+def _checks(crit, choice, values, results, ci95=None) -> list:
+    """A robustness check, or none when the choice has no value (e.g. a fit that a small grid cannot make)."""
+    if not list(values):
+        return []
+    return [RobustnessCheck.from_values(crit, choice, list(values), list(results), ci95=ci95)]
+
+
 def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
     """The verdict records of ``mean_field_heads`` from its summary.
 
@@ -578,21 +585,21 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
         full = {k: v["fits"]["W2_T"] for k, v in laws.items() if "b" in v["fits"]["W2_T"]}
         sw = {k: v["fits_tail"]["SW2_T"] for k, v in laws.items() if "b" in v["fits_tail"]["SW2_T"]}
         return tail, [
-            RobustnessCheck.from_values(
+            *_checks(
                 crit,
                 "head law",
                 list(tail),
                 [f["b"] for f in tail.values()],
                 ci95=[f["b_ci"] for f in tail.values()],
             ),
-            RobustnessCheck.from_values(
+            *_checks(
                 crit,
                 "fit range: all H (from H = 1)",
                 list(full),
                 [f["b"] for f in full.values()],
                 ci95=[f["b_ci"] for f in full.values()],
             ),
-            RobustnessCheck.from_values(
+            *_checks(
                 crit,
                 "estimator: sliced spherical W2",
                 list(sw),
@@ -686,7 +693,7 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
                 f"divided by "
                 "the prediction (its own error neglected)",
                 robustness=[
-                    RobustnessCheck.from_values(
+                    *_checks(
                         pred,
                         "law, cloud and H",
                         keys,
@@ -719,9 +726,7 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
                 samples=int(config.sec6_paths),
                 method=f"normal interval over {config.sec6_paths} paths of the time average over the window",
                 robustness=[
-                    RobustnessCheck.from_values(
-                        pred, "H", list(ratios), list(ratios.values()), ci95=list(cis.values())
-                    )
+                    *_checks(pred, "H", list(ratios), list(ratios.values()), ci95=list(cis.values()))
                 ],
                 extra={
                     "exponent_measured": [sec6["fit_measured"]["b"], *sec6["fit_measured"]["b_ci"]],
