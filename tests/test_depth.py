@@ -262,7 +262,7 @@ def test_quick_study(tmp_path):
     for key in ("init_x", "init_p", "trained_x", "trained_p"):
         assert set(s["fits"][key]) >= {"alpha", "alpha_ci", "gamma", "gamma_ci"}
     assert all(r["loss_final"] < r["loss_initial"] for r in s["train_rows"])
-    ids = {r["id"] for r in read_records(s)}  # verdict records (attnflow.analysis.verdicts)
+    ids = {r.id for r in read_records(s)}  # verdict records (attnflow.analysis.verdicts)
     assert "depth-limit-reference-accuracy" in ids and "depth-limit-n-independent" in ids
     for f in s["figures"].values():
         assert (tmp_path / "q" / f).read_bytes()[:4] == b"\x89PNG"
