@@ -116,7 +116,7 @@ def test_cli_alias_and_study_show_on_the_same_directory(quick):
     assert res.exit_code == 0, res.output
     assert _stamps(out) == stamps
     on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk["study"] == "massucco2026" and on_disk["status"] == "done"
+    assert on_disk["run"]["study"] == "massucco2026" and on_disk["run"]["status"] == "done"
     assert on_disk["regimes"]["ou"]["fit_G2"] == s["regimes"]["ou"]["fit_G2"]
     assert on_disk["figures"]["fig2"] == "fig2_G2.png"
     assert on_disk["figures"]["fig1_ou"] == "fig1_tokens_ou.png"

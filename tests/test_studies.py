@@ -23,13 +23,15 @@ from attnflow.cli import app
 from attnflow.experiments import open_run, read_meta
 from attnflow.plot import figures_for, register_figures
 from attnflow.studies import (
+    Column,
     NotAStudyDirectoryError,
     Study,
-    StudyAnalysis,
     StudyConfig,
     StudyConfigError,
     StudyMismatchError,
+    StudyResult,
     StudyRunError,
+    Table,
     UnknownStudyError,
     available_studies,
     get_study,
@@ -77,11 +79,11 @@ class TinyStudy(Study):
             for h in config.H
         }
 
-    def analyse(self, config, runs, out_dir, *, figures=None) -> StudyAnalysis:
+    def analyse(self, config, runs, out_dir) -> StudyResult:
         energy = {name: float(runs.open(name).energy.isel(time=-1).mean()) for name in runs.configs}
-        table = "| run | E_T |\n|---|---|\n" + "".join(f"| {k} | {v:.6g} |\n" for k, v in energy.items())
-        files = figures(energy, Path(out_dir)) if figures is not None else {}
-        return StudyAnalysis(summary={"energy_T": energy}, table=table, figures=files)
+        rows = [{"run": k, "E_T": v} for k, v in energy.items()]
+        table = Table(columns=[Column("run"), Column("E_T", fmt=".6g")], rows=rows)
+        return StudyResult(summary={"energy_T": energy}, tables=[table], figure_data=energy)
 
 
 def tiny_figures(energy: dict, out_dir: Path) -> dict:
@@ -187,11 +189,13 @@ def test_study_runs_resumes_and_shows_through_the_cli(tmp_path, tiny_study):
     res = runner.invoke(app, ["study", "run", "tiny_study", "--out", str(out), "--quick", "-j", "1", "-q"])
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["study"] == "tiny_study" and summary["status"] == "done" and summary["quick"] is True
-    assert summary["config"] == {"H": [1, 2], "paths": 2, "fail_file": None}
-    assert summary["attnflow_version"] and summary["wall_time_s"] > 0
-    assert {k: v["status"] for k, v in summary["runs"].items()} == {"H1": "done", "H2": "done"}
-    assert summary["figures"] == {"energy": "energy.png"}
+    assert set(summary) == {"energy_T", "run"}  # the study's keys, the runner's record under "run"
+    rec = summary["run"]
+    assert rec["study"] == "tiny_study" and rec["status"] == "done" and rec["quick"] is True
+    assert rec["config"] == {"H": [1, 2], "paths": 2, "fail_file": None}
+    assert rec["attnflow_version"] and json.loads((out / "run_log.json").read_text())["wall_time_s"] > 0
+    assert {k: v["status"] for k, v in rec["tasks"].items()} == {"H1": "done", "H2": "done"}
+    assert rec["figures"] == {"energy": "energy.png"}
     assert (out / "energy.png").read_bytes()[:8] == PNG
     # the numbers are those of the stored runs
     for name in ("H1", "H2"):
@@ -202,10 +206,11 @@ def test_study_runs_resumes_and_shows_through_the_cli(tmp_path, tiny_study):
     stamps = _stamps(out)
     res = runner.invoke(app, ["study", "run", "tiny_study", "--out", str(out), "--quick"])
     assert res.exit_code == 0, res.output
-    assert "run 1/2 H1: already complete, skipped" in res.output
+    assert "task 1/2 H1: already complete, skipped" in res.output
     assert _stamps(out) == stamps  # reused: neither restarted nor rewritten
-    again = json.loads((out / "summary.json").read_text())
-    assert all(r["skipped"] for r in again["runs"].values())
+    again = json.loads((out / "run_log.json").read_text())
+    assert all(r["skipped"] for r in again["tasks"].values())
+    assert (out / "summary.json").read_text() == json.dumps(summary, indent=1)  # the same bytes
 
     res = runner.invoke(app, ["study", "show", str(out)])
     assert res.exit_code == 0, res.output
@@ -232,8 +237,8 @@ def test_a_killed_study_resumes_only_what_is_missing(tmp_path, tiny_study):
     assert "status: incomplete" in res.output
 
     summary = run_study("tiny_study", out, workers=1)
-    assert summary["status"] == "done"
-    assert summary["runs"]["H1"]["skipped"] and not summary["runs"]["H2"].get("skipped")
+    assert summary["run"]["status"] == "done"
+    assert summary["runs"]["H1"]["skipped"] and not summary["runs"]["H2"].get("skipped")  # legacy view
     now = _stamps(out)
     assert now["H1"] == stamps["H1"]
     assert now["H2"] != stamps["H2"]
@@ -250,7 +255,7 @@ def test_other_parameters_are_refused_before_running_unless_no_resume(tmp_path, 
     with pytest.raises(StudyMismatchError, match=r"holds the study 'tiny_study', not 'massucco2026'"):
         run_study("massucco2026", out, quick=True)
     summary = run_study("tiny_study", out, params={"paths": 3}, quick=True, resume=False, workers=1)
-    assert summary["config"]["paths"] == 3
+    assert summary["run"]["config"]["paths"] == 3
     assert open_run(out / "runs" / "H1").sizes["path"] == 3
 
 
@@ -258,17 +263,17 @@ def test_failed_runs_are_reported_and_recorded(tmp_path, tiny_study):
     bad = tiny_file_tokens(tmp_path)["tokens"]["path"]
     out = tmp_path / "f"
     with pytest.raises(
-        StudyRunError, match=r"(?s)2 of 2 runs of study 'tiny_study' failed:\n  H1: ConfigError"
+        StudyRunError, match=r"(?s)2 of 2 tasks of study 'tiny_study' failed:\n  H1: ConfigError"
     ):
         run_study("tiny_study", out, params={"fail_file": bad}, quick=True, workers=1)
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "failed" and summary["runs"]["H1"]["status"] == "failed"
-    assert "weights.F does not fit" in summary["runs"]["H1"]["error"]
+    rec = json.loads((out / "summary.json").read_text())["run"]
+    assert rec["status"] == "failed" and rec["tasks"]["H1"]["status"] == "failed"
+    assert "weights.F does not fit" in rec["tasks"]["H1"]["error"]
     res = runner.invoke(
         app,
         ["study", "run", "tiny_study", "--out", str(out), "--quick", "-j", "1", "--set", f"fail_file={bad}"],
     )
-    assert res.exit_code == 1 and "2 of 2 runs of study 'tiny_study' failed" in res.output
+    assert res.exit_code == 1 and "2 of 2 tasks of study 'tiny_study' failed" in res.output
     assert study_info(out)["status"] == "failed"
 
 
@@ -283,8 +288,11 @@ def test_dask_cluster_gives_the_local_numbers(tmp_path, tiny_study):
     # the runs ran in the cluster's worker process, not here
     assert {read_meta(tmp_path / "dask" / "runs" / n)["pid"] for n in ("H1", "H2")} <= worker_pids
     assert os.getpid() not in worker_pids
-    assert dask["status"] == "done" and not any(r.get("skipped") for r in dask["runs"].values())
+    assert dask["run"]["status"] == "done" and not any(r.get("skipped") for r in dask["runs"].values())
     assert dask["energy_T"] == local["energy_T"]
+    assert (tmp_path / "dask" / "summary.json").read_bytes() == (
+        tmp_path / "local" / "summary.json"
+    ).read_bytes()
     for name in ("H1", "H2"):
         a, b = open_run(tmp_path / "local" / "runs" / name), open_run(tmp_path / "dask" / "runs" / name)
         np.testing.assert_array_equal(a.positions.values, b.positions.values)

@@ -193,7 +193,7 @@ QUICK = {"H": [1, 2, 4], "H_ref": 16, "sec6_H": [1, 2, 4], "t1": 0.5, "sec6_t1":
 
 
 def test_mean_field_quick_study_runs_and_resumes(tmp_path):
-    params = {**QUICK, "inputs_dir": str(tmp_path / "inputs")}
+    params = dict(QUICK)
     s = run_study("mean_field_heads", tmp_path / "mf", quick=True, params=params, workers=1)
     assert s["status"] == "done"
     assert set(s["laws"]) == {"symmetric_gaussian", "ou_stationary", "two_point"}

@@ -54,6 +54,7 @@ from .files import (
     MARKER_FILE,
     CorruptFileError,
     UnsafePathError,
+    atomic_write_bytes,
     atomic_write_text,
     confined,
     has_marker,
@@ -62,7 +63,7 @@ from .files import (
 )
 from .locking import DirectoryLock
 from .schema import ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
-from .store import META_FILE, RUN_FILES, run_experiment
+from .store import CONFIG_FILE, DATA_DIR, META_FILE, RUN_FILES, read_meta, run_experiment
 from .sweep_data import (
     SUMMARY_FILE,
     TASKS_FILE,
@@ -205,12 +206,169 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="attnflow-parent-watch", daemon=True).start()
 
 
-def _run_task(
-    cfg_json: dict, task_dir: str, resume: bool, threads: int | None, progress: bool = False
-) -> dict:
-    """Run one task (in a worker process or this one); never raises, reports the failure instead."""
+#: the kinds of task :func:`run_tasks` executes, each into its own run directory of the one store
+TASK_KINDS = ("particle", "pde", "training", "compute")
+
+
+def task_spec(task: Any) -> dict:
+    """The JSON spec ``{"kind": ..., ...}`` of a task given as an experiment config (a particle run) or as
+    a spec dict with a ``kind`` (``particle`` / ``pde`` / ``training`` with a ``config``; ``compute`` with
+    ``fn`` and ``params``); every config is validated here, before anything runs.
+
+    Raises
+    ------
+    ConfigError
+        A config breaks a rule, or the kind is unknown.
+    """
+    if isinstance(task, Mapping) and "kind" in task:
+        kind = task["kind"]
+        if kind not in TASK_KINDS:
+            raise ConfigError(f"unknown task kind {kind!r}; valid: {', '.join(TASK_KINDS)}")
+        if kind == "compute":
+            from .compute import task_spec as compute_spec
+
+            extra = set(task) - {"kind", "fn", "params"}
+            if extra:
+                raise ConfigError(f"a compute task has keys kind, fn, params: got also {sorted(extra)}")
+            try:
+                return compute_spec(task.get("fn"), task.get("params"))
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(str(exc)) from None
+        extra = set(task) - {"kind", "config"}
+        if extra or "config" not in task:
+            raise ConfigError(f"a {kind} task has keys kind and config: got {sorted(task)}")
+        if kind == "pde":
+            from .pde_runs import load_pde_config
+
+            return {"kind": "pde", "config": load_pde_config(task["config"]).model_dump(mode="json")}
+        if kind == "training":
+            from .training_config import load_training_config
+
+            return {
+                "kind": "training",
+                "config": load_training_config(task["config"]).model_dump(mode="json"),
+            }
+        inputs = task.get("inputs")
+        extra = set(task) - {"kind", "config", "inputs"}
+        if extra or "config" not in task:
+            raise ConfigError(f"a particle task has keys kind, config and inputs: got {sorted(task)}")
+        spec = {"kind": "particle", "config": load_config(task["config"]).model_dump(mode="json")}
+        if inputs:
+            spec["inputs"] = _check_inputs(inputs, spec["config"])
+        return spec
+    return {"kind": "particle", "config": load_config(task).model_dump(mode="json")}
+
+
+#: where the input arrays of a particle task are written, inside its run directory
+INPUTS_DIR = "inputs"
+
+
+def _check_inputs(inputs: Mapping, cfg: dict) -> dict:
+    """Validate the input arrays of a particle task: ``{dotted path key: {"sha1", "data"}}`` whose key holds
+    the placeholder ``inputs/<sha1>.npy`` in the config."""
+    out = {}
+    for key, payload in inputs.items():
+        if key not in ("tokens.path", "heads.path"):
+            raise ConfigError(f"a particle task's inputs are tokens.path and heads.path: got {key!r}")
+        section, field = key.split(".")
+        want = f"{INPUTS_DIR}/{payload['sha1']}.npy"
+        if cfg.get(section, {}).get(field) != want:
+            raise ConfigError(f"the input {key} must be referenced in the config as {want!r}")
+        out[key] = {"sha1": str(payload["sha1"]), "data": payload["data"]}
+    return out
+
+
+def resolve_inputs(spec: dict, task_dir: Path) -> dict:
+    """The spec whose input-array paths point into ``task_dir/inputs/`` (absolute), where the task writes
+    them; a spec without inputs unchanged."""
+    if not spec.get("inputs"):
+        return spec
+    cfg = json.loads(json.dumps(spec["config"]))
+    for key, payload in spec["inputs"].items():
+        section, field = key.split(".")
+        cfg[section][field] = str(Path(task_dir).resolve() / INPUTS_DIR / f"{payload['sha1']}.npy")
+    return {**spec, "config": cfg}
+
+
+def _write_inputs(spec: dict, task_dir: Path) -> None:
+    import numpy as np
+
+    folder = Path(task_dir) / INPUTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for payload in spec["inputs"].values():
+        path = folder / f"{payload['sha1']}.npy"
+        if not path.is_file():
+            arr = np.asarray(payload["data"], dtype=np.float64)
+            atomic_write_bytes(path, lambda fh, arr=arr: np.save(fh, arr))
+
+
+def task_finished(run_dir: Path, spec: dict) -> tuple[bool, str | None]:
+    """(finished, why not) of the run directory of ``spec`` (see :func:`finished_status`)."""
+    kind = spec["kind"]
+    if kind == "particle":
+        return finished_status(run_dir, resolve_inputs(spec, run_dir)["config"])
+    if kind == "compute":
+        from .compute import compute_finished
+
+        return compute_finished(run_dir, spec)
+    try:
+        status = read_meta(run_dir).get("status")
+    except CorruptFileError as exc:
+        return False, str(exc)
+    if kind == "pde":
+        from .pde_runs import load_pde_config
+
+        cfg_file, data = run_dir / CONFIG_FILE, run_dir / DATA_DIR
+        load = load_pde_config
+    else:
+        from .training_config import load_training_config
+        from .training_run import CONFIG as TRAINING_CONFIG
+
+        cfg_file, data = run_dir / TRAINING_CONFIG, run_dir / "summary.json"
+        load = load_training_config
+    if status != "done" or not data.exists() or not cfg_file.is_file():
+        return False, None
+    try:
+        return load(cfg_file) == load(spec["config"]), None
+    except ConfigError as exc:
+        return False, str(exc)
+
+
+def _execute(spec: dict, task_dir: str, resume: bool, progress: bool) -> None:
+    kind = spec["kind"]
+    if kind == "particle":
+        if spec.get("inputs"):
+            write_marker(task_dir, "run")
+            _write_inputs(spec, Path(task_dir))
+        run_experiment(
+            resolve_inputs(spec, Path(task_dir))["config"], task_dir, resume=resume, progress=progress
+        )
+        return
+    if kind == "compute":
+        from .compute import run_compute
+
+        run_compute(spec["fn"], spec["params"], task_dir, resume=resume)
+        return
+    write_marker(task_dir, kind)
+    if kind == "pde":
+        from .pde_runs import run_pde
+
+        run_pde(spec["config"], task_dir, resume=resume, progress=progress)
+    else:
+        from .training_run import run_training
+
+        run_training(spec["config"], task_dir, progress=progress)
+
+
+def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, progress: bool = False) -> dict:
+    """Run one task (in a worker process or this one); never raises, reports the failure instead.
+
+    ``spec`` is a task spec (:func:`task_spec`) or, as before, an experiment config's JSON.
+    """
     t0 = time.monotonic()
     old_threads = None
+    if "kind" not in spec:
+        spec = {"kind": "particle", "config": spec}
     try:
         if threads is not None:
             import torch
@@ -218,7 +376,8 @@ def _run_task(
             old_threads = torch.get_num_threads()
             torch.set_num_threads(threads)
             _set_numba_threads(threads)
-        run_experiment(cfg_json, task_dir, resume=resume, progress=progress)
+        Path(task_dir).mkdir(parents=True, exist_ok=True)
+        _execute(spec, task_dir, resume, progress)
         return {"status": "done", "elapsed_s": round(time.monotonic() - t0, 3)}
     except Exception as exc:  # noqa: BLE001 - one failing task must not lose the others
         return {
@@ -413,8 +572,9 @@ def run_tasks(
     Parameters
     ----------
     tasks : mapping
-        Run directory name -> config (validated here, before anything runs). A name must be a plain
-        name inside ``out_dir`` (:func:`attnflow.experiments.files.confined`).
+        Run directory name -> task: an experiment config (a particle run) or a task spec with a ``kind``
+        (:func:`task_spec`: a PDE run, a training run, a computation), validated here before anything
+        runs. A name must be a plain name inside ``out_dir`` (:func:`attnflow.experiments.files.confined`).
     out_dir : path
         Parent directory of the run directories.
     scheduler, workers, resume, progress
@@ -444,14 +604,14 @@ def run_tasks(
 
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    configs = {name: load_config(cfg) for name, cfg in tasks.items()}
+    configs = {name: task_spec(task) for name, task in tasks.items()}
     for name in configs:
         confined(out, name, what="task directory")
     results: dict[str, dict] = {}
     notes: dict[str, dict] = {}
     todo = []
     for name, cfg in configs.items():
-        done, why = finished_status(out / name, cfg) if resume else (False, None)
+        done, why = task_finished(out / name, cfg) if resume else (False, None)
         if done:
             results[name] = {"status": "done", "skipped": True}
             if on_result is not None:
@@ -484,9 +644,8 @@ def run_tasks(
         else:
             n_workers = min(len(todo), workers or os.cpu_count() or 1)
             if n_workers <= 1:
-                for name, cfg, task_resume in todo:
-                    cfg_json = cfg.model_dump(mode="json")
-                    finish(name, _run_task(cfg_json, str(out / name), task_resume, None, run_progress))
+                for name, spec, task_resume in todo:
+                    finish(name, _run_task(spec, str(out / name), task_resume, None, run_progress))
             else:
                 _run_pool(todo, out, n_workers, finish)
     finally:
@@ -510,8 +669,7 @@ def _run_pool(todo: list, out: Path, n_workers: int, finish) -> None:
             futs = {}
             for name, (cfg, resume) in pending.items():
                 attempts[name] += 1
-                cfg_json = cfg.model_dump(mode="json")
-                futs[pool.submit(_run_task, cfg_json, str(out / name), resume, threads)] = name
+                futs[pool.submit(_run_task, cfg, str(out / name), resume, threads)] = name
             try:
                 for fut in as_completed(futs):
                     name = futs[fut]
@@ -573,10 +731,8 @@ def _run_dask(address: str, todo: list, out: Path, finish) -> None:
         ) from None
     with client:
         futs = {
-            client.submit(
-                _run_task, cfg.model_dump(mode="json"), str(out / name), resume, 1, pure=False
-            ): name
-            for name, cfg, resume in todo
+            client.submit(_run_task, spec, str(out / name), resume, 1, pure=False): name
+            for name, spec, resume in todo
         }
         for fut in distributed.as_completed(list(futs)):
             finish(futs[fut], _result_or_failure(fut))

@@ -196,7 +196,7 @@ def _collect_study(
         "started": info["started"],
         "ended": info["ended"],
         "wall time (s)": None if info["wall_time_s"] is None else f"{info['wall_time_s']:.0f}",
-        "attnflow version": summary.get("attnflow_version") or summary.get("versions", {}).get("attnflow"),
+        "attnflow version": info.get("attnflow_version") or summary.get("versions", {}).get("attnflow"),
     }
     page.sections.append(Section("overview", "Overview", kv_table(overview)))
     page.sections.append(Section("config", "Config", pre(info["config"])))
@@ -243,7 +243,7 @@ def _collect_study(
             f"run directories not stored here ({RUNS_DIR}/ absent, e.g. committed results): no per-run "
             f"curves and no token cloud; `attnflow study run {info['study']} --out DIR` writes them"
         )
-    fig = figures_section(d, page_dir, list(summary.get("figures", {}).values()) or None)
+    fig = figures_section(d, page_dir, list((info.get("figures") or {}).values()) or None)
     if fig:
         page.sections.append(fig)
     parts = [link(d / f, page_dir, f) for f in (STUDY_FILE, SUMMARY_FILE, TABLE_FILE) if (d / f).exists()]

@@ -7,13 +7,18 @@
     study_info("out/q")["status"]                          # "done"
 
 The command line: ``attnflow study list``, ``attnflow study run NAME --out DIR [--quick]``,
-``attnflow study show DIR``. A new study subclasses :class:`Study` and is added with :func:`register`.
+``attnflow study show DIR``. A new study is one file: a :class:`Study` subclass decorated with
+:func:`study` whose ``plan`` declares tasks (:mod:`attnflow.studies.tasks`) and whose ``analyse`` returns
+a :class:`StudyResult`; ``attnflow study run path/to/file.py:ClassName`` runs it (see
+:mod:`attnflow.studies.base`).
 """
 
 from .base import (
+    FigureCallback as FigureCallback,
     Study as Study,
     StudyAnalysis as StudyAnalysis,
     StudyConfig as StudyConfig,
+    StudyResult as StudyResult,
     StudyRuns as StudyRuns,
     validate_params as validate_params,
 )
@@ -22,6 +27,8 @@ from .errors import (
     NotAStudyDirectoryError as NotAStudyDirectoryError,
     StudyConfigError as StudyConfigError,
     StudyMismatchError as StudyMismatchError,
+    StudyPlanError as StudyPlanError,
+    StudyResultError as StudyResultError,
     StudyRunError as StudyRunError,
     UnknownStudyError as UnknownStudyError,
 )
@@ -66,9 +73,11 @@ from .registry import (
     available_studies as available_studies,
     get_study as get_study,
     register as register,
+    study as study,
     unregister as unregister,
 )
-from .runner import run_study as run_study, study_info as study_info
+from .render import Column as Column, Table as Table
+from .runner import StudySummary as StudySummary, run_study as run_study, study_info as study_info
 from .stability_input import (  # registers it
     StabilityInputConfig as StabilityInputConfig,
     StabilityInputStudy as StabilityInputStudy,
@@ -77,9 +86,27 @@ from .stability_weights import (  # registers it
     StabilityWeightsConfig as StabilityWeightsConfig,
     StabilityWeightsStudy as StabilityWeightsStudy,
 )
+from .tasks import (
+    ComputeTask as ComputeTask,
+    ParticleRun as ParticleRun,
+    PdeRun as PdeRun,
+    TrainingRun as TrainingRun,
+)
 
 __all__ = [
+    "Column",
+    "ComputeTask",
     "CriticalBetaStudy",
+    "FigureCallback",
+    "ParticleRun",
+    "PdeRun",
+    "StudyPlanError",
+    "StudyResult",
+    "StudyResultError",
+    "StudySummary",
+    "Table",
+    "TrainingRun",
+    "study",
     "DepthLimitConfig",
     "DepthLimitStudy",
     "EntropyStudy",

@@ -42,7 +42,8 @@ from ..training.residual import ResidualAttention, adjoint_variables, limit_flow
 from .base import Study, StudyConfig, StudyRuns
 from .common import finish_analysis
 from .multihead_common import jsonable, one_thread
-from .registry import register
+from .registry import study
+from .tasks import ComputeTask
 
 __all__ = ["DepthLimitConfig", "DepthLimitStudy", "records"]
 
@@ -116,6 +117,94 @@ def _label(H: int | None) -> str:
     return "inf" if H is None else str(H)
 
 
+def depth_task(part: str, config: dict) -> dict:
+    """A task of the study (pure: every draw is seeded): ``init`` (the networks at initialisation against
+    the exact limit ODE, and the reference's own errors) or ``train`` (AdamW training against the
+    extrapolated trained mean-field networks, then the token-count check of those networks). Returns rows
+    and numbers, with the wall and CPU seconds of each block (one thread)."""
+    c = DepthLimitConfig(**config)
+    S = DepthLimitStudy
+    with one_thread():
+        atoms = xavier_atoms(c.atoms, c.d, seed=10_000, gain=c.gain)
+        x_in = sphere_clouds(c.inputs, c.n, c.d, seed=20_000)
+        y_in = contraction_task(x_in, c.kappa)
+        t0, c0 = time.perf_counter(), time.process_time()
+        if part == "init":
+            Hs: list[int | None] = [*sorted(set(c.H)), None]
+            ref_x, ref_p = adjoint_variables(lambda x: limit_flow(x, atoms, steps=c.ref_steps), x_in, y_in)
+            half_x = limit_flow(x_in, atoms, steps=c.ref_steps // 2)
+            init_rows = []
+            for H in Hs:
+                for L in sorted(set(c.L)):
+                    for seed in c.seeds if H is not None else c.seeds[:1]:
+                        net = ResidualAttention(atoms, L, H, seed=seed)
+                        out, p = adjoint_variables(net, x_in, y_in)
+                        init_rows.append(
+                            {
+                                "L": L,
+                                "H": _label(H),
+                                "seed": seed,
+                                "err_x": _err(out, ref_x),
+                                "err_p": _err(p, ref_p),
+                            }
+                        )
+            rich = S._extrapolate(S._reference_nets(atoms, c.ref_L, None)[0], x_in, y_in)
+            return jsonable(
+                {
+                    "init_rows": init_rows,
+                    "rk4_half_step_difference": _err(half_x, ref_x),
+                    "richardson_error_at_init": max(_err(rich["x"], ref_x), 0.0),
+                    "richardson_error_at_init_p": _err(rich["p"], ref_p),
+                    "richardson_spread_at_init": [rich["spread_x"], rich["spread_p"]],
+                    "wall_s": time.perf_counter() - t0,
+                    "cpu_s": time.process_time() - c0,
+                }
+            )
+        if part != "train":
+            raise ValueError(f"unknown part {part!r} of depth_limit; valid: init, train")
+        x_tr = sphere_clouds(c.train_inputs, c.train_n, c.d, seed=30_000)
+        y_tr = contraction_task(x_tr, c.kappa)
+        tr = dict(x=x_tr, y=y_tr, steps=c.steps, lr=c.lr, weight_decay=c.weight_decay)
+        ref_nets, ref_loss = S._reference_nets(atoms, c.ref_L, tr)
+        trained_ref = S._extrapolate(ref_nets, x_in, y_in)
+        train_rows, nets = [], {}
+        for H in [*sorted(set(c.train_H)), None]:
+            for L in sorted(set(c.train_L)):
+                for seed in c.train_seeds if H is not None else c.train_seeds[:1]:
+                    net = ResidualAttention(atoms, L, H, seed=seed)
+                    losses = train_adamw(net, x_tr, y_tr, steps=c.steps, lr=c.lr, weight_decay=c.weight_decay)
+                    nets[(L, _label(H), seed)] = net
+                    out, p = adjoint_variables(net, x_in, y_in)
+                    train_rows.append(
+                        {
+                            "L": L,
+                            "H": _label(H),
+                            "seed": seed,
+                            "err_x": _err(out, trained_ref["x"]),
+                            "err_p": _err(p, trained_ref["p"]),
+                            "loss_initial": losses[0],
+                            "loss_final": losses[-1],
+                        }
+                    )
+        train_wall, train_cpu = time.perf_counter() - t0, time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
+        n_rows = S._n_sweep(c, atoms, nets, ref_nets)
+        return jsonable(
+            {
+                "train_rows": train_rows,
+                "n_rows": n_rows,
+                "trained_ref_correction": trained_ref["correction"],
+                "trained_ref_spread": [trained_ref["spread_x"], trained_ref["spread_p"]],
+                "trained_ref_loss": ref_loss,
+                "train_wall_s": train_wall,
+                "train_cpu_s": train_cpu,
+                "n_wall_s": time.perf_counter() - t0,
+                "n_cpu_s": time.process_time() - c0,
+            }
+        )
+
+
+@study
 class DepthLimitStudy(Study):
     name = "depth_limit"
     description = (
@@ -123,6 +212,7 @@ class DepthLimitStudy(Study):
         "error fitted to a L^-alpha + b L^-gamma H^-1/2 (claim: alpha = 1, gamma = 1/3, n-independent)"
     )
     Config = DepthLimitConfig
+    timing_keys = ("timing_s", "cpu_s")
 
     def quick_params(self) -> dict:
         return {
@@ -149,75 +239,24 @@ class DepthLimitStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
+        cfg = config.model_dump(mode="json")
+        fn = "attnflow.studies.depth_limit:depth_task"
+        # measured CPU at full size: init 12 s, training + token count 81 + 57 s (quick: ~2 s and ~5 s)
+        return {
+            "init": ComputeTask(fn=fn, params={"part": "init", "config": cfg}, cost_s=12.0),
+            "train": ComputeTask(fn=fn, params={"part": "train", "config": cfg}, cost_s=140.0),
+        }
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
-        timing: dict[str, float] = {}  # wall clock (shared machine) and CPU time of this process (one thread)
-        cpu: dict[str, float] = {}
-        with one_thread():
-            atoms = xavier_atoms(c.atoms, c.d, seed=10_000, gain=c.gain)
-            x_in = sphere_clouds(c.inputs, c.n, c.d, seed=20_000)
-            y_in = contraction_task(x_in, c.kappa)
-            x_tr = sphere_clouds(c.train_inputs, c.train_n, c.d, seed=30_000)
-            y_tr = contraction_task(x_tr, c.kappa)
-            Hs: list[int | None] = [*sorted(set(c.H)), None]
-
-            # -- initialisation: against the exact limit ODE
-            t0, c0 = time.perf_counter(), time.process_time()
-            ref_x, ref_p = adjoint_variables(lambda x: limit_flow(x, atoms, steps=c.ref_steps), x_in, y_in)
-            half_x = limit_flow(x_in, atoms, steps=c.ref_steps // 2)
-            init_rows = []
-            for H in Hs:
-                for L in sorted(set(c.L)):
-                    for seed in c.seeds if H is not None else c.seeds[:1]:
-                        net = ResidualAttention(atoms, L, H, seed=seed)
-                        out, p = adjoint_variables(net, x_in, y_in)
-                        init_rows.append(
-                            {
-                                "L": L,
-                                "H": _label(H),
-                                "seed": seed,
-                                "err_x": _err(out, ref_x),
-                                "err_p": _err(p, ref_p),
-                            }
-                        )
-            rich = self._extrapolate(self._reference_nets(atoms, c.ref_L, None)[0], x_in, y_in)
-            timing["init_s"], cpu["init_s"] = time.perf_counter() - t0, time.process_time() - c0
-
-            # -- training: the same seeds, against the extrapolated mean-field networks
-            t0, c0 = time.perf_counter(), time.process_time()
-            tr = dict(x=x_tr, y=y_tr, steps=c.steps, lr=c.lr, weight_decay=c.weight_decay)
-            ref_nets, ref_loss = self._reference_nets(atoms, c.ref_L, tr)
-            trained_ref = self._extrapolate(ref_nets, x_in, y_in)
-            train_rows, nets = [], {}
-            for H in [*sorted(set(c.train_H)), None]:
-                for L in sorted(set(c.train_L)):
-                    for seed in c.train_seeds if H is not None else c.train_seeds[:1]:
-                        net = ResidualAttention(atoms, L, H, seed=seed)
-                        losses = train_adamw(
-                            net, x_tr, y_tr, steps=c.steps, lr=c.lr, weight_decay=c.weight_decay
-                        )
-                        nets[(L, _label(H), seed)] = net
-                        out, p = adjoint_variables(net, x_in, y_in)
-                        train_rows.append(
-                            {
-                                "L": L,
-                                "H": _label(H),
-                                "seed": seed,
-                                "err_x": _err(out, trained_ref["x"]),
-                                "err_p": _err(p, trained_ref["p"]),
-                                "loss_initial": losses[0],
-                                "loss_final": losses[-1],
-                            }
-                        )
-            timing["train_s"], cpu["train_s"] = time.perf_counter() - t0, time.process_time() - c0
-
-            # -- token count
-            t0, c0 = time.perf_counter(), time.process_time()
-            n_rows = self._n_sweep(c, atoms, nets, ref_nets)
-            timing["n_sweep_s"], cpu["n_sweep_s"] = time.perf_counter() - t0, time.process_time() - c0
-
+        init, trained = runs.result("init"), runs.result("train")
+        init_rows, train_rows, n_rows = init["init_rows"], trained["train_rows"], trained["n_rows"]
+        timing = {
+            "init_s": init["wall_s"],
+            "train_s": trained["train_wall_s"],
+            "n_sweep_s": trained["n_wall_s"],
+        }
+        cpu = {"init_s": init["cpu_s"], "train_s": trained["train_cpu_s"], "n_sweep_s": trained["n_cpu_s"]}
         summary = {
             "config_note": (
                 f"heads iid uniform on {c.atoms} Xavier-uniform atoms (gain {c.gain}) in R^{c.d}; "
@@ -228,13 +267,13 @@ class DepthLimitStudy(Study):
             "init_rows": init_rows,
             "train_rows": train_rows,
             "n_rows": n_rows,
-            "rk4_half_step_difference": _err(half_x, ref_x),
-            "richardson_error_at_init": max(_err(rich["x"], ref_x), 0.0),
-            "richardson_error_at_init_p": _err(rich["p"], ref_p),
-            "richardson_spread_at_init": [rich["spread_x"], rich["spread_p"]],
-            "trained_ref_correction": trained_ref["correction"],
-            "trained_ref_spread": [trained_ref["spread_x"], trained_ref["spread_p"]],
-            "trained_ref_loss": ref_loss,
+            "rk4_half_step_difference": init["rk4_half_step_difference"],
+            "richardson_error_at_init": init["richardson_error_at_init"],
+            "richardson_error_at_init_p": init["richardson_error_at_init_p"],
+            "richardson_spread_at_init": init["richardson_spread_at_init"],
+            "trained_ref_correction": trained["trained_ref_correction"],
+            "trained_ref_spread": trained["trained_ref_spread"],
+            "trained_ref_loss": trained["trained_ref_loss"],
             "fits": {
                 "init_x": _fit(init_rows, "err_x"),
                 "init_p": _fit(init_rows, "err_p"),
@@ -637,6 +676,3 @@ def _table(s: dict) -> str:
     lines.append("Wall time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in s["timing_s"].items()))
     lines.append("CPU time, one thread (s): " + ", ".join(f"{k} {v:.0f}" for k, v in s["cpu_s"].items()))
     return "\n".join(lines) + "\n"
-
-
-register(DepthLimitStudy())

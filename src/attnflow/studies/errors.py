@@ -8,6 +8,8 @@ __all__ = [
     "NotAStudyDirectoryError",
     "StudyConfigError",
     "StudyMismatchError",
+    "StudyPlanError",
+    "StudyResultError",
     "StudyRunError",
     "UnknownStudyError",
 ]
@@ -31,3 +33,11 @@ class StudyRunError(RuntimeError):
 
 class NotAStudyDirectoryError(FileNotFoundError):
     """The directory holds no study (no ``study.json``)."""
+
+
+class StudyPlanError(ValueError):
+    """A study's plan declares no task (all the work of a study runs as tasks on the run store)."""
+
+
+class StudyResultError(ValueError):
+    """An analysis returned a result that breaks a rule (a reserved summary key, a wrong type)."""

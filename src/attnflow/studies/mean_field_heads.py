@@ -25,9 +25,9 @@ The study
    :math:`G^2_\infty(\mu_t) + c(\mu_t)/H` evaluated on the run's own late clouds with fresh heads from
    the OU stationary law.
 
-Head sets and the token cloud are written as ``.npy`` files (named by the hash of their content, so a
-rerun plans the same configs and resumes) under ``inputs_dir``; on a Dask cluster that directory must be
-visible to the workers, as the run store is.
+Head sets and the token cloud are inputs of the particle runs (:class:`attnflow.studies.tasks.ParticleRun`):
+each run writes them into its own directory (``inputs/<sha1 of the content>.npy``), so nothing is written
+outside the study directory and a rerun plans the same configs and resumes.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from ..observables import (
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
 from .registry import register
+from .tasks import ParticleRun
 
 __all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "inputs_file", "records"]
 
@@ -156,11 +157,6 @@ class MeanFieldHeadsConfig(StudyConfig):
     sec6_dt: float = Field(0.01, gt=0, description="the step of the Sec. 6 OU runs", examples=[0.01])
     sec6_paths: PositiveInt = Field(2, description="paths of each Sec. 6 OU run", examples=[2])
     seed: int = Field(0, ge=0, description="the seed of tokens and heads (>= 0)", examples=[0])
-    inputs_dir: str | None = Field(
-        None,
-        description="where the token and head arrays are written (None: <tmp>/attnflow_study_inputs)",
-        examples=["/scratch/attnflow_inputs"],
-    )
     criterion_w2_rate_band: tuple[float, float] = Field(
         (-0.6, -0.4),
         description="derived rate of W2(mu^H_T, mu^ref_T) in H (CLT for the field, then Gronwall): the tail "
@@ -256,30 +252,27 @@ class MeanFieldHeadsStudy(Study):
         kind = config.laws[k].kind
         return kind if kinds.count(kind) == 1 else f"{kind}{k}"
 
-    def plan(self, config: MeanFieldHeadsConfig) -> dict[str, dict]:
-        xfile = inputs_file(self._x0(config), config.inputs_dir)
+    def plan(self, config: MeanFieldHeadsConfig) -> dict[str, ParticleRun | dict]:
+        x0 = self._x0(config)
         base = {
             "model": {"direction": config.direction},
             "weights": {"process": "constant"},
-            "tokens": {"init": "file", "path": xfile},
+            "tokens": {"init": "file", "path": "(input)"},
             "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
             "record": {"every": config.record_every, "heads": False},
             "seed": config.seed,
             "precision": "float64",
         }
-        out: dict[str, dict] = {}
+        out: dict[str, ParticleRun | dict] = {}
         for k in range(len(config.laws)):
             key = self._key(config, k)
             for H in [*config.H, config.H_ref]:
                 P = 1 if H == config.H_ref else config.paths
                 D = self._heads(config, k, H, P, salt=1000 * k + H)
                 name = f"{key}_ref" if H == config.H_ref else f"{key}_H{H}"
-                out[name] = {
-                    **base,
-                    "name": name,
-                    "heads": {"init": "file", "H": H, "path": inputs_file(D, config.inputs_dir)},
-                    "paths": P,
-                }
+                # the token cloud and the heads are written into the run's own directory (ParticleRun.inputs)
+                cfg = {**base, "name": name, "heads": {"init": "file", "H": H, "path": "(input)"}, "paths": P}
+                out[name] = ParticleRun(cfg, inputs={"tokens.path": x0, "heads.path": D})
         for H in config.sec6_H:
             name = f"sec6_ou_H{H}"
             out[name] = {

@@ -11,12 +11,12 @@ affine functions (injective: the smallest singular value settles at a positive v
 dimension), while a single Dirac gives affine features (non-injective: singular values at the rounding
 floor for every P). Several seeds of the points and parameters are run.
 
-It computes in ``analyse`` (``plan`` returns no runs).
+Each (law, seed) is one computation task (:func:`injectivity_task`) on the run store; ``analyse`` reads
+their stored curves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +32,20 @@ from ..analysis.ntk import (
     sphere_points,
 )
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_test
-from .base import Study, StudyConfig, StudyRuns
-from .common import finish_analysis
+from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .multihead_common import jsonable
-from .registry import register
+from .registry import study
+from .render import Column, Table
+from .tasks import ComputeTask
 
-__all__ = ["NTK_LAWS", "NtkInjectivityConfig", "NtkInjectivityStudy", "records", "token_law"]
+__all__ = [
+    "NTK_LAWS",
+    "NtkInjectivityConfig",
+    "NtkInjectivityStudy",
+    "injectivity_task",
+    "records",
+    "token_law",
+]
 
 #: the token laws of the study and whether the companion work expects an injective NTK for them
 NTK_LAWS = {"dirac": False, "discrete": True, "uniform": True, "gaussian_mixture": True}
@@ -90,6 +98,21 @@ class NtkInjectivityConfig(StudyConfig):
         return v
 
 
+def injectivity_task(
+    law: str, d: int, N: int, P: list[int], scale: float, atoms: int, components: int, sigma: float, seed: int
+) -> dict:
+    """The injectivity curve of token law ``law`` for one seed of the points and parameters (a task of the
+    study: pure, JSON in, JSON out; see :func:`attnflow.analysis.ntk.injectivity_curve`)."""
+    tl = token_law(law, d, seed=seed, atoms=atoms, components=components, sigma=sigma)
+    x = sphere_points(N, d, seed=seed)
+    return jsonable(injectivity_curve(tl, x, P, seed=seed + 1000, scale=scale))
+
+
+def _task_name(law: str, seed: int) -> str:
+    return f"{law}-seed{seed}"
+
+
+@study
 class NtkInjectivityStudy(Study):
     name = "ntk_injectivity"
     description = (
@@ -102,22 +125,29 @@ class NtkInjectivityStudy(Study):
         return {"N": 16, "P": [4, 16, 64, 256], "seeds": [0]}
 
     def plan(self, config) -> dict:
-        if config.N <= config.d + 1:
-            raise ValueError(f"N must exceed d + 1 = {config.d + 1} (affine functions): got N={config.N}")
-        return {}
-
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
-        self.plan(c)
+        if c.N <= c.d + 1:
+            raise ValueError(f"N must exceed d + 1 = {c.d + 1} (affine functions): got N={c.N}")
+        # cost: N x max(P) features, an SVD per P (measured 0.2 s for N = 16, P <= 256; 3 s at full size)
+        cost = 0.2 + 3e-5 * c.N * max(c.P)
+        common = dict(d=c.d, N=c.N, P=list(c.P), scale=c.scale, atoms=c.atoms, components=c.components)
+        return {
+            _task_name(law, seed): ComputeTask(
+                fn="attnflow.studies.ntk_injectivity:injectivity_task",
+                params={**common, "law": law, "sigma": c.sigma, "seed": seed},
+                cost_s=cost,
+            )
+            for law in c.laws
+            for seed in c.seeds
+        }
+
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
+        c = config
         curves, rows = [], []
         for law_name in c.laws:
             per_seed = []
             for seed in c.seeds:
-                law = token_law(
-                    law_name, c.d, seed=seed, atoms=c.atoms, components=c.components, sigma=c.sigma
-                )
-                x = sphere_points(c.N, c.d, seed=seed)
-                cv = injectivity_curve(law, x, c.P, seed=seed + 1000, scale=c.scale)
+                cv = dict(runs.result(_task_name(law_name, seed)))
                 cv["seed"] = seed
                 per_seed.append(cv)
                 curves.append(cv)
@@ -143,25 +173,27 @@ class NtkInjectivityStudy(Study):
                 "verdict": "holds" if all(r["agrees"] for r in rows) else "fails",
             }
         )
-        summary["verdicts"] = [r.to_json() for r in records(summary, c)]
-        return finish_analysis(summary, _table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, c), tables=[_table(summary)])
 
 
-def _table(s: dict) -> str:
-    lines = [
-        f"Smallest singular value of the affine-projected features relative to the feature scale, at the "
-        f"largest P (min and max over seeds); injective when > {s['rtol']:g}. Verdict: {s['verdict']}.",
-        "",
-        "| law | expected | injective | rel. sigma_min (min) | rel. sigma_min (max) | dim |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in s["rows"]:
-        lines.append(
-            f"| {r['law']} | {'injective' if r['expected_injective'] else 'not injective'} | "
-            f"{r['injective']} | {r['rel_min_at_Pmax_min']:.3g} | {r['rel_min_at_Pmax_max']:.3g} | "
-            f"{r['dim']} |"
-        )
-    return "\n".join(lines) + "\n"
+def _table(s: dict) -> Table:
+    return Table(
+        columns=[
+            Column("law"),
+            Column("expected", "expected"),
+            Column("injective"),
+            Column("rel_min_at_Pmax_min", "rel. sigma_min (min)", ".3g"),
+            Column("rel_min_at_Pmax_max", "rel. sigma_min (max)", ".3g"),
+            Column("dim"),
+        ],
+        rows=[
+            {**r, "expected": "injective" if r["expected_injective"] else "not injective"} for r in s["rows"]
+        ],
+        note=(
+            "Smallest singular value of the affine-projected features relative to the feature scale, at the "
+            f"largest P (min and max over seeds); injective when > {s['rtol']:g}. Verdict: {s['verdict']}."
+        ),
+    )
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
@@ -230,6 +262,3 @@ def records(summary: dict, config: NtkInjectivityConfig) -> list:
             )
         )
     return out
-
-
-register(NtkInjectivityStudy())

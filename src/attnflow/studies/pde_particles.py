@@ -21,7 +21,8 @@ checks (linear growth rates of modes about the uniform state, :mod:`attnflow.pde
 state's stationarity), the order of the energy ledger's residual in dt, and ducc0's transform accuracy
 and speed.
 
-It computes in ``analyse`` (``plan`` returns no runs): not resumable per run.
+Its five parts (S^1, S^2, the closed forms, the ledger order, the ducc0 round trip) are computation tasks
+(:func:`pde_task`) on the run store; ``analyse`` reads their stored results.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -52,10 +52,12 @@ from ..pde import (
     von_mises_fisher_mixture,
 )
 from ..simulation import simulate
-from .base import Study, StudyConfig, StudyRuns
-from .common import finish_analysis, whole_steps
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import whole_steps
 from .multihead_common import fit_order, jsonable, one_thread
-from .registry import register
+from .registry import study
+from .render import Column, Table
+from .tasks import ComputeTask
 
 __all__ = ["PdeParticlesConfig", "PdeParticlesStudy", "records"]
 
@@ -348,6 +350,44 @@ def _s2_setup(seed: int):
     return heads, centres
 
 
+def _s1_model(c):
+    weights = Oscillating(forcing="s1") if c.s1_weights == "oscillating" else Constant()
+    return TransformerModel(direction="ascent", attention="softmax", beta=1.0, weights=weights), weights
+
+
+def pde_task(part: str, config: dict) -> dict:
+    """One part of the study (a task: JSON in, arrays and JSON out): ``s1`` / ``s2`` (the PDE against
+    particles on that sphere, with the density snapshots of the figures), ``closed_forms``, ``ledger_order``
+    or ``sht_ducc0``. ``config`` is the study's config as JSON."""
+    c = PdeParticlesConfig(**config)
+    with one_thread():
+        if part == "s1":
+            m1, _ = _s1_model(c)
+            u0 = lambda g: von_mises_fisher_mixture(g, _s1_centres(), 6.0, [0.5, 0.3, 0.2])  # noqa: E731
+            res = _manifold(c, 2, m1, u0, np.array(_S1_HEADS), c.s1_n, c.s1_replicates, c.s1_L, 0)
+        elif part == "s2":
+            h2, cen2 = _s2_setup(c.seed)
+            m2 = TransformerModel(direction="ascent", attention="softmax", beta=1.0)
+            u0 = lambda g: von_mises_fisher_mixture(g, cen2, 5.0)  # noqa: E731
+            res = _manifold(c, 3, m2, u0, h2, c.s2_n, c.s2_replicates, c.s2_L, c.s2_w2_max_n)
+        elif part == "closed_forms":
+            return {"result": jsonable(_closed_forms(c))}
+        elif part == "ledger_order":
+            return {"result": jsonable(_ledger_order(c, _s1_model(c)[1]))}
+        elif part == "sht_ducc0":
+            return {"result": jsonable(_sht_bench())}
+        else:
+            raise ValueError(f"unknown part {part!r} of pde_particles; valid: {', '.join(_PARTS)}")
+    return {
+        "result": jsonable({k: v for k, v in res.items() if not k.startswith("_")}),
+        **_densities(part, res),
+    }
+
+
+_PARTS = ("s1", "s2", "closed_forms", "ledger_order", "sht_ducc0")
+
+
+@study
 class PdeParticlesStudy(Study):
     name = "pde_particles"
     description = (
@@ -355,6 +395,7 @@ class PdeParticlesStudy(Study):
         "rate in n fitted; closed forms and the density's energy ledger"
     )
     Config = PdeParticlesConfig
+    timing_keys = ("pde_seconds", "particle_seconds", "ms_per_roundtrip")
 
     def quick_params(self) -> dict:
         return {
@@ -372,76 +413,64 @@ class PdeParticlesStudy(Study):
         }
 
     def plan(self, config) -> dict:
-        return {}
+        cfg = config.model_dump(mode="json")
+        # cost: the particle systems dominate (n x replicates x steps); the checks take seconds
+        steps = config.t1 / config.dt_particles
+        cost = {
+            "s1": 1e-4 * steps * sum(n * r for n, r in zip(config.s1_n, config.s1_replicates, strict=True)),
+            "s2": 2e-4 * steps * sum(n * r for n, r in zip(config.s2_n, config.s2_replicates, strict=True)),
+        }
+        return {
+            part: ComputeTask(
+                fn="attnflow.studies.pde_particles:pde_task",
+                params={"part": part, "config": cfg},
+                cost_s=cost.get(part, 5.0),
+            )
+            for part in _PARTS
+        }
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
-        c = config
-        weights = Oscillating(forcing="s1") if c.s1_weights == "oscillating" else Constant()
-        with one_thread():
-            m1 = TransformerModel(direction="ascent", attention="softmax", beta=1.0, weights=weights)
-            s1 = _manifold(
-                c,
-                2,
-                m1,
-                lambda g: von_mises_fisher_mixture(g, _s1_centres(), 6.0, [0.5, 0.3, 0.2]),
-                np.array(_S1_HEADS),
-                c.s1_n,
-                c.s1_replicates,
-                c.s1_L,
-                0,
-            )
-            h2, cen2 = _s2_setup(c.seed)
-            m2 = TransformerModel(direction="ascent", attention="softmax", beta=1.0)
-            s2 = _manifold(
-                c,
-                3,
-                m2,
-                lambda g: von_mises_fisher_mixture(g, cen2, 5.0),
-                h2,
-                c.s2_n,
-                c.s2_replicates,
-                c.s2_L,
-                c.s2_w2_max_n,
-            )
-            closed = _closed_forms(c)
-            ledger = _ledger_order(c, weights)
-            sht = _sht_bench()
-        _save_densities(out_dir, s1, s2)
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
+        res = {part: runs.result(part) for part in _PARTS}
+        _save_densities(out_dir, res["s1"], res["s2"])
         summary = {
-            "s1": {k: v for k, v in s1.items() if not k.startswith("_")},
-            "s2": {k: v for k, v in s2.items() if not k.startswith("_")},
-            "s1_weights": c.s1_weights,
-            "closed_forms": closed,
-            "ledger_order": ledger,
-            "sht_ducc0": sht,
+            "s1": res["s1"]["result"],
+            "s2": res["s2"]["result"],
+            "s1_weights": config.s1_weights,
+            "closed_forms": res["closed_forms"]["result"],
+            "ledger_order": res["ledger_order"]["result"],
+            "sht_ducc0": res["sht_ducc0"]["result"],
             "densities_file": "densities.npz",
         }
-        summary = jsonable(summary)
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, _table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=_tables(summary))
 
 
-def _save_densities(out_dir: Path, s1: dict, s2: dict) -> None:
+def _densities(part: str, m: dict) -> dict:
     """Density snapshots for the figures: S^1 on 1024 angles, S^2 on a 90 x 180 latitude-longitude raster."""
-    ds1, g1 = s1["_ds"], s1["_grid"]
-    th = np.linspace(-math.pi, math.pi, 1024, endpoint=False)
-    pts = np.stack([np.cos(th), np.sin(th)], 1)
-    f1 = np.stack([g1.evaluate(_coef(ds1, k), pts) for k in range(ds1.time.size)])
-    ds2, g2 = s2["_ds"], s2["_grid"]
+    ds, g = m["_ds"], m["_grid"]
+    if part == "s1":
+        th = np.linspace(-math.pi, math.pi, 1024, endpoint=False)
+        pts = np.stack([np.cos(th), np.sin(th)], 1)
+        f1 = np.stack([g.evaluate(_coef(ds, k), pts) for k in range(ds.time.size)])
+        return {"theta": th, "time": ds.time.values, "density": f1}
     lat = np.linspace(-math.pi / 2, math.pi / 2, 90)
     lon = np.linspace(-math.pi, math.pi, 180)
     LA, LO = np.meshgrid(lat, lon, indexing="ij")
     p2 = np.stack([np.cos(LA) * np.cos(LO), np.cos(LA) * np.sin(LO), np.sin(LA)], -1).reshape(-1, 3)
-    f2 = np.stack([g2.evaluate(_coef(ds2, k), p2).reshape(LA.shape) for k in range(ds2.time.size)])
+    f2 = np.stack([g.evaluate(_coef(ds, k), p2).reshape(LA.shape) for k in range(ds.time.size)])
+    return {"lat": lat, "lon": lon, "time": ds.time.values, "density": f2.astype(np.float32)}
+
+
+def _save_densities(out_dir: Path, s1: dict, s2: dict) -> None:
+    """The stored density snapshots, in the file the figures read (``densities.npz`` in the study dir)."""
     np.savez_compressed(
         out_dir / "densities.npz",
-        s1_theta=th,
-        s1_time=ds1.time.values,
-        s1_density=f1,
-        s2_lat=lat,
-        s2_lon=lon,
-        s2_time=ds2.time.values,
-        s2_density=f2.astype(np.float32),
+        s1_theta=s1["theta"],
+        s1_time=s1["time"],
+        s1_density=s1["density"],
+        s2_lat=s2["lat"],
+        s2_lon=s2["lon"],
+        s2_time=s2["time"],
+        s2_density=s2["density"],
     )
 
 
@@ -449,66 +478,67 @@ def _fmt(x) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def _table(s: dict) -> str:
-    lines = ["## PDE against particles: distance at t1 against n (mean over replicates)", ""]
+def _tables(s: dict) -> list[Table]:
+    tables = []
     for key in ("s1", "s2"):
         m = s[key]
-        lines += [
-            f"### S^{m['d'] - 1} (band limit {m['L']}, minimum {m['band_min']}, {m['nodes']} nodes)",
-            "",
-        ]
-        lines.append(
-            "| quantity | "
-            + " | ".join(f"n = {n}" for n in m["fits"]["l2_T"]["n"])
-            + " | fitted rate (95% CI) |"
-        )
-        lines.append("|---|" + "---|" * (len(m["fits"]["l2_T"]["n"]) + 1))
+        ns = m["fits"]["l2_T"]["n"]
+        rows = []
         for q, f in m["fits"].items():
             ci = f.get("rate_ci")
-            rate = f"{_fmt(f.get('rate'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-"
             cells = {n: v for n, v in zip(f["n"], f["mean"], strict=True)}
-            lines.append(
-                f"| {q} | " + " | ".join(_fmt(cells.get(n)) for n in m["fits"]["l2_T"]["n"]) + f" | {rate} |"
+            rows.append(
+                {
+                    "quantity": q,
+                    **{f"n{n}": cells.get(n) for n in ns},
+                    "rate": f"{_fmt(f.get('rate'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else None,
+                }
             )
-        lines += [
-            "",
-            f"PDE error (L x 1.5, dt / 2): sup {m['pde_error_sup_vs_refined']:.2e}; particle time error "
-            f"{m['particle_dt_error']:.2e}; mass drift {m['mass_drift']:.1e}; "
-            f"min density {m['min_density']:.3g}; "
-            f"ledger residual {m['ledger_residual']:.1e}; max CFL {m['max_cfl']:.2f}; "
-            f"PDE {m['pde_seconds']:.1f} s, particles {m['particle_seconds']:.1f} s",
-            "",
-        ]
-    lines += [
-        "## Closed forms: linear growth rates about the uniform state",
-        "",
-        "| S^ | attention | degree | measured | predicted | rel. error |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in s["closed_forms"]["growth_rates"]:
-        lines.append(
-            f"| {r['d'] - 1} | {r['attention']} | {r['degree']} | {r['measured']:.8f} | "
-            f"{r['predicted']:.8f} | {r['rel_error']:.1e} |"
+        tables.append(
+            Table(
+                columns=[Column("quantity"), *(Column(f"n{n}", f"n = {n}", ".3g") for n in ns)]
+                + [Column("rate", "fitted rate (95% CI)")],
+                rows=rows,
+                title=f"S^{m['d'] - 1}: distance at t1 against n (band limit {m['L']}, "
+                f"minimum {m['band_min']}, "
+                f"{m['nodes']} nodes; mean over replicates)",
+                note=(
+                    f"PDE error (L x 1.5, dt / 2): sup {m['pde_error_sup_vs_refined']:.2e}; "
+                    f"particle time error "
+                    f"{m['particle_dt_error']:.2e}; mass drift {m['mass_drift']:.1e}; "
+                    f"min density {m['min_density']:.3g}; ledger residual {m['ledger_residual']:.1e}; "
+                    f"max CFL {m['max_cfl']:.2f}; PDE {m['pde_seconds']:.1f} s, particles "
+                    f"{m['particle_seconds']:.1f} s"
+                ),
+            )
         )
     uni = ", ".join(f"S^{u['d'] - 1}: {u['max_deviation']:.1e}" for u in s["closed_forms"]["uniform"])
     lo = s["ledger_order"]
-    lines += [
-        "",
-        f"Uniform state, max deviation after the run: {uni}.",
-        "",
-        f"Energy ledger residual at t = 0.5 against dt {lo['dt']}: "
-        + ", ".join(f"{r:.2e}" for r in lo["residual"])
-        + f" (fitted order {_fmt(lo['order'])}).",
-        "",
-        "ducc0 round trip (synthesis + analysis): "
-        + "; ".join(
-            f"L = {b['L']} ({b['nodes']} nodes): error {b['roundtrip_error']:.1e}, "
-            f"{b['ms_per_roundtrip']:.2f} ms"
-            for b in s["sht_ducc0"]
-        ),
-        "",
-    ]
-    return "\n".join(lines)
+    ducc = "; ".join(
+        f"L = {b['L']} ({b['nodes']} nodes): error {b['roundtrip_error']:.1e}, {b['ms_per_roundtrip']:.2f} ms"
+        for b in s["sht_ducc0"]
+    )
+    tables.append(
+        Table(
+            columns=[
+                Column("S", "S^"),
+                Column("attention"),
+                Column("degree"),
+                Column("measured", fmt=".8f"),
+                Column("predicted", fmt=".8f"),
+                Column("rel_error", "rel. error", ".1e"),
+            ],
+            rows=[{**r, "S": r["d"] - 1} for r in s["closed_forms"]["growth_rates"]],
+            title="Closed forms: linear growth rates about the uniform state",
+            note=(
+                f"Uniform state, max deviation after the run: {uni}. "
+                "Energy ledger residual at t = 0.5 against "
+                f"dt {lo['dt']}: {', '.join(f'{r:.2e}' for r in lo['residual'])} (fitted order "
+                f"{_fmt(lo['order'])}). ducc0 round trip (synthesis + analysis): {ducc}."
+            ),
+        )
+    )
+    return tables
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
@@ -637,6 +667,3 @@ def records(summary: dict, config: PdeParticlesConfig) -> list:
             )
         )
     return out
-
-
-register(PdeParticlesStudy())

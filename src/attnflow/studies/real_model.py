@@ -22,7 +22,8 @@ on every sentence of the shipped corpus (``studies/data/corpus.txt``, written fo
 every ``flow_every``-th one; the continuous-depth extrapolation runs the flow ``extra_layers`` layers past
 the depth with the last layer frozen and with the stack repeated.
 
-Computed in ``analyse`` (``plan`` returns no runs): not resumable per run.
+The sentence ``text`` and the corpus, in groups of :data:`SENTENCES_PER_TASK`, are computation tasks
+(:func:`real_model_task`) on the run store; ``analyse`` reads their stored rows.
 """
 
 from __future__ import annotations
@@ -66,10 +67,11 @@ from ..observables import (
 )
 from ..observables.inputs import field_eval
 from ..simulation import simulate
-from .base import Study, StudyConfig, StudyRuns
-from .common import finish_analysis
+from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .multihead_common import jsonable, one_thread
-from .registry import register
+from .registry import study
+from .render import Column, Table
+from .tasks import ComputeTask
 
 __all__ = [
     "MODELS",
@@ -77,8 +79,9 @@ __all__ = [
     "RealModelStudy",
     "attention_flow",
     "load_corpus",
-    "markdown_table",
+    "real_model_task",
     "records",
+    "tables",
 ]
 
 #: named models of the study (besides a Hugging Face directory on disk)
@@ -339,6 +342,7 @@ class RealModelConfig(StudyConfig):
         return sorted(v)
 
 
+@study
 class RealModelStudy(Study):
     name = "real_model"
     description = (
@@ -346,6 +350,7 @@ class RealModelStudy(Study):
         "its own heads: clustering, entropy, W2, energy; a corpus sweep and the flow past the model's depth"
     )
     Config = RealModelConfig
+    timing_keys = ("timing_s",)
 
     def quick_params(self) -> dict:
         return {
@@ -354,30 +359,26 @@ class RealModelStudy(Study):
         }  # fmt: skip
 
     def plan(self, config) -> dict:
-        return {}
-
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
         c = config
-        t_start, cpu_start = time.perf_counter(), time.process_time()
-        with one_thread(), torch.no_grad():
-            weights, tokenize, ref = _load(c)
-            theta = theta_from_weights(weights)
-            L = theta.depth
-            text_ids = tokenize(c.text)
-            text = _sentence(weights, theta, text_ids, ref, c, steps=c.steps_per_layer, flow=True,
-                             ledger=True, extra=c.extra_layers, one_step=True)  # fmt: skip
-            t_text = time.perf_counter() - t_start
-            corpus = load_corpus()
-            chosen = corpus[: c.sentences] if c.sentences else corpus
-            rows = []
-            for k, s in enumerate(chosen):
-                flow = k % c.flow_every == 0
-                n_flow = k // c.flow_every
-                rows.append(
-                    _sentence(weights, theta, tokenize(s), ref, c, steps=c.sweep_steps_per_layer, flow=flow,
-                              ledger=flow and n_flow < c.ledger_sentences,
-                              extra=c.extra_layers if flow and n_flow < c.ledger_sentences else 0)
-                )  # fmt: skip
+        cfg = c.model_dump(mode="json")
+        n = c.sentences or len(load_corpus())
+        fn = "attnflow.studies.real_model:real_model_task"
+        tasks = {"text": ComputeTask(fn=fn, params={"config": cfg, "start": -1, "stop": -1}, cost_s=5.0)}
+        for start in range(0, n, SENTENCES_PER_TASK):
+            stop = min(n, start + SENTENCES_PER_TASK)
+            # measured: ~1 s per sentence with the flow, 0.1 s without (MiniLM, one thread)
+            cost = sum(1.0 if k % c.flow_every == 0 else 0.1 for k in range(start, stop))
+            tasks[f"sentences-{start:04d}-{stop:04d}"] = ComputeTask(
+                fn=fn, params={"config": cfg, "start": start, "stop": stop}, cost_s=cost
+            )
+        return tasks
+
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
+        c = config
+        head = runs.result("text")
+        parts = [r for name, r in runs.results_of("sentences-").items()]
+        rows = [row for r in parts for row in r["rows"]]
+        text, L = head["text"], head["model"]["layers"]
         flows = [r for r in rows if "flow" in r]
         ledgers = [r for r in flows if "ledger_model" in r]
         sweep = {
@@ -414,11 +415,51 @@ class RealModelStudy(Study):
         hf = [r["hf_rel_error"] for r in [text, *rows] if "hf_rel_error" in r]
         summary = jsonable(
             {
+                "model": head["model"],
+                "hf_check": {
+                    "sequences": len(hf),
+                    "max_rel_error": max(hf) if hf else None,
+                    "median_rel_error": float(np.median(hf)) if hf else None,
+                },
+                "thresholds": c.thresholds,
+                "text": {"sentence": c.text, "tokens": head["tokens"], **text},
+                "sweep": sweep,
+                "verdict": _verdict(text, sweep, L, c.extra_layers),
+                "timing_s": {
+                    "text": head["wall_s"],
+                    "total": head["wall_s"] + sum(r["wall_s"] for r in parts),
+                    "cpu": head["cpu_s"] + sum(r["cpu_s"] for r in parts),
+                },
+            }
+        )
+        return StudyResult(summary=summary, verdicts=records(summary, c), tables=tables(summary))
+
+
+#: corpus sentences per computation task (each task loads the model once)
+SENTENCES_PER_TASK = 16
+
+
+def real_model_task(config: dict, start: int, stop: int) -> dict:
+    """A task of the study: the sentence ``text`` (``start = -1``) with the model's description, or the
+    corpus sentences ``start .. stop - 1`` (their flows, ledgers and extrapolations by position in the
+    corpus, as in the full sweep). Pure: the weights are read from installed files, nothing is drawn."""
+    c = RealModelConfig(**config)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    with one_thread(), torch.no_grad():
+        weights, tokenize, ref = _load(c)
+        theta = theta_from_weights(weights)
+        if start < 0:
+            text_ids = tokenize(c.text)
+            text = _sentence(weights, theta, text_ids, ref, c, steps=c.steps_per_layer, flow=True,
+                             ledger=True, extra=c.extra_layers, one_step=True)  # fmt: skip
+            out = {
+                "text": text,
+                "tokens": len(text_ids),
                 "model": {
                     "source": c.model,
                     "name": weights.name,
                     "arch": weights.arch,
-                    "layers": L,
+                    "layers": theta.depth,
                     "d": weights.d,
                     "heads": weights.num_heads,
                     "head_dim": weights.head_dim,
@@ -426,24 +467,20 @@ class RealModelStudy(Study):
                     "random_init": c.model == "gpt2_random",
                     "notes": list(weights.notes) + list(theta.notes),
                 },
-                "hf_check": {
-                    "sequences": len(hf),
-                    "max_rel_error": max(hf) if hf else None,
-                    "median_rel_error": float(np.median(hf)) if hf else None,
-                },
-                "thresholds": c.thresholds,
-                "text": {"sentence": c.text, "tokens": len(text_ids), **text},
-                "sweep": sweep,
-                "verdict": _verdict(text, sweep, L, c.extra_layers),
-                "timing_s": {
-                    "text": t_text,
-                    "total": time.perf_counter() - t_start,
-                    "cpu": time.process_time() - cpu_start,
-                },
             }
-        )
-        summary["verdicts"] = [r.to_json() for r in records(summary, c)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        else:
+            corpus = load_corpus()
+            rows = []
+            for k in range(start, stop):
+                flow = k % c.flow_every == 0
+                n_flow = k // c.flow_every
+                rows.append(
+                    _sentence(weights, theta, tokenize(corpus[k]), ref, c, steps=c.sweep_steps_per_layer,
+                              flow=flow, ledger=flow and n_flow < c.ledger_sentences,
+                              extra=c.extra_layers if flow and n_flow < c.ledger_sentences else 0)
+                )  # fmt: skip
+            out = {"rows": rows}
+    return jsonable({**out, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0})
 
 
 def _verdict(text: dict, sweep: dict, L: int, extra: int) -> dict:
@@ -473,86 +510,111 @@ def _verdict(text: dict, sweep: dict, L: int, extra: int) -> dict:
     return out
 
 
-def markdown_table(summary: dict) -> str:
-    """Per-layer table: model against flow over the corpus sweep (mean +- sd over sentences)."""
+def tables(summary: dict) -> list[Table]:
+    """Per-layer tables: model against flow over the corpus sweep (mean +- sd over sentences)."""
     s, mi = summary["sweep"], summary["model"]
     L = mi["layers"]
     thr = summary["thresholds"]
     k = min(range(len(thr)), key=lambda i: abs(thr[i] - 1.0))
     hf = summary["hf_check"]
-    lines = [
-        f"Model {mi['source']} ({mi['arch']}, L = {L}, d = {mi['d']}, H = {mi['heads']}"
-        + (", randomly initialised" if mi["random_init"] else "") + "); "
-        f"{s['sentences']} sentences ({s['flow_sentences']} with the flow, {s['ledger_sentences']} with "
-        "E, G^2 and the extrapolation).",
-        "",
-        "from-scratch forward vs transformers (float64): "
-        + (f"max relative error {hf['max_rel_error']:.2e} over {hf['sequences']} sequences"
-           if hf["max_rel_error"] is not None else "not checked"),
-        "",
-        "| depth | cos model | cos flow | erank model | erank flow | W2 model | W2 flow | "
-        f"clusters@{thr[k]:g} model | clusters flow | <z, x> |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    t = summary["timing_s"]
 
     def ms(d, i):
         return f"{d['mean'][i]:.3f} ± {d['sd'][i]:.3f}"
 
-    for i in range(L + 1):
-        w2m = ms(s["model"]["w2"], i - 1) if i else "-"
-        w2f = ms(s["flow"]["w2"], i - 1) if i else "-"
-        lines.append(
-            f"| {i} | {ms(s['model']['cos'], i)} | {ms(s['flow']['cos'], i)} | "
-            f"{ms(s['model']['erank'], i)} | {ms(s['flow']['erank'], i)} | {w2m} | {w2f} | "
-            f"{s['model']['clusters']['mean'][i][k]:.1f} | {s['flow']['clusters']['mean'][i][k]:.1f} | "
-            f"{s['agreement']['mean'][i]:.3f} |"
-        )
+    checked = (
+        f"max relative error {hf['max_rel_error']:.2e} over {hf['sequences']} sequences"
+        if hf["max_rel_error"] is not None
+        else "not checked"
+    )
+    head = Table(
+        columns=[
+            Column("depth"), Column("cos_m", "cos model"), Column("cos_f", "cos flow"),
+            Column("erank_m", "erank model"), Column("erank_f", "erank flow"), Column("w2_m", "W2 model"),
+            Column("w2_f", "W2 flow"), Column("cl_m", f"clusters@{thr[k]:g} model", ".1f"),
+            Column("cl_f", "clusters flow", ".1f"), Column("agree", "<z, x>", ".3f"),
+        ],
+        rows=[
+            {
+                "depth": i, "cos_m": ms(s["model"]["cos"], i), "cos_f": ms(s["flow"]["cos"], i),
+                "erank_m": ms(s["model"]["erank"], i), "erank_f": ms(s["flow"]["erank"], i),
+                "w2_m": ms(s["model"]["w2"], i - 1) if i else None,
+                "w2_f": ms(s["flow"]["w2"], i - 1) if i else None,
+                "cl_m": s["model"]["clusters"]["mean"][i][k], "cl_f": s["flow"]["clusters"]["mean"][i][k],
+                "agree": s["agreement"]["mean"][i],
+            }
+            for i in range(L + 1)
+        ],
+        note=(
+            f"Model {mi['source']} ({mi['arch']}, L = {L}, d = {mi['d']}, H = {mi['heads']}"
+            + (", randomly initialised" if mi["random_init"] else "")
+            + f"); {s['sentences']} sentences ({s['flow_sentences']} with the flow, {s['ledger_sentences']} "
+            f"with E, G^2 and the extrapolation). From-scratch forward vs transformers (float64): {checked}. "
+            f"Wall time {t['total']:.0f} s (sentence `text`: {t['text']:.0f} s), CPU time {t['cpu']:.0f} s, "
+            "one thread."
+        ),
+    )  # fmt: skip
+    out = [head]
     if "flow_mlp" in s:
         fm = s["flow_mlp"]
-        lines += [
-            "",
-            "Flow with attention + MLP as the drift (same sentences as the flow):",
-            "",
-            "| depth | cos model | cos flow + MLP | erank flow + MLP | "
-            f"clusters@{thr[k]:g} flow + MLP | <z, x> |",
-            "|---|---|---|---|---|---|",
-        ]
-        for i in range(L + 1):
-            lines.append(
-                f"| {i} | {ms(s['model_on_flow_sentences']['cos'], i)} | {ms(fm['cos'], i)} | "
-                f"{ms(fm['erank'], i)} | {fm['clusters']['mean'][i][k]:.1f} | "
-                f"{s['agreement_mlp']['mean'][i]:.3f} |"
+        out.append(
+            Table(
+                columns=[
+                    Column("depth"), Column("cos_m", "cos model"), Column("cos_f", "cos flow + MLP"),
+                    Column("erank_f", "erank flow + MLP"),
+                    Column("cl_f", f"clusters@{thr[k]:g} flow + MLP", ".1f"),
+                    Column("agree", "<z, x>", ".3f"),
+                ],
+                rows=[
+                    {
+                        "depth": i, "cos_m": ms(s["model_on_flow_sentences"]["cos"], i),
+                        "cos_f": ms(fm["cos"], i),
+                        "erank_f": ms(fm["erank"], i), "cl_f": fm["clusters"]["mean"][i][k],
+                        "agree": s["agreement_mlp"]["mean"][i],
+                    }
+                    for i in range(L + 1)
+                ],
+                note="Flow with attention + MLP as the drift (same sentences as the flow).",
             )
-    lines += ["", "| layer | entropy model | entropy biasless heads | entropy flow | E model | E flow | "
-              "G^2 model | G^2 flow | Ghat^2 flow |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for i in range(L):
-        row = [
-            f"{np.mean(s[key]['mean'][i]):.3f}"
-            for key in ("entropy_model", "entropy_model_biasless", "entropy_flow")
-        ]
-        if "ledger_model" in s:
-            row += [f"{s['ledger_model']['E']['mean'][i]:.4g}", f"{s['ledger_flow']['E']['mean'][i]:.4g}",
-                    f"{s['ledger_model']['G2']['mean'][i]:.4g}", f"{s['ledger_flow']['G2']['mean'][i]:.4g}",
-                    f"{s['ledger_flow']['Ghat2']['mean'][i]:.4g}"]  # fmt: skip
-        else:
-            row += ["-"] * 5
-        lines.append(f"| {i} | " + " | ".join(row) + " |")
+        )  # fmt: skip
+    ledger = "ledger_model" in s
+    out.append(
+        Table(
+            columns=[
+                Column("layer"), Column("ent_m", "entropy model", ".3f"),
+                Column("ent_b", "entropy biasless heads", ".3f"), Column("ent_f", "entropy flow", ".3f"),
+                Column("E_m", "E model"), Column("E_f", "E flow"), Column("G_m", "G^2 model"),
+                Column("G_f", "G^2 flow"), Column("Gh_f", "Ghat^2 flow"),
+            ],
+            rows=[
+                {
+                    "layer": i,
+                    "ent_m": float(np.mean(s["entropy_model"]["mean"][i])),
+                    "ent_b": float(np.mean(s["entropy_model_biasless"]["mean"][i])),
+                    "ent_f": float(np.mean(s["entropy_flow"]["mean"][i])),
+                    "E_m": s["ledger_model"]["E"]["mean"][i] if ledger else None,
+                    "E_f": s["ledger_flow"]["E"]["mean"][i] if ledger else None,
+                    "G_m": s["ledger_model"]["G2"]["mean"][i] if ledger else None,
+                    "G_f": s["ledger_flow"]["G2"]["mean"][i] if ledger else None,
+                    "Gh_f": s["ledger_flow"]["Ghat2"]["mean"][i] if ledger else None,
+                }
+                for i in range(L)
+            ],
+        )
+    )  # fmt: skip
     if "extrapolation_frozen" in s:
         fr, rp = s["extrapolation_frozen"]["cos"]["mean"], s["extrapolation_repeat"]["cos"]["mean"]
-        lines += [
-            "",
-            "| depth (flow past the model) | cos, last layer frozen | cos, stack repeated |",
-            "|---|---|---|",
-        ]
-        for j in range(len(fr)):
-            lines.append(f"| {L + j} | {fr[j]:.4f} | {rp[j]:.4f} |")
-    t = summary["timing_s"]
-    lines += [
-        "",
-        f"wall time {t['total']:.0f} s (sentence `text`: {t['text']:.0f} s), CPU time {t['cpu']:.0f} s, "
-        "one thread",
-    ]
-    return "\n".join(lines) + "\n"
+        out.append(
+            Table(
+                columns=[
+                    Column("depth", "depth (flow past the model)"),
+                    Column("frozen", "cos, last layer frozen", ".4f"),
+                    Column("repeat", "cos, stack repeated", ".4f"),
+                ],
+                rows=[{"depth": L + j, "frozen": fr[j], "repeat": rp[j]} for j in range(len(fr))],
+            )
+        )
+    return out
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
@@ -651,6 +713,3 @@ def records(summary: dict, config: RealModelConfig) -> list:
         )
     )
     return out
-
-
-register(RealModelStudy())

@@ -2,24 +2,33 @@
 
 Layout of a study directory::
 
-    study.json      the study name, its validated config, the planned runs (written before any run)
-    runs/<name>/    one run directory per planned run (:mod:`attnflow.experiments.store`)
-    summary.json    the analysis' numbers + study, config, attnflow version, wall time, per-run status
-    table.md        the analysis' Markdown table
+    study.json      the study name, its validated config, the planned tasks (written before any task)
+    runs/<name>/    one run directory per planned task (:mod:`attnflow.experiments.store`,
+                    :mod:`attnflow.experiments.compute`, ...)
+    summary.json    the analysis' numbers, its verdict records (``verdicts``) and, under the reserved key
+                    ``run``, the runner's record: study, description, config, quick, status, versions,
+                    per-task kind and status, figures. The same stored results give the same bytes.
+    run_log.json    what changes from one run to the next: start and end times, wall time, command,
+                    workers, per-task elapsed time, skipped, attempts
+    table.md        the tables of the analysis, rendered by :mod:`attnflow.studies.render`
+    tables.json     the table specs (columns and rows) the report renders as HTML
     *.png           the figures (when a figure callback is given)
 
-Resuming. ``run_study`` on a directory that holds the same study skips the finished runs and continues
-the interrupted ones from their checkpoints (a killed study resumes); parameters that only change the
-analysis (e.g. an averaging window) re-analyse the stored runs. Parameters that change a run are refused
-before anything runs (:class:`StudyMismatchError`) unless ``resume=False``, which reruns every run.
+Resuming. ``run_study`` on a directory that holds the same study skips the finished tasks and continues
+the interrupted ones (particle runs from their checkpoints; a computation from its start), so a killed
+study resumes; parameters that only change the analysis (e.g. an averaging window) re-analyse the
+stored results. Parameters that change a task are refused before anything runs
+(:class:`StudyMismatchError`) unless ``resume=False``, which reruns every task.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -28,23 +37,46 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..experiments.builder import paths_computed
+from ..analysis.verdicts import VerdictRecord
+from ..experiments.compute import TASK_FILE as COMPUTE_TASK_FILE
 from ..experiments.config import ConfigError, config_diff, load_config
 from ..experiments.files import atomic_write_text, utc_now
 from ..experiments.locking import DirectoryLock
+from ..experiments.pde_runs import load_pde_config
 from ..experiments.progress import format_duration, overall_progress
-from ..experiments.schema import with_device
 from ..experiments.store import CONFIG_FILE, META_FILE, read_meta
-from ..experiments.sweep import TASKS_FILE, run_tasks
-from .base import Study, StudyRuns
-from .errors import NotAStudyDirectoryError, StudyMismatchError, StudyRunError
+from ..experiments.sweep import TASKS_FILE, resolve_inputs, run_tasks
+from ..experiments.training_config import load_training_config
+from .base import RUN_KEY, Study, StudyAnalysis, StudyResult, StudyRuns
+from .errors import (
+    NotAStudyDirectoryError,
+    StudyMismatchError,
+    StudyPlanError,
+    StudyResultError,
+    StudyRunError,
+)
 from .registry import get_study
+from .render import Table, markdown
+from .tasks import choose_workers, normalise_plan
 
-__all__ = ["RUNS_DIR", "STUDY_FILE", "SUMMARY_FILE", "TABLE_FILE", "run_study", "study_info", "versions"]
+__all__ = [
+    "LOG_FILE",
+    "RUNS_DIR",
+    "STUDY_FILE",
+    "SUMMARY_FILE",
+    "TABLES_FILE",
+    "TABLE_FILE",
+    "StudySummary",
+    "run_study",
+    "study_info",
+    "versions",
+]
 
 STUDY_FILE = "study.json"
 SUMMARY_FILE = "summary.json"
 TABLE_FILE = "table.md"
+TABLES_FILE = "tables.json"
+LOG_FILE = "run_log.json"
 RUNS_DIR = "runs"
 
 
@@ -73,10 +105,47 @@ def _write_json(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, default=_json_default))
 
 
-def run_work(cfg) -> float:
-    """The work of one run for the overall time estimate: paths computed x n^2 x H x steps (+ overhead)."""
-    n = getattr(cfg.tokens, "n", 100)
-    return float(paths_computed(cfg)) * (n * n * cfg.heads.H + 2000.0) * cfg.integrator.n_steps
+#: Studies whose plan is still empty while their owners move their work into tasks (issue 30). Each runs
+#: with a warning; the set shrinks to nothing, and an empty plan of any other study is an error.
+EMPTY_PLAN_TRANSITION = frozenset(
+    {"monotonicity", "sufficient_condition", "critical_beta", "superadditivity", "relu_vs_softmax", "entropy"}
+)
+
+#: runner keys of the summary that change between two runs of the same study (kept in run_log.json)
+_LOG_KEYS = ("started", "ended", "wall_time_s", "command", "workers")
+
+
+class StudySummary(dict):
+    """The summary of :func:`run_study` (as written to ``summary.json``).
+
+    For one transition, the runner's keys of the old flat layout (``status``, ``config``, ``study``,
+    ``quick``, ``runs``, ``figures``, ``wall_time_s``, ...) still read from it when the study's own summary
+    has no such key: they come from ``summary["run"]`` and ``run_log.json``. New code reads
+    ``summary["run"][...]``.
+    """
+
+    def __init__(self, data: dict, log: dict):
+        super().__init__(data)
+        self.log = log
+
+    def __missing__(self, key: str) -> Any:
+        run = dict.get(self, RUN_KEY, {})
+        if key == "runs":
+            return {
+                name: {**t, **self.log.get("tasks", {}).get(name, {})}
+                for name, t in run.get("tasks", {}).items()
+            }
+        if key in run:
+            return run[key]
+        if key in self.log:
+            return self.log[key]
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
 
 def _check_same_study(out: Path, name: str) -> None:
@@ -91,24 +160,132 @@ def _check_same_study(out: Path, name: str) -> None:
             )
 
 
-def _check_same_runs(root: Path, configs: dict) -> None:
-    """Refuse (before anything runs) a directory whose runs hold other configs than the plan's."""
-    by_keys: dict[str, list[str]] = {}
-    for name, cfg in configs.items():
-        path = root / name / CONFIG_FILE
+def _task_diff(run_dir: Path, spec: dict) -> str | None:
+    """What differs between the task stored in ``run_dir`` and ``spec`` (None: nothing, or nothing stored)."""
+    kind = spec["kind"]
+    if kind == "particle":
+        path = run_dir / CONFIG_FILE
         if not path.is_file():
-            continue
+            return None
         try:
-            diff = config_diff(load_config(path), cfg)
+            diff = config_diff(load_config(path), load_config(resolve_inputs(spec, run_dir)["config"]))
         except ConfigError:
-            diff = ["(unreadable config.yaml)"]
+            return "(unreadable config.yaml)"
+        return ", ".join(diff) or None
+    if kind == "compute":
+        path = run_dir / COMPUTE_TASK_FILE
+        if not path.is_file():
+            return None
+        try:
+            old = json.loads(path.read_text())
+        except ValueError:
+            return None  # a torn task file of a killed attempt: the task reruns
+        if old.get("fn") != spec["fn"]:
+            return f"fn ({old.get('fn')} -> {spec['fn']})"
+        keys = sorted(
+            k
+            for k in {*old.get("params", {}), *spec["params"]}
+            if old.get("params", {}).get(k) != spec["params"].get(k)
+        )
+        return f"params {', '.join(keys)}" if keys else None
+    path = run_dir / CONFIG_FILE  # a PDE or a training run: config.yaml
+    if not path.is_file():
+        return None
+    load = load_pde_config if kind == "pde" else load_training_config
+    try:
+        return None if load(path) == load(spec["config"]) else "config"
+    except ConfigError:
+        return "(unreadable config.yaml)"
+
+
+def _check_same_runs(root: Path, specs: dict) -> None:
+    """Refuse (before anything runs) a directory whose tasks hold other configs than the plan's."""
+    by_keys: dict[str, list[str]] = {}
+    for name, spec in specs.items():
+        diff = _task_diff(root / name, spec)
         if diff:
-            by_keys.setdefault(", ".join(diff), []).append(name)
+            by_keys.setdefault(diff, []).append(name)
     if by_keys:
         what = "; ".join(f"{', '.join(names)} differ in {keys}" for keys, names in by_keys.items())
         raise StudyMismatchError(
             f"{root.parent} holds runs of other configs than these parameters plan ({what}), so the study "
             "cannot resume there; choose another out_dir or pass resume=False to overwrite it"
+        )
+
+
+def _plan(study: Study, config, device: str | None) -> tuple[dict[str, dict], dict[str, float]]:
+    specs, costs = normalise_plan(study.plan(config), study.name, device)
+    if not specs:
+        if study.name in EMPTY_PLAN_TRANSITION:
+            warnings.warn(
+                f"study {study.name!r} plans no task and computes in analyse(): it does not resume, "
+                "nor run on workers or Dask (issue 30, being converted)",
+                FutureWarning,
+                stacklevel=3,
+            )
+        else:
+            raise StudyPlanError(
+                f"study {study.name!r} plans no task: plan() returned an empty mapping. The rule: all the "
+                "work of a study runs as tasks on the run store (so it resumes after a kill and runs on "
+                "workers or Dask), and analyse() only reads their stored results. The fix: return the "
+                "work from plan(), e.g. {'solve': ComputeTask(fn='my_module:solve', params={'seed': 0})} "
+                "or {'run': experiment_config}, and read it in analyse() with runs.result('solve') or "
+                "runs.open('run')"
+            )
+    return specs, costs
+
+
+def _analyse(study: Study, config, runs: StudyRuns, out: Path, figures) -> tuple[dict, str, list, dict]:
+    """Call the analysis; return (study summary, table markdown, table specs, figure files)."""
+    params = inspect.signature(study.analyse).parameters
+    if "figures" in params:  # a study not converted yet: it draws its own figures and writes Markdown
+        res = study.analyse(config, runs, out, figures=figures)
+    else:
+        res = study.analyse(config, runs, out)
+    if isinstance(res, StudyAnalysis):
+        summary = dict(res.summary)
+        _check_reserved(summary, study.name)
+        if res.figures and "figures" not in summary:
+            summary["figures"] = dict(res.figures)
+        return summary, res.table, [], dict(res.figures)
+    if not isinstance(res, StudyResult):
+        raise StudyResultError(
+            f"analyse() of study {study.name!r} must return a StudyResult: got {type(res).__name__}; return "
+            "StudyResult(summary={...}, verdicts=[...], tables=[Table(...)])"
+        )
+    summary = dict(res.summary)
+    _check_reserved(summary, study.name)
+    if res.verdicts:
+        if "verdicts" in summary:
+            raise StudyResultError(
+                f"study {study.name!r} gives verdict records twice (StudyResult.verdicts and "
+                "summary['verdicts']); give them once, in StudyResult.verdicts"
+            )
+        bad = [type(r).__name__ for r in res.verdicts if not isinstance(r, VerdictRecord)]
+        if bad:
+            raise StudyResultError(
+                f"StudyResult.verdicts of study {study.name!r} must be VerdictRecord objects: got {bad}; "
+                "build them with record_test, record_identity or record_description (analysis.verdicts)"
+            )
+        summary["verdicts"] = [r.to_json() for r in res.verdicts]
+    bad_tables = [type(t).__name__ for t in res.tables if not isinstance(t, Table)]
+    if bad_tables:
+        raise StudyResultError(
+            f"StudyResult.tables of study {study.name!r} must be Table specs: got {bad_tables}; build them "
+            "with attnflow.studies.render.Table(columns=[...], rows=[...])"
+        )
+    files: dict = {}
+    if figures is not None:
+        data = res.figure_data if res.figure_data is not None else summary
+        files = dict(figures(data, out) or {})
+    return summary, markdown(res.tables), [t.to_json() for t in res.tables], files
+
+
+def _check_reserved(summary: dict, name: str) -> None:
+    if RUN_KEY in summary:
+        raise StudyResultError(
+            f"the summary of study {name!r} uses the key {RUN_KEY!r}, which the runner reserves for its own "
+            "record (study, config, tasks, status); rename that key of the study's summary"
         )
 
 
@@ -124,13 +301,14 @@ def run_study(
     progress: bool = False,
     figures: Callable[..., dict] | None = None,
     device: str | None = None,
-) -> dict:
+) -> StudySummary:
     """Plan, run (resumably, locally or on Dask) and analyse a study into ``out_dir``.
 
     Parameters
     ----------
     study : Study or str
-        A study or the name of a registered one (:func:`~attnflow.studies.available_studies`).
+        A study, the name of a registered one (:func:`~attnflow.studies.available_studies`), or
+        ``path/to/file.py:ClassName`` (:func:`~attnflow.studies.get_study`).
     out_dir : path
         The study directory (see the module docstring for its layout).
     params : mapping or None
@@ -140,58 +318,71 @@ def run_study(
     scheduler : str or None
         Address of a Dask distributed scheduler; None runs locally.
     workers : int or None
-        Local worker processes (default ``min(runs, os.cpu_count())``); 1 runs them one after the
-        other in this process.
+        Local worker processes; 1 runs the tasks one after the other in this process. None picks by the
+        work (:func:`attnflow.studies.tasks.choose_workers`: one process below 30 estimated seconds).
     resume : bool
-        Reuse finished runs and continue interrupted ones; ``False`` reruns every run.
+        Reuse finished tasks and continue interrupted ones; ``False`` reruns every task.
     progress : bool
-        One line per run on stdout and progress bars on stderr (bars only on a terminal).
+        One line per task on stdout and progress bars on stderr (bars only on a terminal).
     figures : callable or None
-        The plot layer's figure function for this study (``attnflow.plot.figures_for(name)``), passed
-        to the analysis; None draws no figure (the study layer never imports the plot layer).
+        The plot layer's figure function for this study (``attnflow.plot.figures_for(name)``), called as
+        ``figures(data, out_dir) -> {key: file}`` (:data:`~attnflow.studies.base.FigureCallback`); None
+        draws no figure (the study layer never imports the plot layer).
     device : str or None
-        Run every run on this device (``cpu``, ``cuda``, ``cuda:N``; checked before anything runs);
-        None keeps the devices of the planned configs.
+        Run every particle run on this device (``cpu``, ``cuda``, ``cuda:N``; checked before anything
+        runs); None keeps the devices of the planned configs.
 
     Returns
     -------
-    dict
-        The summary also written to ``out_dir/summary.json``.
+    StudySummary
+        The summary also written to ``out_dir/summary.json``: the study's numbers, ``verdicts``, and the
+        runner's record under ``run``.
 
     Raises
     ------
     StudyConfigError
         Bad parameters (rule, value, fix), before anything runs.
+    StudyPlanError
+        The plan declares no task.
     StudyMismatchError
         ``resume=True`` and ``out_dir`` holds runs of other configs.
     StudyRunError
-        Some runs failed (each run's ``meta.json`` keeps its traceback); ``summary.json`` records the
-        per-run status and no analysis is made.
+        Some tasks failed (each task's ``meta.json`` keeps its traceback); ``summary.json`` records the
+        per-task status and no analysis is made.
+    StudyResultError
+        The analysis' summary uses the reserved key ``run``, or its result has the wrong types.
     """
     t_start = time.time()
     study = get_study(study) if isinstance(study, str) else study
     config = study.config(params, quick=quick)
-    configs = {name: with_device(load_config(cfg), device) for name, cfg in study.plan(config).items()}
+    specs, costs = _plan(study, config, device)
+    n_workers = choose_workers(costs, workers) if scheduler is None else None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(out, "study directory"):  # a second run_study on it is refused
         root = out / RUNS_DIR
+        configs = {
+            name: load_config(resolve_inputs(spec, root / name)["config"])
+            for name, spec in specs.items()
+            if spec["kind"] == "particle"
+        }
         if resume:
             _check_same_study(out, study.name)
-            _check_same_runs(root, configs)
+            _check_same_runs(root, specs)
         header = {
-            "format": 1,
+            "format": 2,
             "study": study.name,
             "description": study.description,
             "quick": bool(quick),
             "params": dict(params or {}),
             "config": config.model_dump(mode="json"),
-            "runs": list(configs),
+            "runs": list(specs),
+            "tasks": {name: spec["kind"] for name, spec in specs.items()},
             "attnflow_version": __version__,
             "started": utc_now(),
         }
         _write_json(out / STUDY_FILE, header)
-        for stale in (SUMMARY_FILE, TABLE_FILE):  # until this call succeeds, the directory is not "done"
+        for stale in (SUMMARY_FILE, TABLE_FILE, TABLES_FILE, LOG_FILE):  # not "done" until this call succeeds
             (out / stale).unlink(missing_ok=True)
 
         count = {"k": 0}
@@ -207,69 +398,80 @@ def run_study(
                 took = "" if res.get("skipped") or "elapsed_s" not in res else f" in {res['elapsed_s']:.1f} s"
                 est = overall.left_s()
                 left = (
-                    ""
-                    if count["k"] == len(configs) or est != est
-                    else f"; overall left {format_duration(est)}"
+                    "" if count["k"] == len(specs) or est != est else f"; overall left {format_duration(est)}"
                 )
                 print(
-                    f"[study {study.name}] run {count['k']}/{len(configs)} {name}: {what}{took}{left}",
+                    f"[study {study.name}] task {count['k']}/{len(specs)} {name}: {what}{took}{left}",
                     flush=True,
                 )
-            if after_run is not None and res.get("status") == "done":
+            if after_run is not None and res.get("status") == "done" and name in configs:
                 # e.g. the figures of a regime whose runs are now all finished
-                after_run(config, StudyRuns(root, configs, {}), out, name, figures=figures)
+                after_run(config, StudyRuns(root, configs, {}, specs), out, name, figures=figures)
 
-        with overall_progress({name: run_work(cfg) for name, cfg in configs.items()}) as overall:
-            tracker["overall"] = overall
-            results = run_tasks(
-                configs,
-                root,
-                scheduler=scheduler,
-                workers=workers,
-                resume=resume,
-                progress=progress,
-                label=f"study {study.name}",
-                run_progress=progress,
-                on_result=report,
-            )
-        run_status = {
-            name: {"dir": f"{RUNS_DIR}/{name}", **{k: v for k, v in res.items() if k != "traceback"}}
-            for name, res in results.items()
-        }
+        results: dict[str, dict] = {}
+        if specs:
+            with overall_progress({name: max(c, 1e-3) for name, c in costs.items()}) as overall:
+                tracker["overall"] = overall
+                results = run_tasks(
+                    specs,
+                    root,
+                    scheduler=scheduler,
+                    workers=n_workers,
+                    resume=resume,
+                    progress=progress,
+                    label=f"study {study.name}",
+                    run_progress=progress,
+                    on_result=report,
+                )
+        results = {name: results[name] for name in specs if name in results}  # plan order, not finish order
         failed = {name: res for name, res in results.items() if res["status"] != "done"}
-        generic = {
+        record = {
             "study": study.name,
             "description": study.description,
             "config": config.model_dump(mode="json"),
             "quick": bool(quick),
+            "status": "failed" if failed else "done",
             "attnflow_version": header["attnflow_version"],
             "versions": versions(),
-            "command": " ".join(sys.argv),
-            "started": header["started"],
-            "runs": run_status,
+            "tasks": {
+                name: {"dir": f"{RUNS_DIR}/{name}", "kind": specs[name]["kind"], "status": res["status"]}
+                for name, res in results.items()
+            },
         }
-        if failed:
-            summary = {
-                **generic,
-                "status": "failed",
-                "ended": utc_now(),
-                "wall_time_s": time.time() - t_start,
-            }
+        log = {
+            "started": header["started"],
+            "command": " ".join(sys.argv),
+            "workers": "dask" if scheduler is not None else n_workers,
+            "tasks": {
+                name: {k: v for k, v in res.items() if k not in ("status", "traceback")}
+                for name, res in results.items()
+            },
+        }
+
+        def finish(summary: dict) -> StudySummary:
+            log["ended"] = utc_now()
+            log["wall_time_s"] = time.time() - t_start
+            _write_json(out / LOG_FILE, log)
             _write_json(out / SUMMARY_FILE, summary)
+            return StudySummary(summary, log)
+
+        if failed:
+            for name, res in failed.items():
+                record["tasks"][name]["error"] = res.get("error")
+            finish({RUN_KEY: record})
             lines = "\n  ".join(f"{name}: {res.get('error')}" for name, res in failed.items())
             raise StudyRunError(
-                f"{len(failed)} of {len(configs)} runs of study {study.name!r} failed:\n  {lines}\n"
-                f"(each run's meta.json under {root} keeps its traceback; rerun the same command to resume)"
+                f"{len(failed)} of {len(specs)} tasks of study {study.name!r} failed:\n  {lines}\n"
+                f"(each task's meta.json under {root} keeps its traceback; rerun the same command to resume)"
             )
-        analysis = study.analyse(config, StudyRuns(root, configs, results), out, figures=figures)
-        summary = {**analysis.summary, **generic, "status": "done"}
-        if analysis.figures:
-            summary["figures"] = analysis.figures
-        atomic_write_text(out / TABLE_FILE, analysis.table)
-        summary["ended"] = utc_now()
-        summary["wall_time_s"] = time.time() - t_start
-        _write_json(out / SUMMARY_FILE, summary)
-        return summary
+        runs = StudyRuns(root, configs, results, specs)
+        summary, table, tables, files = _analyse(study, config, runs, out, figures)
+        if files:
+            record["figures"] = files
+        atomic_write_text(out / TABLE_FILE, table)
+        if tables:
+            _write_json(out / TABLES_FILE, {"tables": tables})
+        return finish({**summary, RUN_KEY: record})
 
 
 def study_info(out_dir: str | Path) -> dict:
@@ -303,7 +505,15 @@ def study_info(out_dir: str | Path) -> dict:
         )
     header = json.loads(path.read_text())
     summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
-    stored = summary.get("runs", {})
+    log = json.loads((out / LOG_FILE).read_text()) if (out / LOG_FILE).is_file() else {}
+    if isinstance(summary.get(RUN_KEY), dict):  # format 2: the runner's record under "run"
+        summary = StudySummary(summary, log)
+        record = summary[RUN_KEY]
+        stored = record.get("tasks", {})
+        status_of = record.get("status")
+    else:  # format 1 (committed before issue 30): the runner's keys at the top level
+        stored = summary.get("runs", {})
+        status_of = summary.get("status")
     # committed results (docs/studies/NAME) keep summary.json, table.md and figures, not the run directories
     committed = bool(summary) and not (out / RUNS_DIR).is_dir()
     runs = {}
@@ -321,7 +531,7 @@ def study_info(out_dir: str | Path) -> dict:
         key = st.split(" (")[0]
         counts[key] = counts.get(key, 0) + 1
     finished = all(st.startswith("done") for st in runs.values())
-    status = summary.get("status", "done" if committed else "incomplete")
+    status = status_of or ("done" if committed else "incomplete")
     if status == "done" and not finished:
         status = "incomplete"
     table = (out / TABLE_FILE).read_text() if (out / TABLE_FILE).is_file() else None
@@ -338,4 +548,6 @@ def study_info(out_dir: str | Path) -> dict:
         "started": summary.get("started", header.get("started")),
         "ended": summary.get("ended"),
         "wall_time_s": summary.get("wall_time_s"),
+        "figures": summary.get("figures") or {},
+        "attnflow_version": summary.get("attnflow_version"),
     }

@@ -1,0 +1,161 @@
+"""The one renderer of a study's tables: a :class:`Table` spec (columns, rows of data) to Markdown
+(``table.md``, the docs) and to HTML (the report).
+
+A study never writes Markdown by hand: its analysis returns :class:`Table` specs in its
+:class:`~attnflow.studies.StudyResult` and the runner renders them (and stores the specs in
+``tables.json``, so the report renders the same rows as HTML).
+
+Example
+-------
+>>> t = Table(columns=[Column("law"), Column("rel", "rel. sigma_min", ".3g")],
+...           rows=[{"law": "dirac", "rel": 1.234e-17}, {"law": "uniform", "rel": 0.0521}],
+...           title="Injectivity", note="at the largest P")
+>>> print(markdown([t]))
+### Injectivity
+<BLANKLINE>
+at the largest P
+<BLANKLINE>
+| law | rel. sigma_min |
+|---|---|
+| dirac | 1.23e-17 |
+| uniform | 0.0521 |
+<BLANKLINE>
+"""
+
+from __future__ import annotations
+
+import html as _html
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["Column", "Table", "cell_text", "html", "markdown", "table_from_json"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: the row key it shows, its header (default: the key) and a format spec for numbers."""
+
+    key: str
+    label: str = ""
+    fmt: str = ""
+
+    @property
+    def header(self) -> str:
+        return self.label or self.key
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of data: ``rows`` are mappings from column keys to values (numbers, strings, bools, None).
+
+    Raises
+    ------
+    ValueError
+        No column, a repeated column key, or a row without one of the columns' keys.
+    """
+
+    columns: Sequence[Column]
+    rows: Sequence[Mapping[str, Any]]
+    title: str = ""
+    note: str = ""
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        cols = [c if isinstance(c, Column) else Column(str(c)) for c in self.columns]
+        object.__setattr__(self, "columns", cols)
+        if not cols:
+            raise ValueError(
+                f"table {self.title or self.id!r} has no column; give e.g. columns=[Column('x')]"
+            )
+        keys = [c.key for c in cols]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"table {self.title or self.id!r}: column keys must be distinct: {dup} repeated")
+        for i, row in enumerate(self.rows):
+            missing = [k for k in keys if k not in row]
+            if missing:
+                raise ValueError(
+                    f"table {self.title or self.id!r}: row {i} has no value for columns {missing}; give None "
+                    "for an empty cell"
+                )
+
+    def to_json(self) -> dict:
+        """The spec as JSON data (``table_from_json`` reads it back)."""
+        return {
+            "id": self.id,
+            "title": self.title,
+            "note": self.note,
+            "columns": [asdict(c) for c in self.columns],
+            "rows": [{c.key: row[c.key] for c in self.columns} for row in self.rows],
+        }
+
+
+def table_from_json(data: Mapping[str, Any]) -> Table:
+    """The :class:`Table` of :meth:`Table.to_json`."""
+    return Table(
+        columns=[Column(**c) for c in data["columns"]],
+        rows=list(data["rows"]),
+        title=data.get("title", ""),
+        note=data.get("note", ""),
+        id=data.get("id", ""),
+    )
+
+
+def cell_text(value: Any, fmt: str = "") -> str:
+    """The text of one cell: None -> empty, a bool -> yes / no, a number with ``fmt`` (default ``.4g``
+    for floats), a list joined by commas."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return format(value, fmt or ".4g")
+    if isinstance(value, int):
+        return format(value, fmt) if fmt else str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell_text(v, fmt) for v in value)
+    return str(value)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(tables: Iterable[Table]) -> str:
+    """The Markdown of ``tables`` (``### title``, the note, the pipe table), one blank line between."""
+    parts = []
+    for t in tables:
+        lines = []
+        if t.title:
+            lines += [f"### {t.title}", ""]
+        if t.note:
+            lines += [t.note, ""]
+        lines.append("| " + " | ".join(_md_cell(c.header) for c in t.columns) + " |")
+        lines.append("|" + "---|" * len(t.columns))
+        for row in t.rows:
+            lines.append("| " + " | ".join(_md_cell(cell_text(row[c.key], c.fmt)) for c in t.columns) + " |")
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def html(tables: Iterable[Table]) -> str:
+    """The HTML of ``tables`` (a ``<h3>``, a ``<p>`` note, a ``<table>``), every text escaped."""
+    out = []
+    for t in tables:
+        if t.title:
+            out.append(f"<h3>{_html.escape(t.title)}</h3>")
+        if t.note:
+            out.append(f"<p>{_html.escape(t.note)}</p>")
+        head = "".join(f"<th>{_html.escape(c.header)}</th>" for c in t.columns)
+        body = "".join(
+            "<tr>"
+            + "".join(f"<td>{_html.escape(cell_text(row[c.key], c.fmt))}</td>" for c in t.columns)
+            + "</tr>"
+            for row in t.rows
+        )
+        out.append(f'<table class="study-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+    return "\n".join(out) + ("\n" if out else "")
