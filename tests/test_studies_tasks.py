@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from experiments_helpers import tiny
 from typer.testing import CliRunner
 
 from attnflow.analysis.verdicts import Criterion, record_test
@@ -29,6 +30,8 @@ from attnflow.experiments.sweep import run_tasks
 from attnflow.studies import (
     Column,
     ComputeTask,
+    ParticleRun,
+    PdeRun,
     Study,
     StudyConfig,
     StudyMismatchError,
@@ -36,6 +39,7 @@ from attnflow.studies import (
     StudyResult,
     StudyResultError,
     Table,
+    TrainingRun,
     UnknownStudyError,
     get_study,
     run_study,
@@ -321,3 +325,126 @@ def test_the_renderer_formats_and_escapes_and_refuses_bad_tables():
         Table(columns=[Column("a"), Column("a")], rows=[])
     with pytest.raises(ValueError, match="has no column"):
         Table(columns=[], rows=[])
+
+
+# -- a PDE run as a task --------------------------------------------------------------------------------
+PDE = {
+    "name": "pde_s1",
+    "model": "pde",
+    "dynamics": {"direction": "ascent", "attention": "softmax", "beta": 1.0},
+    "weights": {"process": "constant"},
+    "heads": {"init": "identity", "H": 2, "scale": 1.0},
+    "density": {"init": "von_mises_fisher", "d": 2, "centres": [[1.0, 0.0], [0.0, 1.0]], "kappa": 6.0},
+    "pde": {"band_limit": 16},
+    "integrator": {"dt": 0.05, "t1": 0.2},
+    "record": {"every": 2},
+}
+
+
+class PdeStudy(DrawsStudy):
+    name = "pde_task_test"
+
+    def plan(self, config):
+        return {
+            "density": PdeRun(PDE),
+            "draws": ComputeTask(fn="test_studies_tasks:draws", params={"seed": 0, "n": 3}),
+        }
+
+    def analyse(self, config, runs, out_dir):
+        ds = runs.open("density")
+        mass = float(ds.mass.isel(time=-1)) if "mass" in ds else float(ds.time.size)
+        return StudyResult(
+            summary={"times": ds.time.values.tolist(), "mass": mass, "kind": runs.kind("density")}
+        )
+
+
+def test_a_pde_run_is_a_task_of_the_store(tmp_path):
+    s = run_study(PdeStudy(), tmp_path / "p", quick=True)
+    assert s["kind"] == "pde" and s["times"] == pytest.approx([0.0, 0.1, 0.2])
+    assert s["run"]["tasks"]["density"]["kind"] == "pde"
+    again = run_study(PdeStudy(), tmp_path / "p", quick=True)
+    assert again["runs"]["density"]["skipped"] and again["times"] == s["times"]
+    with pytest.raises(KeyError, match="task 'density' is a pde run, not a computation"):
+        _runs_of(tmp_path / "p").result("density")
+
+
+def _runs_of(out: Path):
+    from attnflow.studies import StudyRuns
+    from attnflow.studies.tasks import normalise_plan
+
+    specs, _ = normalise_plan(PdeStudy().plan(None), "pde_task_test")
+    return StudyRuns(out / "runs", {}, {}, specs)
+
+
+# -- a particle run from input arrays ---------------------------------------------------------------------
+class InputsStudy(DrawsStudy):
+    name = "inputs_task_test"
+
+    def plan(self, config):
+        x0 = np.random.default_rng(config.n).normal(size=(8, 3))
+        x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
+        cfg = tiny(tokens={"init": "file", "path": "(written by the task)"}, weights={"process": "constant"})
+        return {"run": ParticleRun(cfg, inputs={"tokens.path": x0})}
+
+    def analyse(self, config, runs, out_dir):
+        ds = runs.open("run")
+        return StudyResult(summary={"x0": ds.positions.isel(time=0, path=0).values.tolist()})
+
+
+def test_a_particle_run_writes_its_input_arrays_in_its_own_directory(tmp_path):
+    out = tmp_path / "i"
+    s = run_study(InputsStudy(), out, params={"n": 5})
+    x0 = np.random.default_rng(5).normal(size=(8, 3))
+    np.testing.assert_allclose(s["x0"], x0 / np.linalg.norm(x0, axis=1, keepdims=True), rtol=0, atol=1e-15)
+    files = list((out / "runs" / "run" / "inputs").glob("*.npy"))
+    assert len(files) == 1 and read_config_path(out) == str(files[0])
+    again = run_study(InputsStudy(), out, params={"n": 5})
+    assert again["runs"]["run"]["skipped"]
+    with pytest.raises(StudyMismatchError, match=r"run differ in tokens.path"):  # other arrays, other run
+        run_study(InputsStudy(), out, params={"n": 6})
+
+
+def read_config_path(out: Path) -> str:
+    import yaml
+
+    return yaml.safe_load((out / "runs" / "run" / "config.yaml").read_text())["tokens"]["path"]
+
+
+# -- a training run as a task -----------------------------------------------------------------------------
+TRAIN = {
+    "name": "small",
+    "seed": 1,
+    "model": {"direction": "ascent", "beta": 1.0},
+    "flow": {"d": 3, "layers": 2, "heads": 2, "t1": 1.0, "steps_per_layer": 2, "param": "dv"},
+    "task": {"kind": "measure", "loss": "mmd", "paths": 8, "n": 8},
+    "train": {
+        "steps": 6,
+        "lr": 0.05,
+        "batch": 4,
+        "gradient": "adjoint",
+        "record_every": 2,
+        "checkpoint_every": 2,
+    },
+}
+
+
+class TrainStudy(DrawsStudy):
+    name = "training_task_test"
+
+    def plan(self, config):
+        return {"train": TrainingRun(TRAIN)}
+
+    def analyse(self, config, runs, out_dir):
+        from attnflow.experiments.training_run import read_training_run
+
+        run = read_training_run(runs.path("train"))
+        return StudyResult(summary={"status": run["meta"]["status"], "kind": runs.kind("train")})
+
+
+def test_a_training_run_is_a_task_of_the_store(tmp_path):
+    s = run_study(TrainStudy(), tmp_path / "t")
+    assert s["status"] == "done" and s["kind"] == "training" and s["run"]["status"] == "done"
+    again = run_study(TrainStudy(), tmp_path / "t")
+    assert again["runs"]["train"]["skipped"] and (tmp_path / "t" / "summary.json").read_text() == json.dumps(
+        dict(s), indent=1
+    )

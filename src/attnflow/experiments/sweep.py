@@ -27,6 +27,11 @@ runs it (:mod:`attnflow.experiments.locking`). Task names read from ``tasks.json
 inside the sweep directory, and a task directory is deleted (``resume=False``) only if it carries
 attnflow's marker file.
 
+Kinds of task. :func:`run_tasks`, the engine of sweeps and studies, runs every kind of task of the
+one store through the same executors and resume rules: particle runs (an experiment config, optionally
+with input arrays written into the run directory), PDE runs, training runs and computations (a named
+pure function whose results are stored by :mod:`attnflow.experiments.compute`); see :func:`task_spec`.
+
 Reading and combining a sweep's runs: :mod:`attnflow.experiments.sweep_data` (re-exported here).
 """
 
@@ -234,9 +239,10 @@ def task_spec(task: Any) -> dict:
                 return compute_spec(task.get("fn"), task.get("params"))
             except (ValueError, TypeError) as exc:
                 raise ConfigError(str(exc)) from None
-        extra = set(task) - {"kind", "config"}
+        extra = set(task) - {"kind", "config", *(("inputs",) if kind == "particle" else ())}
         if extra or "config" not in task:
-            raise ConfigError(f"a {kind} task has keys kind and config: got {sorted(task)}")
+            keys = "kind, config and inputs" if kind == "particle" else "kind and config"
+            raise ConfigError(f"a {kind} task has keys {keys}: got {sorted(task)}")
         if kind == "pde":
             from .pde_runs import load_pde_config
 
@@ -249,9 +255,6 @@ def task_spec(task: Any) -> dict:
                 "config": load_training_config(task["config"]).model_dump(mode="json"),
             }
         inputs = task.get("inputs")
-        extra = set(task) - {"kind", "config", "inputs"}
-        if extra or "config" not in task:
-            raise ConfigError(f"a particle task has keys kind, config and inputs: got {sorted(task)}")
         spec = {"kind": "particle", "config": load_config(task["config"]).model_dump(mode="json")}
         if inputs:
             spec["inputs"] = _check_inputs(inputs, spec["config"])

@@ -322,5 +322,6 @@ class Study(abc.ABC):
     def analyse(self, config: StudyConfig, runs: StudyRuns, out_dir: Path) -> StudyResult | StudyAnalysis:
         """Read the stored task results (``runs``) and return a :class:`StudyResult` (numbers, verdict
         records, table specs, figure data). It computes nothing heavy: the runner writes ``summary.json``,
-        ``table.md`` and the figures (a study may write a data file its figures read, inside ``out_dir``). (Studies not yet converted take a keyword
-        ``figures`` and return a :class:`StudyAnalysis`.)"""
+        ``table.md`` and the figures (a study may write a data file its figures read, inside
+        ``out_dir``). Studies not yet converted take a keyword ``figures`` and return a
+        :class:`StudyAnalysis`."""
