@@ -131,9 +131,18 @@ def power_law_band(fit: dict, H) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.exp(mid), np.exp(mid - half), np.exp(mid + half)
 
 
-def fit_depth_width(L, H, y, *, level: float = 0.95, gamma_bounds: tuple[float, float] = (0.0, 3.0)) -> dict:
-    r"""Fit the depth-width error law :math:`e(L, H) = a L^{-\alpha} + b L^{-\gamma} H^{-1/2}` (the rate
-    :math:`O(L^{-1} + L^{-1/3}H^{-1/2})` of arXiv 2605.11059) by least squares on :math:`\log e`.
+def fit_depth_width(
+    L,
+    H,
+    y,
+    *,
+    level: float = 0.95,
+    gamma_bounds: tuple[float, float] = (0.0, 3.0),
+    h_exponent: float | None = 0.5,
+) -> dict:
+    r"""Fit the depth-width error law :math:`e(L, H) = a L^{-\alpha} + b L^{-\gamma} H^{-\delta}` (the rate
+    :math:`O(L^{-1} + L^{-1/3}H^{-1/2})` of arXiv 2605.11059 has :math:`\delta = 1/2`) by least squares on
+    :math:`\log e`.
 
     Parameters
     ----------
@@ -145,15 +154,21 @@ def fit_depth_width(L, H, y, *, level: float = 0.95, gamma_bounds: tuple[float, 
     level : float
         Confidence level of the intervals.
     gamma_bounds : (float, float)
-        Bounds of :math:`\alpha` and :math:`\gamma` during the fit (a, b > 0 through their logarithms).
+        Bounds of :math:`\alpha` and :math:`\gamma` (and a free :math:`\delta`) during the fit (a, b > 0
+        through their logarithms).
+    h_exponent : float or None
+        The exponent :math:`\delta` of H, fixed (default 1/2, the claim), or None to fit it free (a fifth
+        parameter, reported as ``delta`` with ``delta_ci``; then at least 6 points and two distinct finite
+        H are needed). Fit it free before testing a fixed value.
 
     Returns
     -------
     dict
         ``a``, ``alpha``, ``b``, ``gamma`` and their intervals ``*_ci`` (:math:`\hat\theta \pm t\,
         \mathrm{se}`, for a and b the interval of the logarithm exponentiated), the covariance ``cov`` of
-        (log a, alpha, log b, gamma) from the Gauss-Newton matrix scaled by the residual variance, ``dof``
-        = m - 4, ``t``, ``rms_log_residual``.
+        (log a, alpha, log b, gamma[, delta]) from the Gauss-Newton matrix scaled by the residual
+        variance, ``dof`` = m - (number of parameters), ``t``, ``rms_log_residual``, ``delta`` (fixed or
+        fitted) and, when free, ``delta_ci``.
 
     Raises
     ------
@@ -171,36 +186,45 @@ def fit_depth_width(L, H, y, *, level: float = 0.95, gamma_bounds: tuple[float, 
     if np.any(np.isnan(Hs)) or np.any(Hs <= 0):
         raise ValueError(f"H must be > 0 (inf for the mean-field network): got {Hs.tolist()}")
     m = ys.size
-    if m < 5:
-        raise ValueError(f"a four-parameter fit with intervals needs at least 5 points: got {m}")
+    free = h_exponent is None
+    k = 5 if free else 4
+    if m < k + 1:
+        raise ValueError(f"a {k}-parameter fit with intervals needs at least {k + 1} points: got {m}")
     if not np.any(np.isfinite(Hs)) or np.ptp(np.log(Ls)) == 0:
         raise ValueError("the fit needs at least one finite H and two distinct L")
+    if free and np.unique(Hs[np.isfinite(Hs)]).size < 2:
+        raise ValueError("a free H exponent needs at least two distinct finite H")
     if not (0 < level < 1):
         raise ValueError(f"level must lie in (0, 1): got {level!r}")
-    lL, ih = np.log(Ls), np.where(np.isfinite(Hs), 1.0 / np.sqrt(Hs), 0.0)
+    finite = np.isfinite(Hs)
+    lL = np.log(Ls)
+    lH = np.where(finite, np.log(np.where(finite, Hs, 1.0)), 0.0)
     Y = np.log(ys)
 
     def resid(p):
+        delta = p[4] if free else float(h_exponent)
+        ih = np.where(finite, np.exp(-delta * lH), 0.0)
         return np.log(np.exp(p[0] - p[1] * lL) + np.exp(p[2] - p[3] * lL) * ih) - Y
 
     lo, hi = gamma_bounds
-    finite = np.isfinite(Hs)
     best = None
     for a0 in (0.5, 1.0, 2.0):
         for g0 in (0.25, 0.5, 1.0):
-            p0 = np.array([Y.max() + a0 * lL.min(), a0, Y[finite].max(), g0])
-            p0[1], p0[3] = np.clip(p0[1], lo + 1e-6, hi - 1e-6), np.clip(p0[3], lo + 1e-6, hi - 1e-6)
-            r = least_squares(
-                resid,
-                p0,
-                bounds=([-np.inf, lo, -np.inf, lo], [np.inf, hi, np.inf, hi]),
-                xtol=1e-14,
-                ftol=1e-14,
-            )
-            if best is None or r.cost < best.cost:
-                best = r
+            for d0 in (0.25, 0.5, 1.0) if free else (None,):
+                p0 = [Y.max() + a0 * lL.min(), a0, Y[finite].max(), g0] + ([d0] if free else [])
+                p0 = np.array(p0)
+                p0[1], p0[3] = np.clip(p0[1], lo + 1e-6, hi - 1e-6), np.clip(p0[3], lo + 1e-6, hi - 1e-6)
+                r = least_squares(
+                    resid,
+                    p0,
+                    bounds=([-np.inf, lo, -np.inf, lo] + [lo] * free, [np.inf, hi, np.inf, hi] + [hi] * free),
+                    xtol=1e-14,
+                    ftol=1e-14,
+                )
+                if best is None or r.cost < best.cost:
+                    best = r
     p, J = best.x, best.jac
-    dof = m - 4
+    dof = m - k
     s2 = 2.0 * best.cost / dof
     cov = s2 * np.linalg.pinv(J.T @ J)
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
@@ -219,4 +243,6 @@ def fit_depth_width(L, H, y, *, level: float = 0.95, gamma_bounds: tuple[float, 
         "t": t,
         "level": level,
         "rms_log_residual": float(np.sqrt(np.mean(best.fun**2))),
+        "delta": float(p[4]) if free else float(h_exponent),
+        **({"delta_ci": [float(p[4] - t * se[4]), float(p[4] + t * se[4])]} if free else {}),
     }

@@ -36,12 +36,13 @@ import torch
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.noise_stability import critical_token_noise, fit_critical_noise
+from ..analysis.verdicts import Criterion, RobustnessCheck, record_test
 from ..observables import mean_pairwise_inner_product
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .common import distinct_sorted, finish_analysis, mean_sd, positive_distinct, value_tag
 from .registry import register
 
-__all__ = ["NoisePhaseConfig", "NoisePhaseStudy"]
+__all__ = ["NoisePhaseConfig", "NoisePhaseStudy", "records"]
 
 
 class NoisePhaseConfig(StudyConfig):
@@ -71,6 +72,18 @@ class NoisePhaseConfig(StudyConfig):
     records: int = Field(100, ge=4, description="records per run (divides steps)", examples=[100])
     disordered_max: float = Field(
         10.0, gt=1, description="runs with n<|m|^2> at most this are fitted as disordered", examples=[10.0]
+    )
+    criterion_eps_c_band: tuple[float, float] = Field(
+        (0.9, 1.1),
+        description="the fitted eps_c over the finite-n prediction must lie in this band (with its 95% "
+        "interval)",
+        examples=[(0.9, 1.1)],
+    )
+    criterion_fluctuation_band: tuple[float, float] = Field(
+        (0.8, 1.25),
+        description="measured n<|m|^2> over the derived eps/(eps - eps_c) on the disordered side must lie in "
+        "this band",
+        examples=[(0.8, 1.25)],
     )
     seed: int = Field(
         0, ge=0, description="the seed of the first run (>= 0; run k uses seed + k)", examples=[0]
@@ -240,6 +253,7 @@ class NoisePhaseStudy(Study):
             "half and the paths; fit 1/(n<|m|^2>) = a + b/eps over the runs with n<|m|^2> <= disordered_max, "
             "eps_c = -b/a; derived prediction n<|m|^2> = eps/(eps - eps_c).",
         }
+        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
         return finish_analysis(summary, markdown_table, out_dir, figures)
 
 
@@ -281,6 +295,149 @@ def markdown_table(summary: dict) -> str:
                 f"+- {v['n_m2_se']:.2g} | {pred} | {v['order_parameter']['mean']:.3f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+# -- verdict records ---------------------------------------------------------------------------------------
+_SRC = (
+    "derived: docs/noisy_tokens.md (linear stability of the uniform state; NOTES.md §10, entropic "
+    "regularisation)"
+)
+
+
+def records(summary: dict, config: NoisePhaseConfig) -> list:
+    """The verdict records of ``noise_phase`` from its summary.
+
+    * ``noise-phase-eps-c``: the fitted critical noise over the finite-n prediction lies in
+      ``criterion_eps_c_band`` (95% interval of the fit); robustness over the (sphere, kernel, beta) cases
+      and against the mean-field prediction;
+    * ``noise-phase-ordered-below``: below eps_c the uniform state is unstable: n<|m|^2> at the largest
+      ratio < 1 exceeds ``disordered_max`` in every case;
+    * ``noise-phase-fluctuations``: on the disordered side n<|m|^2> = eps/(eps - eps_c), ratio in
+      ``criterion_fluctuation_band``, per case and ratio.
+
+    The step-size check is the same study at 4x dt (``docs/studies/noise_phase_coarse_dt``), with its own
+    records.
+    """
+    cases = summary["cases"]
+    lo, hi = config.criterion_eps_c_band
+    crit = Criterion(
+        quantity="fitted eps_c / predicted eps_c (finite n)",
+        op="within",
+        threshold=(float(lo), float(hi)),
+        declared_in="config: criterion_eps_c_band",
+    )
+    rel, cis, rel_mf, cis_mf = {}, {}, {}, {}
+    for key, c in cases.items():
+        f = c["fit"]
+        if "eps_c" not in f or not f.get("eps_c_ci"):
+            rel[key], cis[key] = None, None
+            continue
+        p, pm = c["eps_c_predicted_finite_n"], c["eps_c_predicted"]
+        rel[key], cis[key] = f["eps_c"] / p, (f["eps_c_ci"][0] / p, f["eps_c_ci"][1] / p)
+        rel_mf[key], cis_mf[key] = f["eps_c"] / pm, (f["eps_c_ci"][0] / pm, f["eps_c_ci"][1] / pm)
+    out = []
+    k0 = next(iter(rel))
+    out.append(
+        record_test(
+            id="noise-phase-eps-c",
+            statement="the uniform state of noisy ascent tokens (one identity head) loses stability at the "
+            "closed-form eps_c (USA and softmax kernels, S^1 and S^2)",
+            source=_SRC,
+            criterion=crit,
+            value=rel[k0],
+            ci95=cis[k0],
+            samples=int(cases[k0]["fit"].get("points", 0)),
+            method="95% interval of eps_c = -b/a from the fit 1/(n<|m|^2>) = a + b/eps over the "
+            "disordered runs",
+            robustness=[
+                RobustnessCheck.from_values(
+                    crit,
+                    "case (sphere, kernel, beta)",
+                    list(rel),
+                    list(rel.values()),
+                    ci95=list(cis.values()),
+                ),
+                RobustnessCheck.from_values(
+                    crit,
+                    "prediction: mean field (n = inf)",
+                    list(rel_mf),
+                    list(rel_mf.values()),
+                    ci95=list(cis_mf.values()),
+                ),
+            ],
+            extra={"main_case": k0, "eps_dt_max": summary["sizes"].get("eps_dt_max")},
+        )
+    )
+    ordered = {}
+    for key, c in cases.items():
+        below = [r for r in c["per_ratio"] if float(r) < 1]
+        if below:
+            r = max(below, key=float)
+            ordered[f"{key} ratio {r}"] = c["per_ratio"][r]["n_m2"]["mean"]
+    if ordered:
+        crit_o = Criterion(
+            quantity="n<|m|^2> at the largest ratio eps/eps_c below 1",
+            op=">",
+            threshold=float(config.disordered_max),
+            declared_in="config: disordered_max",
+            note="the disordered state has n<|m|^2> = O(1); the runs above this are called ordered",
+        )
+        k1 = min(ordered, key=ordered.get)
+        out.append(
+            record_test(
+                id="noise-phase-ordered-below",
+                statement="below the closed-form eps_c the tokens order (the uniform state is unstable)",
+                source=_SRC,
+                criterion=crit_o,
+                value=ordered[k1],
+                samples=int(summary["sizes"]["paths"]),
+                method="none: the smallest case, mean over the paths of the second-half time average",
+                robustness=[
+                    RobustnessCheck.from_values(crit_o, "case", list(ordered), list(ordered.values()))
+                ],
+                extra={"main_case": k1},
+            )
+        )
+    flo, fhi = config.criterion_fluctuation_band
+    crit_f = Criterion(
+        quantity="measured n<|m|^2> / (eps / (eps - eps_c))",
+        op="within",
+        threshold=(float(flo), float(fhi)),
+        declared_in="config: criterion_fluctuation_band",
+    )
+    fl, fl_ci = {}, {}
+    for key, c in cases.items():
+        for r, v in c["per_ratio"].items():
+            if float(r) <= 1:
+                continue
+            pred = float(r) / (float(r) - 1.0)
+            m, se = v["n_m2"]["mean"], v["n_m2_se"]
+            fl[f"{key} ratio {r}"] = m / pred
+            fl_ci[f"{key} ratio {r}"] = ((m - 1.96 * se) / pred, (m + 1.96 * se) / pred)
+    if fl:
+        main = [k for k in fl if k.endswith("ratio 2.5")] or list(fl)
+        k2 = main[0]
+        inside = sum(1 for v in fl.values() if flo <= v <= fhi)
+        out.append(
+            record_test(
+                id="noise-phase-fluctuations",
+                statement="on the disordered side the stationary n<|m|^2> equals eps/(eps - eps_c) "
+                "(eps_c the mean-field value)",
+                source=_SRC,
+                criterion=crit_f,
+                value=fl[k2],
+                ci95=fl_ci[k2],
+                samples=int(summary["sizes"]["paths"]),
+                method="normal interval from the standard error over paths and time (n_m2_se)",
+                robustness=[
+                    RobustnessCheck.from_values(
+                        crit_f, "case and ratio", list(fl), list(fl.values()), ci95=list(fl_ci.values())
+                    )
+                ],
+                extra={"main_case": k2, "inside_band": f"{inside}/{len(fl)}"},
+            )
+        )
+    return out
 
 
 register(NoisePhaseStudy())

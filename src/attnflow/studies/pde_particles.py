@@ -38,6 +38,7 @@ import torch
 from pydantic import Field, PositiveFloat, conint, model_validator
 
 from ..analysis.fits import fit_power_law
+from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
 from ..model.transformer import TransformerModel
 from ..model.weights import Constant, Oscillating
 from ..observables.density import smoothed_l2_distance, wasserstein2_to_density
@@ -58,7 +59,7 @@ from .registry import study
 from .render import Column, Table
 from .tasks import ComputeTask
 
-__all__ = ["PdeParticlesConfig", "PdeParticlesStudy"]
+__all__ = ["PdeParticlesConfig", "PdeParticlesStudy", "records"]
 
 _S1_HEADS = [[[1.5, 0.4], [0.4, 0.6]], [[0.8, -0.5], [0.5, 0.8]]]
 
@@ -98,6 +99,19 @@ class PdeParticlesConfig(StudyConfig):
     dt_particles: PositiveFloat = Field(0.02, description="particle time step (Heun)", examples=[0.02])
     kappa_smooth: PositiveFloat = Field(20.0, description="smoothing concentration of the L2 distance")
     seed: int = Field(0, description="seed of the samples", examples=[0])
+    criterion_rate_band: tuple[float, float] = Field(
+        (0.4, 0.6),
+        description="derived Monte Carlo rate n^-1/2 of the particle-PDE distance: the fitted rate must "
+        "lie in "
+        "this band",
+        examples=[(0.4, 0.6)],
+    )
+    criterion_closed_form_rtol: float = Field(
+        1e-6,
+        gt=0,
+        description="the PDE's linear growth rates must match the closed forms to this relative error",
+        examples=[1e-6],
+    )
     closed_form_degrees: list[conint(ge=1, le=3)] = Field(
         [1, 2, 3], min_length=1, description="mode degrees of the linear growth-rate checks", examples=[[1]]
     )
@@ -427,7 +441,7 @@ class PdeParticlesStudy(Study):
             "sht_ducc0": res["sht_ducc0"]["result"],
             "densities_file": "densities.npz",
         }
-        return StudyResult(summary=summary, tables=_tables(summary))
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=_tables(summary))
 
 
 def _densities(part: str, m: dict) -> dict:
@@ -525,3 +539,131 @@ def _tables(s: dict) -> list[Table]:
         )
     )
     return tables
+
+
+# -- verdict records ---------------------------------------------------------------------------------------
+_SRC_PDE = (
+    "2605.18870, eq. (81) (the particle system is the empirical version of the weighted Transformer PDE)"
+)
+
+
+def records(summary: dict, config: PdeParticlesConfig) -> list:
+    """The verdict records of ``pde_particles`` from its summary.
+
+    * ``pde-particles-convergence``: the particle empirical measure converges to the PDE solution at T
+      (rate of the smoothed L2 distance > 0), robustness over the spheres and the W2 distance;
+    * ``pde-particles-rate``: the rate is the Monte Carlo n^-1/2 (derived), ``criterion_rate_band``; the
+      rate at t = 0 (pure sampling error) is in the result: an equal rate at T means the flow transports
+      the initial sampling error without amplifying its order;
+    * ``pde-particles-growth-rates``: linear growth rates about the uniform state against the closed
+      forms (test, derived formulas), ``criterion_closed_form_rtol``;
+    * ``pde-particles-uniform-stationary`` (identity) and ``pde-particles-ledger-order`` (description).
+    """
+    out = []
+    fits = {k: summary[k]["fits"] for k in ("s1", "s2") if k in summary}
+    conv = Criterion(
+        quantity="fitted rate r of the smoothed L2 distance between particles and PDE at T, distance ~ n^-r",
+        op=">",
+        threshold=0.0,
+        declared_in="the claim itself (convergence): r > 0",
+    )
+    lo, hi = config.criterion_rate_band
+    rate = Criterion(
+        quantity="fitted rate r of the smoothed L2 distance between particles and PDE at T, distance ~ n^-r",
+        op="within",
+        threshold=(float(lo), float(hi)),
+        declared_in="config: criterion_rate_band",
+        note="derived: Monte Carlo sampling error n^-1/2 carried by a Lipschitz flow",
+    )
+    vals = {
+        f"{k} {q}": (f[q]["rate"], f[q]["rate_ci"])
+        for k, f in fits.items()
+        for q in ("l2_T", "w2_T")
+        if q in f and "rate" in f[q] and f[q].get("rate_ci")
+    }
+    if "s1 l2_T" in vals:
+        for rid, crit, statement, source in (
+            (
+                "pde-particles-convergence",
+                conv,
+                "the particle system converges to the PDE solution as n grows",
+                _SRC_PDE,
+            ),
+            (
+                "pde-particles-rate",
+                rate,
+                "the particle-PDE distance at T decays like n^-1/2",
+                "derived: docs/theory_checks.md#pde-particles (Monte Carlo rate); " + _SRC_PDE,
+            ),
+        ):
+            out.append(
+                record_test(
+                    id=rid,
+                    statement=statement,
+                    source=source,
+                    criterion=crit,
+                    value=vals["s1 l2_T"][0],
+                    ci95=vals["s1 l2_T"][1],
+                    samples=len(fits["s1"]["l2_T"]["n"]),
+                    method="t interval of the log-log slope over n (means over replicates)",
+                    robustness=[
+                        RobustnessCheck.from_values(
+                            crit,
+                            "sphere and distance",
+                            list(vals),
+                            [v[0] for v in vals.values()],
+                            ci95=[v[1] for v in vals.values()],
+                        )
+                    ],
+                    extra={"rate_at_t0": {k: f["l2_0"]["rate"] for k, f in fits.items() if "l2_0" in f}},
+                )
+            )
+    cf = summary.get("closed_forms", {})
+    gr = cf.get("growth_rates", [])
+    if gr:
+        crit_cf = Criterion(
+            quantity="max relative error of the PDE's linear growth rates against the closed forms",
+            op="<=",
+            threshold=float(config.criterion_closed_form_rtol),
+            declared_in="config: criterion_closed_form_rtol",
+        )
+        keys = [f"S^{g['d'] - 1} {g['attention']} degree {g['degree']}" for g in gr]
+        out.append(
+            record_test(
+                id="pde-particles-growth-rates",
+                statement="the linear growth rates of spherical-harmonic modes about the uniform state equal "
+                "the closed forms (softmax and USA, S^1 and S^2)",
+                source="derived: docs/theory_checks.md#pde-particles (linearisation of (81) about the "
+                "uniform "
+                "state)",
+                criterion=crit_cf,
+                value=max(g["rel_error"] for g in gr),
+                samples=len(gr),
+                method="none: deterministic",
+                robustness=[RobustnessCheck.from_values(crit_cf, "mode", keys, [g["rel_error"] for g in gr])],
+            )
+        )
+    if cf.get("uniform") is not None:
+        out.append(
+            record_identity(
+                id="pde-particles-uniform-stationary",
+                statement="the uniform density is stationary for the PDE",
+                source=_SRC_PDE,
+                why="by rotation invariance of the kernel the uniform state has zero flux; the check is "
+                "round-off",
+                result={"max_deviation": cf["uniform"]},
+            )
+        )
+    lo_ = summary.get("ledger_order")
+    if lo_:
+        out.append(
+            record_description(
+                id="pde-particles-ledger-order",
+                statement="convergence order in dt of the PDE's energy-ledger residual (the time "
+                "integrator's "
+                "order, a code property)",
+                source="2605.18870, identity (147) (energy ledger)",
+                result={"order": lo_.get("order"), "dt": lo_.get("dt"), "residual": lo_.get("residual")},
+            )
+        )
+    return out

@@ -38,6 +38,7 @@ import torch
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.theorems import draw_heads, fit_gronwall, perturb_tokens, weight_budget
+from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
 from ..model import tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
@@ -46,7 +47,7 @@ from .common import finish_analysis, mean_sd, positive_distinct, value_tag, whol
 from .mean_field_heads import inputs_file
 from .registry import register
 
-__all__ = ["StabilityInputConfig", "StabilityInputStudy"]
+__all__ = ["StabilityInputConfig", "StabilityInputStudy", "records"]
 
 _WEIGHTS = {
     "frozen": {"process": "constant"},
@@ -91,6 +92,20 @@ class StabilityInputConfig(StudyConfig):
     seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
     inputs_dir: str | None = Field(
         None, description="where token and head arrays are written (None: <tmp>/attnflow_study_inputs)"
+    )
+    criterion_bound_fraction: float = Field(
+        1.0,
+        gt=0,
+        description="criterion of the a-priori bound: (127) with C1 = 1 (W2, identity coupling) and the "
+        "derived rate R(t) fails when max_t log(W2(t)/eta) / R(t) exceeds this (1: the bound itself)",
+        examples=[1.0],
+    )
+    criterion_linear_response: float = Field(
+        1e-2,
+        gt=0,
+        description="criterion of linear response: W2(T)/W2(0) at the two smallest etas may differ by at "
+        "most this relative change (a convention: also decided at 10x and 0.1x)",
+        examples=[1e-2],
     )
 
     @field_validator("etas")
@@ -252,6 +267,9 @@ class StabilityInputStudy(Study):
             "linear_response": linear,
             "R_T": R_T,
             "M_T": M_T,
+            # the a-priori rates at every record (mean over the paths), for the bound at every t
+            "R_t": np.mean([b["R"] for b in bud], 0).tolist(),
+            "M_t": np.mean([b["M"] for b in bud], 0).tolist(),
             "T": float(times[-1]),
             "times": times.tolist(),
         }
@@ -287,6 +305,7 @@ class StabilityInputStudy(Study):
             "rate R(T)/T and M_theta(T)/T are derived (NOTES.md §8) from the effective heads c(t) D_h (c = 1 "
             "without layer scaling)",
         }
+        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
         return finish_analysis(summary, markdown_table, out_dir, figures)
 
 
@@ -323,6 +342,179 @@ def markdown_table(summary: dict) -> str:
                 f"| {', '.join(f'{r:.1e}' for r in lr['relative_change'])} |"
             )
     return "\n".join(lines) + "\n"
+
+
+# -- verdict records ---------------------------------------------------------------------------------------
+_SRC_127 = "2605.18870, Sec. 5.1, estimate (127)"
+_SRC_RATE = "derived: NOTES.md §8 (a-priori finite-particle Gronwall rate R(t)); 2605.18870, Sec. 5.1, (127)"
+
+
+def _bound_use(v: dict, r: dict, rate: str) -> float:
+    """max over records t > 0 of log(W2(t)/eta) / rate(t): the fraction of the a-priori exponent used.
+
+    With the rate at every record (``R_t``/``M_t``) the bound is checked at every t; a summary without
+    them gives the rate at T only, and then ``log(W2(t)/eta) / rate(T)`` (a necessary condition, since
+    the rate is non-decreasing in t).
+    """
+    W = np.asarray(r["W2_t"], float)
+    eta = float(r["eta"])
+    per_t = v.get(f"{rate}_t")
+    R = np.asarray(per_t, float) if per_t is not None else np.full(W.shape, float(v[f"{rate}_T"]))
+    k = np.arange(len(W)) >= 1
+    k &= R > 0
+    if not k.any():
+        return float("nan")
+    return float(np.max(np.log(W[k] / eta) / R[k]))
+
+
+def records(summary: dict, config: StabilityInputConfig) -> list:
+    """The verdict records of ``stability_input`` (``attnflow.analysis.verdicts``) from its summary.
+
+    * ``stability-input-apriori-bound`` (test): (127) with the a-priori constants, C1 = 1 (W2 with the
+      identity coupling of ``perturb_tokens``, whose cost is eta^2) and C2 t replaced by the derived rate
+      R(t): fails when max_t log(W2(t)/eta)/R(t) > ``criterion_bound_fraction``; robustness over the
+      variants, eta, and the rate (M_theta, the leading term, instead of R); the result carries how loose
+      the bound is;
+    * ``stability-input-linear-response`` (test, derived): the amplification W2(T)/W2(0) converges as
+      eta -> 0 (relative change between the two smallest etas <= ``criterion_linear_response``);
+    * ``stability-input-fitted-c1`` (identity): C1 = max W/(W0 e^{C2 t}) after fitting C2 makes (127)
+      hold for any positive W;
+    * ``stability-input-fitted-c2`` (description): the fitted exponents.
+    """
+    variants = summary["variants"]
+    crit = Criterion(
+        quantity="max over t > 0, variants, shapes and eta of log(W2(u^eta_t, u_t)/eta) / R(t)",
+        op="<=",
+        threshold=float(config.criterion_bound_fraction),
+        declared_in="config: criterion_bound_fraction",
+        note="(127) with C1 = 1 and C2 t = R(t) (NOTES.md §8); 1 is the bound itself",
+    )
+    per_variant = {k: max(_bound_use(v, r, "R") for r in v["rows"].values()) for k, v in variants.items()}
+    etas = sorted({float(r["eta"]) for v in variants.values() for r in v["rows"].values()})
+    per_eta = [
+        max(_bound_use(v, r, "R") for v in variants.values() for r in v["rows"].values() if r["eta"] == e)
+        for e in etas
+    ]
+    with_M = {k: max(_bound_use(v, r, "M") for r in v["rows"].values()) for k, v in variants.items()}
+    value = max(per_variant.values())
+    log_amp = max(
+        float(np.max(np.log(np.asarray(r["W2_t"], float) / r["eta"])))
+        for v in variants.values()
+        for r in v["rows"].values()
+    )
+    per_t = all("R_t" in v for v in variants.values())
+    curves = sum(len(v["rows"]) for v in variants.values())
+    out = [
+        record_test(
+            id="stability-input-apriori-bound",
+            statement="W2(u^eta_t, u_t) <= W2(u^eta_0, u_0) exp(R(t)) on [0, T] (estimate (127) with the "
+            "a-priori constants: C1 = 1, C2 t = R(t) = int_0^t (1/H) sum_h (lambda_h + lambda_h^2) "
+            "e^{2 lambda_h}, lambda_h = |c D_h|_op)",
+            source=_SRC_RATE,
+            criterion=crit,
+            value=value,
+            samples=curves,
+            method="none: deterministic maxima over the records (OU: W2 averaged over "
+            f"{summary['sizes']['noise_paths']} noise paths, R averaged over the same paths)",
+            robustness=[
+                RobustnessCheck.from_values(
+                    crit, "weight regime and direction", list(per_variant), list(per_variant.values())
+                ),
+                RobustnessCheck.from_values(crit, "eta", etas, per_eta),
+                RobustnessCheck.from_values(
+                    crit,
+                    "rate: M_theta(t) (leading term) instead of R(t)",
+                    list(with_M),
+                    list(with_M.values()),
+                ),
+            ],
+            extra={
+                "max_log_amplification": log_amp,
+                "min_R_T": min(float(v["R_T"]) for v in variants.values()),
+                "min_M_T": min(float(v["M_T"]) for v in variants.values()),
+                "fraction_used_with_M": max(with_M.values()),
+                "checked_at": "every record"
+                if per_t
+                else "every record against R(T) (a necessary condition: this summary has the rate at T only)",
+            },
+            notes="How loose: the flow uses a fraction "
+            f"{value:.2g} of the a-priori exponent (at most e^{log_amp:.3g} growth against "
+            f"e^R(T), R(T) >= {min(float(v['R_T']) for v in variants.values()):.3g}). The bound is "
+            "proven for the particle coupling, so a 'fails' would mean a bug or a wrong constant; its "
+            "looseness, not its truth, is the finding.",
+        )
+    ]
+    # linear response
+    lr = {
+        f"{k} {shape}": float(l["relative_change"][0])
+        for k, v in variants.items()
+        for shape, l in v["linear_response"].items()
+    }
+    crit_lr = Criterion(
+        quantity="max over variants and shapes of the relative change of W2(T)/W2(0) between the two "
+        "smallest etas",
+        op="<=",
+        threshold=float(config.criterion_linear_response),
+        declared_in="config: criterion_linear_response",
+        note="a convention; the outcome at 10x and 0.1x the threshold is in the result",
+    )
+    v_lr = max(lr.values())
+    out.append(
+        record_test(
+            id="stability-input-linear-response",
+            statement="the flow map is differentiable in the initial cloud: W2(u^eta_T, u_T)/W2(u^eta_0, "
+            "u_0) converges as eta -> 0",
+            source="derived: docs/theory_checks.md#input-stability (linear response; uniqueness of "
+            "2605.18870, Sec. 5.1 is its eta -> 0 consequence)",
+            criterion=crit_lr,
+            value=v_lr,
+            samples=len(lr),
+            method="none: deterministic (OU: mean of the noise paths)",
+            robustness=[
+                RobustnessCheck.from_values(crit_lr, "variant and shape", list(lr), list(lr.values()))
+            ],
+            extra={
+                "smallest_etas": etas[:2],
+                "outcome_at_10x_threshold": "holds"
+                if v_lr <= 10 * config.criterion_linear_response
+                else "fails",
+                "outcome_at_0.1x_threshold": "holds"
+                if v_lr <= 0.1 * config.criterion_linear_response
+                else "fails",
+            },
+        )
+    )
+    ratios = [float(r["max_ratio"]) for v in variants.values() for r in v["rows"].values()]
+    out.append(
+        record_identity(
+            id="stability-input-fitted-c1",
+            statement="(127) holds with C2 fitted to log W and C1 = max_t W(t)/(W(0) e^{C2 t})",
+            source=_SRC_127,
+            why="C1 is defined as the maximum of the very ratio it bounds: any positive W satisfies it",
+            result={"C1_max": max(ratios), "C1_min": min(ratios)},
+        )
+    )
+    c2 = {
+        k: [
+            float(np.nanmin([r["C2"] for r in v["rows"].values()])),
+            float(np.nanmax([r["C2"] for r in v["rows"].values()])),
+        ]
+        for k, v in variants.items()
+    }
+    out.append(
+        record_description(
+            id="stability-input-fitted-c2",
+            statement="fitted Gronwall exponents C2 (log W = log C1 + C2 t over [0, T]) per variant, "
+            "range over shapes and etas, next to the a-priori rates R(T)/T and M_theta(T)/T",
+            source=_SRC_127,
+            result={
+                "C2_range": c2,
+                "R_T_over_T": {k: float(v["R_T"]) / float(v["T"]) for k, v in variants.items()},
+                "M_T_over_T": {k: float(v["M_T"]) / float(v["T"]) for k, v in variants.items()},
+            },
+        )
+    )
+    return out
 
 
 register(StabilityInputStudy())
