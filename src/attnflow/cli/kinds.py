@@ -121,6 +121,6 @@ def refuse(kind: str, command: str, directory: Path) -> CliError:
     """The refusal (exit 2) of ``attnflow COMMAND`` on a directory of a kind it does not read."""
     others = [c for c in READERS[kind] if c != command]
     use = " or ".join(f"`attnflow {c} {directory}`" for c in others)
-    fig = _FIGURES.get(kind, "").format(d=directory)
+    fig = _FIGURES.get(kind, "").format(d=directory) if (Path(directory) / "figures").is_dir() else ""
     tail = "; ".join(x for x in (fig, f"use {use}" if use else "") if x)
     return CliError(f"{directory} is {_WHAT[kind]}; `attnflow {command}` {_DOES[command]}; {tail}", 2)

@@ -34,7 +34,7 @@ def info(
         elif kind in ("study", "reproduction"):
             from .study import show_study
 
-            show_study(directory)
+            show_study(directory, kind)
         elif kind == "pde run":
             _pde_info(directory)
         elif kind == "training run":

@@ -123,7 +123,7 @@ def study_show(
         kind = detect(directory)
         if kind not in ("study", "reproduction"):
             raise refuse(kind, "study show", directory)
-        show_study(directory)
+        show_study(directory, kind)
 
 
 def check_study_file(directory: Path) -> None:
@@ -137,13 +137,14 @@ def check_study_file(directory: Path) -> None:
         raise CorruptFileError(f'{directory / STUDY_FILE} names no study (no "study" key); {fix}')
 
 
-def show_study(directory: Path) -> None:
-    """Print a study or reproduction directory (also ``attnflow info`` on one)."""
+def show_study(directory: Path, kind: str = "study") -> None:
+    """Print a study or reproduction directory (also ``attnflow info`` on one); ``kind`` opens the first
+    line (``study`` or ``reproduction``)."""
     from ..studies import study_info
 
     check_study_file(directory)
     s = study_info(directory)
-    typer.echo(f"study {s['study']} ({s['dir']}){' quick' if s['quick'] else ''}: {s['description']}")
+    typer.echo(f"{kind} {s['study']} ({s['dir']}){' quick' if s['quick'] else ''}: {s['description']}")
     counts = ", ".join(f"{v} {k}" for k, v in sorted(s["counts"].items()))
     wall = "" if s["wall_time_s"] is None else f", {s['wall_time_s']:.0f} s"
     typer.echo(f"  status: {s['status']} ({counts}{wall})  started {s['started']}  ended {s['ended']}")
