@@ -145,3 +145,19 @@ def test_each_reader_on_each_kind(dirs, reader, kind):
 def test_readers_table_matches_what_they_read():
     readers = {(r, k) for k in KINDS for r in READERS[k]}
     assert readers | {("pde-plot", "pde run")} == set(READ) | {("info", k) for k in KINDS}
+
+
+def test_docs_table_is_the_readers_table():
+    """docs/cli.md's table of which command reads what is READERS (plus pde-plot on PDE runs)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| directory (written by)"))
+    commands = [c.strip().strip("`").removeprefix("attnflow ") for c in header.split("|")[2:-1]]
+    names = {"particle run": "particle run", "PDE run": "pde run", "training run": "training run"}
+    names |= {"sweep": "sweep", "study": "study", "reproduction": "reproduction"}
+    seen = {}
+    for line in text.splitlines():
+        for label, kind in names.items():
+            if line.startswith(f"| {label} ("):
+                cells = [c.strip() for c in line.split("|")[2:-1]]
+                seen[kind] = {c for c, v in zip(commands, cells, strict=True) if v == "yes"}
+    assert seen == {k: set(READERS[k]) for k in KINDS}
