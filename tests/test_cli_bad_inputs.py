@@ -80,7 +80,7 @@ CASES = [
     (["report", "{w}/corrupt_study"], 1, "is corrupt"),
     # studies
     (["study", "show", "{w}/corrupt_study"], 1, "is corrupt"),
-    (["study", "show", "{w}/empty"], 2, "holds nothing attnflow writes"),
+    (["study", "show", "{w}/empty"], 2, "is not a study directory: study.json not found"),
     (["study", "show", "{w}/runlike"], 2, "`attnflow study show` shows study and reproduction"),
     (["study", "run", "nosuchstudy", "--out", "{w}/st"], 2, "nosuchstudy"),
     (["study", "run", "critical_beta", "--out", "{w}/st", "--set", "novalue"], 2, "key=value"),

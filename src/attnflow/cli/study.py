@@ -13,6 +13,9 @@ from .common import DeviceOption, check_device_cli, check_out_dir
 from .errors import fail, reported
 from .kinds import detect, refuse
 
+#: files that make a directory one attnflow wrote (a study's, or another kind that `study show` names)
+STUDY_MARKS = ("study.json", "tasks.json", "meta.json", "config.yaml", "data.zarr")
+
 
 def parse_params(items: list[str] | None) -> dict:
     """``["H=[1, 10]", "window=[0.5, 1]"]`` -> ``{"H": [1, 10], "window": [0.5, 1]}`` (YAML values)."""
@@ -120,6 +123,10 @@ def study_show(
 ) -> None:
     """The study, its status, the status of each run and its table."""
     with reported(f"cannot read the study {directory}"):
+        if directory.is_dir() and not any((directory / f).exists() for f in STUDY_MARKS):
+            from ..studies import study_info
+
+            study_info(directory)  # NotAStudyDirectoryError: its message says how to write one
         kind = detect(directory)
         if kind not in ("study", "reproduction"):
             raise refuse(kind, "study show", directory)
