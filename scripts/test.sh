@@ -8,6 +8,24 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 cd "$root"
+# name the machine, so that a failure that depends on it (issue 28: round-off that differs between CPUs)
+# says where it ran: CPU model, cores, and the thread counts the tests run numba and torch with
+cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
+[ -n "$cpu" ] || cpu="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1 || true)"
+[ -n "$cpu" ] || cpu="$(uname -m) (model unknown)"
+simd="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -ow -e avx2 -e fma -e avx512f | sort -u | tr '\n' ' ' || true)"
+echo "machine: ${cpu}; $(nproc 2>/dev/null || echo '?') cores; SIMD: ${simd:-unknown}; $(uname -sr)"
+python - <<'PY'
+import os
+import numba
+import torch
+threads = os.environ.get("NUMBA_NUM_THREADS")
+print(
+    f"numba {numba.__version__}: NUMBA_NUM_THREADS={threads or 'unset'} (the tests use "
+    f"{threads or 1}; tests/conftest.py sets 1 when unset), {numba.config.NUMBA_NUM_THREADS} available; "
+    f"torch {torch.__version__}: {torch.get_num_threads()} threads (the tests use 1)"
+)
+PY
 python -m ruff check src tests benchmarks
 lint-imports  # the contracts in pyproject.toml [tool.importlinter]
 python -m pytest -q -p no:cacheprovider --doctest-modules src/attnflow

@@ -80,7 +80,7 @@ def test_run_errors(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "the run failed: RuntimeError: injected failure" in res.output
     assert "meta.json" in res.output
     res = runner.invoke(app, ["info", str(tmp_path)])
-    assert res.exit_code == 2 and "neither a run directory" in res.output
+    assert res.exit_code == 2 and "holds nothing attnflow writes" in res.output
 
 
 def test_sweep_info_plot_2d_cloud(tmp_path):
@@ -127,16 +127,12 @@ def test_sweep_errors_exit_cleanly(tmp_path, monkeypatch):
     )
     res = runner.invoke(app, ["sweep", str(cfg), "--grid", "heads.H=[1,", "--out", str(tmp_path / "s")])
     assert res.exit_code == 2 and "grid value '[1,' of key 'heads.H' is not valid YAML" in res.output
-    # --out is a file: an OSError, reported without a traceback
+    # --out is a file: bad input, refused before any work without a traceback
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     res = runner.invoke(app, ["sweep", str(cfg), "--grid", "heads.H=1", "--out", str(blocker), "-q"])
-    assert res.exit_code == 1 and "cannot write the sweep directory" in res.output
-    assert (
-        "FileExistsError" in res.output
-        and res.exception is not None
-        and isinstance(res.exception, SystemExit)
-    )
+    assert res.exit_code == 2 and f"--out {blocker}: this is a file, not a directory" in res.output
+    assert res.exception is not None and isinstance(res.exception, SystemExit)
 
     def missing(*args, **kwargs):
         raise FileNotFoundError("no such file: tokens.npy")

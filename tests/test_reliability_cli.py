@@ -169,7 +169,9 @@ def test_unreachable_scheduler_is_not_a_directory_error(tmp_path):
             ],
         )
     out = _clean_failure(res, 1, "cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'")
-    assert "cannot write the sweep directory" not in out and "scheduler=None" in out
+    # the fix in the command line's words: no Python argument (issue 31)
+    assert "cannot write the sweep directory" not in out and "scheduler=None" not in out
+    assert "leave out --scheduler" in out
 
 
 def test_foreign_data_and_busy_directories(tmp_path):

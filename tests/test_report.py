@@ -270,7 +270,7 @@ def test_cli_report(run_dir, tmp_path):
     assert res.output.startswith(str(out)) and "MiB" in res.output
     assert "2 of 5 recorded times" in out.read_text()
     res = runner.invoke(app, ["report", str(tmp_path)])
-    assert res.exit_code == 2 and "error: cannot report on" in res.output
+    assert res.exit_code == 2 and "holds nothing attnflow writes" in res.output
     res = runner.invoke(app, ["report", str(run_dir), "--output", str(tmp_path / "no" / "x.html")])
     assert res.exit_code == 2 and "does not exist" in res.output
     res = runner.invoke(app, ["report", str(run_dir), "--max-tokens", "0"])

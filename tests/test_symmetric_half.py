@@ -18,7 +18,21 @@ from attnflow.dynamics.field import evaluate
 from attnflow.dynamics.numba_backend import fused_field
 
 KEYS = ("velocity", "lse", "grad", "energy", "G2", "Ghat2", "second_moment", "ito_moment")
+# Tolerances (issue 28). The reference is the PyTorch backend in float64 on the float64 inputs; the kernel
+# runs in float64 or on float32 casts of them. Rounding the inputs (or the scores) moves a score of size
+# <= S (beta |D|_F max|x|^2) by |ds| <~ 2 d u S, each weight by ds relatively, and a ratio of weighted
+# sums by 2 |ds|: a first-order bound 4 d u S on every quantity, plus O(log n) u from the blocked sums.
+# float64: 1e-13 is above that bound for these inputs (S <= 8.4: 1.5e-14; measured <= 2.3e-15).
+# float32: 4 d u S = 4.4e-6 at S = 7.4 (u = 6e-8), measured 6.2e-7 on AMD EPYC at n = 1100: the old fixed
+# 1e-6 held by a margin of 1.6 only; the tolerance is now max(1e-6, 4 d u S).
 RTOL = {np.float64: 1e-13, np.float32: 1e-6}
+UNIT_ROUNDOFF = {np.float64: 2.0**-53, np.float32: 2.0**-24}
+
+
+def score_rtol(dtype, x, D, beta) -> float:
+    """max(RTOL, 4 d u S): the first-order bound above for the inputs' score bound S."""
+    S = beta * np.linalg.norm(D, axis=(-2, -1)).max() * (x**2).sum(-1).max()
+    return max(RTOL[dtype], 4 * x.shape[-1] * UNIT_ROUNDOFF[dtype] * S)
 
 
 def tokens_and_heads(seed, npaths, n, nheads, d, *, symmetric=True):
@@ -63,10 +77,11 @@ def test_half_pass_matches_torch_reference(dtype, npaths, n, nheads, d, half_cal
     ref = torch_reference(x, D, 1.3)
     out = fused_field(x.astype(dtype), D.astype(dtype), None, 1.3)
     assert half_calls, "symmetric heads with a small score range must take the half pass"
+    tol = score_rtol(dtype, x, D, 1.3)
     for key in KEYS:
         scale = np.max(np.abs(ref[key]))
         err = np.max(np.abs(out[key].astype(np.float64) - ref[key])) / scale
-        assert err <= RTOL[dtype], f"{key}: relative error {err:.2e} > {RTOL[dtype]:g}"
+        assert err <= tol, f"{key}: relative error {err:.2e} > {tol:g}"
 
 
 @pytest.mark.parametrize("ito", [True, False])

@@ -1,0 +1,5 @@
+"""``python -m attnflow.cli ARGS``: the ``attnflow`` command."""
+
+from . import main
+
+main()
