@@ -23,6 +23,8 @@ killed run resumes from its checkpoint and gives the same data as an uninterrupt
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -44,15 +46,33 @@ from ..pde import (
     von_mises_fisher_mixture,
 )
 from ..pde.field import KERNEL_METHODS
+from ..pde.resources import PdeCost, machine_memory_bytes, pde_cost
 from ..simulation import n_steps_for
-from .errors import ConfigError
-from .files import atomic_write_bytes, atomic_write_text, utc_now
+from .errors import ConfigError, short_repr
+from .files import atomic_write_text, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
+from .rundir import (
+    CorruptRunError,
+    RunConfigMismatchError,
+    claim_run_dir,
+    load_checkpoint,
+    one_line,
+    resume_hint,
+    save_checkpoint,
+    sigterm_as_interrupt,
+)
 from .schema import HeadsConfig, ModelConfig, WeightsConfig, check_weights_fit, load_yaml, weight_process
 from .store import CHECKPOINT_FILE, CONFIG_FILE, DATA_DIR, META_FILE, ZARR_FORMAT, read_meta
 
-__all__ = ["PdeRunConfig", "build_pde", "is_pde_config", "load_pde_config", "run_pde"]
+__all__ = [
+    "PdeRunConfig",
+    "build_pde",
+    "check_pde_resources",
+    "is_pde_config",
+    "load_pde_config",
+    "run_pde",
+]
 
 
 class _Section(BaseModel):
@@ -139,6 +159,8 @@ class PdeRunConfig(_Section):
     record: PdeRecord = Field(default_factory=PdeRecord)
     seed: int = Field(0, ge=0)
     checkpoint_every: int = Field(100, ge=1)
+    #: run even when the estimated memory or time per step exceeds this machine (:func:`check_pde_resources`)
+    allow_large: bool = False
 
     @model_validator(mode="after")
     def _weights_fit(self):
@@ -187,9 +209,62 @@ def load_pde_config(source: str | Path | dict | PdeRunConfig) -> PdeRunConfig:
         raise ConfigError("invalid PDE config:\n  " + "\n  ".join(lines)) from None
 
 
-def build_pde(config) -> DensitySolver:
-    """The :class:`attnflow.pde.DensitySolver` a config describes (refusals at load as ConfigError)."""
+#: The longest time per step a run may be estimated to take without ``allow_large: true`` (seconds).
+MAX_STEP_SECONDS = 60.0
+#: The share of this machine's memory a run may be estimated to need without ``allow_large: true``.
+MEMORY_SHARE = 0.5
+
+
+def check_pde_resources(config) -> PdeCost:
+    """Estimate a density run's memory and time per step (:func:`attnflow.pde.resources.pde_cost`) and
+    refuse, before anything is allocated, one this machine cannot hold.
+
+    Returns
+    -------
+    PdeCost
+        The estimate (also when ``allow_large: true`` lets it pass).
+
+    Raises
+    ------
+    ConfigError
+        The estimate exceeds :data:`MEMORY_SHARE` of the machine's memory or :data:`MAX_STEP_SECONDS` per
+        step; the message names the estimate and the fix (a smaller band limit or fewer heads, or
+        ``allow_large: true`` for those who mean it).
+    """
     cfg = load_pde_config(config)
+    d = getattr(cfg.density, "d", 3)  # a particle file: S^2 is the larger of the two
+    h, w = cfg.heads, cfg.weights
+    fft = d == 2 and cfg.pde.kernel != "quadrature" and h.init == "identity" and w.process == "constant"
+    n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
+    cost = pde_cost(d, cfg.pde.band_limit, h.H, fft=fft, n_records=n_steps // cfg.record.every + 2)
+    if cfg.allow_large:
+        return cost
+    total = machine_memory_bytes()
+    problems = []
+    if total is not None and cost.memory_bytes > MEMORY_SHARE * total:
+        problems.append(
+            f"needs about {cost.memory_bytes / 2**30:.3g} GiB of memory ({cost.nodes} grid nodes), more than "
+            f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.3g} GiB"
+        )
+    if cost.seconds_per_step > MAX_STEP_SECONDS:
+        problems.append(
+            f"takes about {cost.seconds_per_step:.3g} s per step ({8 * h.H} kernel sums over {cost.nodes} "
+            f"nodes), more than {MAX_STEP_SECONDS:g} s"
+        )
+    if problems:
+        raise ConfigError(
+            f"the PDE run {short_repr(cfg.name)} (pde.band_limit = {cfg.pde.band_limit}, heads.H = {h.H}, "
+            f"S^{d - 1}) {' and '.join(problems)}; lower pde.band_limit or heads.H, or set allow_large: true "
+            "in the config to run it anyway"
+        )
+    return cost
+
+
+def build_pde(config) -> DensitySolver:
+    """The :class:`attnflow.pde.DensitySolver` a config describes (refusals at load as ConfigError); the
+    memory and time it would need are checked first (:func:`check_pde_resources`)."""
+    cfg = load_pde_config(config)
+    check_pde_resources(cfg)
     m = cfg.dynamics
     try:
         model = TransformerModel(
@@ -243,46 +318,142 @@ def _dump(cfg: PdeRunConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
+#: The files of a PDE run directory: the only ones attnflow clears in it.
+PDE_RUN_FILES = (DATA_DIR, CHECKPOINT_FILE, META_FILE, CONFIG_FILE)
+#: Version of the checkpoint layout (tensors only: :func:`_checkpoint_state`).
+CHECKPOINT_FORMAT = 2
+
+
+def _checkpoint_state(solver: DensitySolver, records: list) -> dict:
+    """The solver's state and the records so far as tensors and numbers only (``weights_only`` loadable)."""
+    sd = solver.state_dict()
+    monitors = list(records[0][4])
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "solver": {
+            "u": torch.from_numpy(np.ascontiguousarray(sd["u"])),
+            "D": sd["D"],
+            "t": float(sd["t"]),
+            "step": int(sd["step"]),
+            "ledger_integral": float(sd["ledger_integral"]),
+            "jumps": float(sd["jumps"]),
+            "E0": float(sd["E0"]),
+            "rng": list(sd["rng"]),
+        },
+        "records": {
+            "t": torch.tensor([float(r[0]) for r in records], dtype=torch.float64),
+            "u": torch.from_numpy(np.stack([r[1] for r in records])),
+            "density": torch.from_numpy(np.stack([r[2] for r in records])),
+            "heads": torch.from_numpy(np.stack([r[3] for r in records])),
+            "monitors": {
+                k: torch.tensor([float(r[4][k]) for r in records], dtype=torch.float64) for k in monitors
+            },
+        },
+    }
+
+
+def _restore(state: Any, solver: DensitySolver, n_steps: int, path: Path) -> list:
+    """Restore ``solver`` from a checkpoint read by :func:`attnflow.experiments.rundir.load_checkpoint`;
+    returns the records. Raises :class:`CorruptRunError` for anything that is not this layout."""
+    fix = "rerun with resume=False (the CLI's --no-resume) to start afresh"
+    try:
+        if not (isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT):
+            raise ValueError(f"not a PDE checkpoint of format {CHECKPOINT_FORMAT}")
+        sd, rec = dict(state["solver"]), state["records"]
+        sd["u"] = sd["u"].numpy()
+        solver.load_state_dict(sd)
+        T = int(rec["t"].shape[0])
+        arrays = [rec["u"], rec["density"], rec["heads"], *rec["monitors"].values()]
+        if T < 1 or any(int(a.shape[0]) != T for a in arrays):
+            raise ValueError(f"records of uneven lengths ({[tuple(a.shape) for a in arrays]})")
+        if not 0 <= solver.step_index <= n_steps:
+            raise ValueError(f"step {solver.step_index} outside 0..{n_steps}")
+        names = list(rec["monitors"])
+        records = [
+            (
+                float(rec["t"][i]),
+                rec["u"][i].numpy().copy(),
+                rec["density"][i].numpy().copy(),
+                rec["heads"][i].numpy().copy(),
+                {k: float(rec["monitors"][k][i]) for k in names},
+            )
+            for i in range(T)
+        ]
+    except Exception as exc:  # noqa: BLE001 - a crafted or foreign state: missing keys, wrong types
+        raise CorruptRunError(
+            f"{path} does not fit this run ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
+        ) from None
+    return records
+
+
 def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool = False) -> Path:
     """Run (or resume) a density run into ``out_dir`` (module docstring); returns ``out_dir``.
+
+    The directory follows the rule of every run store (:func:`attnflow.experiments.rundir.claim_run_dir`):
+    locked while written, marked ``.attnflow``, a directory holding run files attnflow did not create is
+    refused, the checkpoint holds tensors only (read with ``weights_only=True``). SIGTERM and Ctrl-C leave
+    ``status: interrupted``; rerunning resumes from the last checkpoint.
 
     Raises
     ------
     ConfigError
         Invalid config or refused at load.
-    ValueError
+    RunConfigMismatchError
         ``out_dir`` holds a run of another config and ``resume`` is True.
+    ForeignDirectoryError
+        ``out_dir`` holds run files that attnflow did not create.
+    CorruptRunError
+        The checkpoint is not a tensors-only PDE checkpoint of this run (a pickle is refused unread).
     """
     cfg = load_pde_config(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = _dump(cfg)
-    with DirectoryLock(out, "run directory"):
-        meta = read_meta(out)
-        old = (out / CONFIG_FILE).read_text() if (out / CONFIG_FILE).is_file() else None
-        if resume and old is not None and old != text:
-            raise ValueError(
-                f"{out} holds a run of another config; resume=False starts afresh, or choose another "
-                "directory"
-            )
-        if resume and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
+
+    def diff(path: Path) -> list:
+        try:
+            old = load_pde_config(path)
+        except ConfigError as exc:
+            raise RunConfigMismatchError(
+                f"{path} cannot be read, so the run cannot be resumed ({one_line(exc, 300)}); choose another "
+                "out_dir or pass resume=False to overwrite it"
+            ) from None
+        a, b = _flat(old.model_dump(mode="json")), _flat(cfg.model_dump(mode="json"))
+        return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+    with DirectoryLock(out, "run directory"), sigterm_as_interrupt():
+        resumable = claim_run_dir(
+            out,
+            kind="PDE run",
+            run_files=PDE_RUN_FILES,
+            config_file=CONFIG_FILE,
+            config_diff=diff,
+            checkpoint_file=CHECKPOINT_FILE,
+            resume=resume,
+        )
+        same = resume and (out / CONFIG_FILE).is_file()
+        meta = read_meta(out) if same else {}
+        if same and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
             return out
         solver = build_pde(cfg)
         n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
         every = cfg.record.every
         ck = out / CHECKPOINT_FILE
-        if resume and old == text and ck.is_file():
-            state = torch.load(ck, weights_only=False)
-            solver.load_state_dict(state["solver"])
-            records = state["records"]
+        if resumable:
+            fix = "rerun with resume=False (the CLI's --no-resume) to start afresh"
+            records = _restore(load_checkpoint(ck, fix), solver, n_steps, ck)
         else:
             records = [snapshot(solver)]
         atomic_write_text(out / CONFIG_FILE, text)
         meta = {
+            "name": cfg.name,
             "status": "running",
             "kind": "pde",
             "started": meta.get("started", utc_now()),
             "steps": n_steps,
+            "step": solver.step_index,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
         }
         atomic_write_text(out / META_FILE, _json(meta))
         bar = ProgressBar(
@@ -295,19 +466,40 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
                 if k % every == 0 or k == n_steps:
                     records.append(snapshot(solver))
                 if k % cfg.checkpoint_every == 0 and k < n_steps:
-                    st = {"solver": solver.state_dict(), "records": records}
-                    atomic_write_bytes(ck, lambda fh, st=st: torch.save(st, fh))
+                    save_checkpoint(ck, _checkpoint_state(solver, records))
+                    meta["step"] = k
                 bar.update(1)
-        except BaseException:
-            meta["status"] = "failed" if solver.step_index < n_steps else meta["status"]
+        except BaseException as exc:
+            stopped = isinstance(exc, KeyboardInterrupt)
+            meta.update(
+                status="interrupted" if stopped else "failed",
+                ended=utc_now(),
+                error=(
+                    f"interrupted during step {solver.step_index + 1} of {n_steps}; {resume_hint('pde', out)}"
+                    if stopped
+                    else f"{type(exc).__name__}: {one_line(exc, 500)}"
+                ),
+            )
             atomic_write_text(out / META_FILE, _json(meta))
             raise
+        finally:
+            bar.close()
         ds = records_to_dataset(records, solver)
         ds.attrs["config_name"] = cfg.name
         ds.to_zarr(out / DATA_DIR, mode="w", consolidated=True, zarr_format=ZARR_FORMAT)
-        meta.update(status="done", finished=utc_now())
+        meta.update(status="done", finished=utc_now(), step=n_steps)
+        meta.pop("error", None)
         atomic_write_text(out / META_FILE, _json(meta))
         ck.unlink(missing_ok=True)
+    return out
+
+
+def _flat(d: Any, prefix: str = "") -> dict:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
     return out
 
 
