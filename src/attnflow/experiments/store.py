@@ -58,6 +58,7 @@ from .files import (
     CorruptFileError,
     atomic_write_text,
     disk_usage,
+    inside,
     read_json,
     utc_now,
 )
@@ -118,9 +119,14 @@ def read_meta(out_dir: str | Path) -> dict:
     Raises
     ------
     CorruptFileError
-        ``meta.json`` is not a JSON object.
+        ``meta.json`` is not a JSON object (or not a regular file of sane size).
+    UnsafePathError
+        ``meta.json`` is a symlink that leaves the directory (nothing outside it is read).
     """
     p = Path(out_dir) / META_FILE
+    if not (p.is_file() or p.is_symlink()):
+        return {}
+    inside(out_dir, p, what="run file")
     if not p.is_file():
         return {}
     meta = read_json(p, "the run file", "resume the run (run_experiment(config, out_dir)) to rewrite it")

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from .._version import __version__
+from ..experiments.files import write_output
 from .page import Page
 
 __all__ = ["REPORT_FILE", "page_html", "plotly_js"]
@@ -163,8 +164,12 @@ def page_html(page: Page) -> str:
     )
 
 
-def write_page(page: Page, path: str | Path) -> Path:
-    """Write ``page`` to ``path`` (UTF-8) and return the path."""
-    p = Path(path)
-    p.write_text(page_html(page), encoding="utf-8")
-    return p
+def write_page(page: Page, path: str | Path, *, root: str | Path | None = None) -> Path:
+    """Write ``page`` to ``path`` (UTF-8) and return the path.
+
+    The page goes to a new tmp file of the target's directory and replaces ``path`` atomically; a symlink
+    at ``path`` is refused, and so is a ``path`` outside ``root`` when given
+    (:func:`attnflow.experiments.files.write_output`).
+    """
+    text = page_html(page).encode("utf-8")
+    return write_output(path, lambda fh: fh.write(text), root=root, what="report")
