@@ -87,7 +87,7 @@ def test_training_config_from_yaml_files(tmp_path):
     with pytest.raises(ConfigError, match="training config file not found"):
         load_training_config(tmp_path / "missing.yaml")
     path.write_text("model: [1, 2\n")
-    with pytest.raises(ConfigError, match="not valid UTF-8 YAML"):
+    with pytest.raises(ConfigError, match="is not valid YAML"):
         load_training_config(path)
 
 

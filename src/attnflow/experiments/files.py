@@ -196,7 +196,12 @@ def read_json(path: str | Path, what: str, fix: str) -> Any:
 
 
 def read_bounded(
-    path: str | Path, limit: int, what: str, fix: str, error: type[Exception] = CorruptFileError
+    path: str | Path,
+    limit: int,
+    what: str,
+    fix: str,
+    error: type[Exception] = CorruptFileError,
+    allowed: str = "allowed",
 ) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes, read without following it into a FIFO or a
     device (``O_NONBLOCK`` open, then ``fstat``): ``/dev/zero``, a FIFO or a huge file fail at once.
@@ -205,7 +210,7 @@ def read_bounded(
     ------
     error (default CorruptFileError)
         Not a regular file, larger than ``limit``, or unreadable; the message names ``what``, the path
-        and ``fix``.
+        and ``fix`` (``allowed`` ends the size message, e.g. "a config may have").
     """
     path = Path(path)
     name = repr(str(path)[:200])
@@ -218,7 +223,7 @@ def read_bounded(
         if not stat.S_ISREG(st.st_mode):
             raise error(f"{what} {name} is not a regular file (a FIFO, a device or a directory); {fix}")
         if st.st_size > limit:
-            raise error(f"{what} {name} has {st.st_size} bytes, more than the {limit} allowed; {fix}")
+            raise error(f"{what} {name} has {st.st_size} bytes, more than the {limit} {allowed}; {fix}")
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
@@ -227,7 +232,7 @@ def read_bounded(
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:
-                raise error(f"{what} {name} has more than the {limit} bytes allowed; {fix}")
+                raise error(f"{what} {name} has more than the {limit} bytes {allowed}; {fix}")
         return b"".join(chunks)
     except OSError as exc:
         raise error(f"cannot read {what} {name}: {exc.strerror or exc}; {fix}") from None

@@ -23,6 +23,7 @@ killed run resumes from its checkpoint and gives the same data as an uninterrupt
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..model import heads as heads_mod
 from ..model.transformer import TransformerModel
@@ -46,12 +47,13 @@ from ..pde import (
     von_mises_fisher_mixture,
 )
 from ..pde.field import KERNEL_METHODS
-from ..pde.resources import PdeCost, machine_memory_bytes, pde_cost
+from ..pde.resources import PdeCost, pde_cost
 from ..simulation import n_steps_for
-from .errors import ConfigError, short_repr
+from .errors import ConfigError, short_repr, validate_mapping
 from .files import atomic_write_text, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
+from .resources import RunCost, check_resources
 from .rundir import (
     CorruptRunError,
     RunConfigMismatchError,
@@ -62,7 +64,18 @@ from .rundir import (
     save_checkpoint,
     sigterm_as_interrupt,
 )
-from .schema import HeadsConfig, ModelConfig, WeightsConfig, check_weights_fit, load_yaml, weight_process
+from .schema import (
+    UNIONS as PARTICLE_UNIONS,
+    HeadsConfig,
+    ModelConfig,
+    WeightsConfig,
+    YamlLimitError,
+    _check_tree,
+    _data_children,
+    check_weights_fit,
+    read_config_file,
+    weight_process,
+)
 from .store import CHECKPOINT_FILE, CONFIG_FILE, DATA_DIR, META_FILE, ZARR_FORMAT, read_meta
 
 __all__ = [
@@ -171,9 +184,18 @@ class PdeRunConfig(_Section):
         return self
 
 
+#: The tagged sections of a PDE config (for the unknown-key messages of
+#: :func:`attnflow.experiments.errors.validate_mapping`).
+PDE_UNIONS = {
+    "weights": PARTICLE_UNIONS["weights"],
+    "density": ("init", (UniformDensity, VMFDensity, ParticleDensity)),
+}
+_PDE_FIX = "see the module docstring of attnflow.experiments.pde_runs for a PDE config"
+
+
 def _raw(source: Any) -> Any:
     if isinstance(source, (str, Path)):
-        return load_yaml(Path(source).read_text())
+        return read_config_file(Path(source), "PDE config file", _PDE_FIX)
     return source
 
 
@@ -182,42 +204,42 @@ def is_pde_config(source: Any) -> bool:
     parsed is not (the particle loader then reports what is wrong with it)."""
     try:
         data = _raw(source)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError):
+    except ConfigError:
         return False
     return isinstance(data, dict) and data.get("model") == "pde"
 
 
 def load_pde_config(source: str | Path | dict | PdeRunConfig) -> PdeRunConfig:
-    """Load and validate a density-run config.
+    """Load and validate a density-run config (a file is read by the bounded reader of every config,
+    :func:`attnflow.experiments.schema.read_config_file`).
 
     Raises
     ------
     ConfigError
-        One line per problem: the key, the rule, the value received.
+        The only error: one line per problem (the key, the rule, the value received), at most
+        :data:`~attnflow.experiments.errors.MAX_MESSAGE_CHARS` characters in all.
     """
     if isinstance(source, PdeRunConfig):
         return source
-    data = _raw(source)
-    try:
-        return PdeRunConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for e in exc.errors():
-            key = ".".join(str(p) for p in e["loc"]) or "the config"
-            rule = e["msg"].removeprefix("Value error, ")
-            lines.append(f"{key}: {rule}; got {e.get('input')!r}")
-        raise ConfigError("invalid PDE config:\n  " + "\n  ".join(lines)) from None
-
-
-#: The longest time per step a run may be estimated to take without ``allow_large: true`` (seconds).
-MAX_STEP_SECONDS = 60.0
-#: The share of this machine's memory a run may be estimated to need without ``allow_large: true``.
-MEMORY_SHARE = 0.5
+    if isinstance(source, dict):
+        try:
+            _check_tree(source, _data_children, "the config dict")
+        except YamlLimitError as exc:
+            raise ConfigError(f"invalid PDE config (dict): {exc}") from None
+        data, label = copy.deepcopy(source), "dict"
+    elif isinstance(source, (str, Path)):
+        data, label = _raw(source), short_repr(str(source))
+    else:
+        raise ConfigError(
+            f"a PDE config is a YAML file, a dict or a PdeRunConfig: got {type(source).__name__}"
+        )
+    return validate_mapping(data, PdeRunConfig, PDE_UNIONS, label, "PDE config", f"PDE config {label}")
 
 
 def check_pde_resources(config) -> PdeCost:
     """Estimate a density run's memory and time per step (:func:`attnflow.pde.resources.pde_cost`) and
-    refuse, before anything is allocated, one this machine cannot hold.
+    refuse, before anything is allocated, one this machine cannot hold
+    (:func:`attnflow.experiments.resources.check_resources`).
 
     Returns
     -------
@@ -227,9 +249,8 @@ def check_pde_resources(config) -> PdeCost:
     Raises
     ------
     ConfigError
-        The estimate exceeds :data:`MEMORY_SHARE` of the machine's memory or :data:`MAX_STEP_SECONDS` per
-        step; the message names the estimate and the fix (a smaller band limit or fewer heads, or
-        ``allow_large: true`` for those who mean it).
+        The estimate exceeds half the machine's memory or the longest time per step; the message names
+        the estimate and the fix (a smaller band limit or fewer heads, or ``allow_large: true``).
     """
     cfg = load_pde_config(config)
     d = getattr(cfg.density, "d", 3)  # a particle file: S^2 is the larger of the two
@@ -237,26 +258,13 @@ def check_pde_resources(config) -> PdeCost:
     fft = d == 2 and cfg.pde.kernel != "quadrature" and h.init == "identity" and w.process == "constant"
     n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
     cost = pde_cost(d, cfg.pde.band_limit, h.H, fft=fft, n_records=n_steps // cfg.record.every + 2)
-    if cfg.allow_large:
-        return cost
-    total = machine_memory_bytes()
-    problems = []
-    if total is not None and cost.memory_bytes > MEMORY_SHARE * total:
-        problems.append(
-            f"needs about {cost.memory_bytes / 2**30:.3g} GiB of memory ({cost.nodes} grid nodes), more than "
-            f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.3g} GiB"
-        )
-    if cost.seconds_per_step > MAX_STEP_SECONDS:
-        problems.append(
-            f"takes about {cost.seconds_per_step:.3g} s per step ({8 * h.H} kernel sums over {cost.nodes} "
-            f"nodes), more than {MAX_STEP_SECONDS:g} s"
-        )
-    if problems:
-        raise ConfigError(
-            f"the PDE run {short_repr(cfg.name)} (pde.band_limit = {cfg.pde.band_limit}, heads.H = {h.H}, "
-            f"S^{d - 1}) {' and '.join(problems)}; lower pde.band_limit or heads.H, or set allow_large: true "
-            "in the config to run it anyway"
-        )
+    what = f"pde.band_limit = {cfg.pde.band_limit}, heads.H = {h.H}, S^{d - 1}, {cost.nodes} grid nodes"
+    check_resources(
+        RunCost(cost.memory_bytes, cost.seconds_per_step, what),
+        allow_large=cfg.allow_large,
+        name=cfg.name,
+        fix="pde.band_limit or heads.H",
+    )
     return cost
 
 

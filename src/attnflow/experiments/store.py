@@ -64,6 +64,7 @@ from .files import (
 )
 from .locking import DirectoryLock
 from .progress import ProgressBar
+from .resources import check_resources, particle_cost
 from .rundir import (
     CorruptRunError,
     ForeignDirectoryError,
@@ -466,6 +467,9 @@ def run_experiment(
     (:class:`attnflow.simulation.driver.RunInterrupted`, re-raised); rerunning resumes bit for bit.
     """
     cfg = load_config(config)
+    check_resources(
+        particle_cost(cfg), allow_large=cfg.allow_large, name=cfg.name, fix="tokens.n, heads.H or paths"
+    )  # before anything is allocated or created
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if checkpoint_every_s is not None and not checkpoint_every_s > 0:

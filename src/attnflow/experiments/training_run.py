@@ -40,6 +40,7 @@ from .errors import ConfigError
 from .files import atomic_write_text, read_json, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
+from .resources import check_resources, training_cost
 from .rundir import (
     CorruptRunError,
     RunConfigMismatchError,
@@ -282,6 +283,12 @@ def run_training(
         ``out_dir`` holds a run of another config.
     """
     cfg = load_training_config(config)
+    check_resources(
+        training_cost(cfg),
+        allow_large=cfg.allow_large,
+        name=cfg.name,
+        fix="task.n, train.batch, flow.heads or flow.layers x flow.steps_per_layer",
+    )  # before anything is allocated or created
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(out, "training run directory"), sigterm_as_interrupt():

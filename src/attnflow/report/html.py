@@ -136,8 +136,20 @@ def plotly_js() -> str:
 
 
 def _script_json(obj) -> str:
-    # "</" inside a JSON string would end the <script> element; "<\\/" is the same JSON string
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    """JSON for a ``<script type="application/json">`` element: every ``<`` is written ``\\u003c`` (the same
+    JSON string), so no name or value can end the element (``</script>``) or open an HTML comment
+    (``<!--``, which would swallow the page's own script); ``>`` and ``&`` likewise, and the line
+    separators U+2028/U+2029."""
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    for ch, esc in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(ch, esc)
+    return text
 
 
 def page_html(page: Page) -> str:
