@@ -37,7 +37,7 @@ from ..training.meanfield import risk_landscape
 from ..training.tasks import MeasureTask, TwoClassTask
 from ..training.trainer import NonFiniteLossError, Trainer
 from .errors import ConfigError
-from .files import atomic_write_text, read_json, utc_now
+from .files import atomic_write_text, inside, read_json, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
 from .resources import check_resources, training_cost
@@ -364,15 +364,23 @@ def run_training(
 
 def read_training_run(out_dir: str | Path) -> dict:
     """``meta.json``, ``history.json`` and (when done) ``summary.json`` of a training run directory; an
-    interrupted or failed run also gets ``resume``, how to continue it."""
+    interrupted or failed run also gets ``resume``, how to continue it.
+
+    Raises
+    ------
+    CorruptFileError
+        A file is missing, not a regular file of sane size, or not JSON of the right layout.
+    UnsafePathError
+        A file is a symlink leading outside the directory (nothing outside it is read).
+    """
     out = Path(out_dir)
     fix = "rerun `attnflow train` on it to finish or rebuild it"
-    res = {"meta": read_json(out / META, "meta file", fix)}
+    res = {"meta": read_json(inside(out, out / META, what="meta file"), "meta file", fix)}
     if not isinstance(res["meta"], dict):
         raise CorruptRunError(f"the meta file {out / META} is not a JSON object; {fix}")
     if res["meta"].get("status") in ("interrupted", "failed", "running"):
         res["resume"] = resume_hint("training", out)
     for name in ("history", "summary"):
         if (out / f"{name}.json").is_file():
-            res[name] = read_json(out / f"{name}.json", name, fix)
+            res[name] = read_json(inside(out, out / f"{name}.json", what=name), name, fix)
     return res
