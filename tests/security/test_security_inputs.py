@@ -23,8 +23,7 @@ import yaml
 from security_helpers import TINY_PDE, TINY_RUN, TINY_TRAINING, cfg
 
 from attnflow.experiments.errors import MAX_MESSAGE_CHARS, ConfigError
-from attnflow.experiments.pde_runs import check_pde_resources, load_pde_config, run_pde
-from attnflow.experiments.resources import check_resources, particle_cost, training_cost
+from attnflow.experiments.pde_runs import load_pde_config, run_pde
 from attnflow.experiments.schema import load_config
 from attnflow.experiments.store import run_experiment, run_info
 from attnflow.experiments.training_config import load_training_config
@@ -140,6 +139,8 @@ def test_huge_values_make_short_messages(kind, tmp_path):
     ],
 )
 def test_pde_sizes_are_refused_before_allocation(tmp_path, changes, what):
+    from attnflow.experiments.pde_runs import check_pde_resources
+
     c = {**cfg(TINY_PDE), **changes}
     out = tmp_path / "run"
 
@@ -163,6 +164,8 @@ def test_pde_sizes_are_refused_before_allocation(tmp_path, changes, what):
     ],
 )
 def test_particle_sizes_are_refused_before_anything_is_created(tmp_path, changes, what):
+    from attnflow.experiments.resources import check_resources, particle_cost
+
     c = {**cfg(TINY_RUN), **changes}
     out = tmp_path / "run"
     with pytest.raises(
@@ -175,6 +178,8 @@ def test_particle_sizes_are_refused_before_anything_is_created(tmp_path, changes
 
 
 def test_training_sizes_are_refused_before_anything_is_created(tmp_path):
+    from attnflow.experiments.resources import training_cost
+
     c = cfg(TINY_TRAINING)
     c["task"] = {"kind": "measure", "loss": "mmd", "paths": 64, "n": 200_000}
     out = tmp_path / "run"
@@ -185,6 +190,9 @@ def test_training_sizes_are_refused_before_anything_is_created(tmp_path):
 
 
 def test_the_small_configs_of_the_suite_pass_the_estimates():
+    from attnflow.experiments.pde_runs import check_pde_resources
+    from attnflow.experiments.resources import check_resources, particle_cost, training_cost
+
     assert check_resources(particle_cost(load_config(cfg(TINY_RUN))), allow_large=False, name="t", fix="-")
     assert check_pde_resources(cfg(TINY_PDE)).seconds_per_step < 1
     assert training_cost(load_training_config(cfg(TINY_TRAINING))).memory_bytes < 2**30

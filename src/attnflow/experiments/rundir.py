@@ -19,6 +19,7 @@ The directory lock is :class:`attnflow.experiments.locking.DirectoryLock`.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import shutil
 import signal
@@ -223,8 +224,13 @@ def load_checkpoint(path: Path, fix: str) -> Any:
 def sigterm_as_interrupt() -> Iterator[None]:
     """While the block runs (in the main thread), SIGTERM acts as Ctrl-C: the current SIGINT handler is
     called (a particle run finishes its step and checkpoints; elsewhere :class:`KeyboardInterrupt`), so the
-    run records ``interrupted`` instead of dying with ``running`` in its ``meta.json``."""
-    if threading.current_thread() is not threading.main_thread():
+    run records ``interrupted`` instead of dying with ``running`` in its ``meta.json``. Not in a worker of
+    a multiprocessing pool (sweeps): a pool that terminates its workers must see them go."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or multiprocessing.parent_process() is not None
+    ):
+        # a worker of a process pool (a sweep's task): its pool stops it with SIGTERM and must see it die
         yield
         return
 
