@@ -52,13 +52,15 @@ def test_run_store_and_resume_after_a_kill(tmp_path, monkeypatch):
     monkeypatch.setattr(DensitySolver, "step", dying)
     with pytest.raises(KeyboardInterrupt):
         run_pde(_cfg(), tmp_path / "cut")
-    assert read_meta(tmp_path / "cut")["status"] == "failed"
+    assert read_meta(tmp_path / "cut")["status"] == "interrupted"
     assert (tmp_path / "cut" / "checkpoint.pt").is_file()
     monkeypatch.setattr(DensitySolver, "step", real)
     got = open_run(run_pde(_cfg(), tmp_path / "cut")).load()
     for var in ("density", "coefficients", "heads", "energy", "residual"):
         np.testing.assert_array_equal(got[var].values, ref[var].values)
-    with pytest.raises(ValueError, match="holds a run of another config"):
+    with pytest.raises(
+        ValueError, match=r"holds a PDE run with a different config.*pde\.band_limit: 24 -> 30"
+    ):
         run_pde(_cfg(pde={"band_limit": 30}), tmp_path / "cut")
 
 

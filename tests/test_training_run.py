@@ -87,7 +87,7 @@ def test_training_config_from_yaml_files(tmp_path):
     with pytest.raises(ConfigError, match="training config file not found"):
         load_training_config(tmp_path / "missing.yaml")
     path.write_text("model: [1, 2\n")
-    with pytest.raises(ConfigError, match="not valid UTF-8 YAML"):
+    with pytest.raises(ConfigError, match="is not valid YAML"):
         load_training_config(path)
 
 
@@ -175,13 +175,14 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_checkpoint(tmp_path, monk
     assert state["step"] == 4 and len(state["losses"]) == 4
     # a torn checkpoint is reported, not loaded; a directory attnflow did not create is not written into
     (out / "checkpoint.pt").write_bytes(b"torn")
-    with pytest.raises(CorruptFileError, match="checkpoint.pt cannot be resumed.*start afresh"):
+    with pytest.raises(CorruptFileError, match="checkpoint.pt is truncated or unreadable.*start afresh"):
         run_training(_cfg(train__gradient="autograd"), out)
     foreign = tmp_path / "foreign"
     foreign.mkdir()
-    (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(RunConfigMismatchError, match="not empty and was not created by attnflow"):
+    (foreign / "summary.json").write_text("{}")
+    with pytest.raises(RunConfigMismatchError, match="holds summary.json that attnflow did not create"):
         run_training(_cfg(), foreign)
+    assert sorted(p.name for p in foreign.iterdir() if p.name != ".attnflow.lock") == ["summary.json"]
 
 
 def test_cli_trains_writes_figures_and_records_the_torch_path(tmp_path):

@@ -58,6 +58,7 @@ __all__ = [
     "FieldEval",
     "assemble",
     "energy_from_lse",
+    "ledger_overflow",
     "ledger_rates",
     "martingale_increment",
     "pair_norm",
@@ -196,6 +197,37 @@ def assemble(
         out.ito_moment = (full + e_shift * sums.row_q).sum(-1) / norm
         out.ito_full = full.sum(-1) / norm
     return out
+
+
+#: log of the largest float64 (exp overflows above it)
+LOG_FLOAT64_MAX = math.log(torch.finfo(torch.float64).max)
+
+
+def ledger_overflow(fe: FieldEval) -> str | None:
+    r"""Which ledger quantities of an evaluation left the float64 range, and why (None when all are finite).
+
+    The energy is :math:`\frac{1}{2\beta Hn^2}\sum_{h,i} e^{\mathrm{lse}^h_i}` (eq. (20)): once a row
+    log-sum-exp exceeds log(max float64) = 709.78, :math:`e^{\mathrm{lse}}` is inf, the energy is inf, and
+    :math:`\hat G^2` (built from :math:`y^h_i = e^{M_i}\,\texttt{row\_x}_i`) becomes inf or nan
+    (inf - inf, 0 * inf). The velocity is assembled from the normalised sums and stays exact; :math:`G^2`
+    uses the mobility in log space and stays finite longer. The message names the quantities, the largest
+    row log-sum-exp, and what to change.
+    """
+    bad = [
+        name
+        for name in ("energy", "G2", "Ghat2")
+        if getattr(fe, name, None) is not None and not bool(torch.isfinite(getattr(fe, name)).all())
+    ]
+    if not bad:
+        return None
+    lse_max = float(fe.lse.detach().to(torch.float64).max()) if fe.lse is not None else float("nan")
+    velocity = "finite" if bool(torch.isfinite(fe.velocity).all()) else "not finite either"
+    return (
+        f"{', '.join(bad)} left the float64 range: the largest row log-sum-exp of the scores, "
+        f"log sum_j exp(beta <x_i, D_h x_j>), is {lse_max:.4g} > {LOG_FLOAT64_MAX:.2f} = log(max float64), "
+        f"so exp(lse) in the energy (eq. (20)) and e^M y in Ghat^2 overflow (inf, and inf - inf = nan); the "
+        f"velocity ({velocity}) uses normalised sums"
+    )
 
 
 def _per_head_g2(g, P: int, H: int) -> torch.Tensor:

@@ -7,7 +7,11 @@ Everything attnflow creates, clears or deletes on disk goes through these helper
   names, no symlink out of it);
 * :func:`write_marker` / :func:`has_marker` tag the directories attnflow creates, and
   :func:`remove_owned_tree` deletes only a confined directory that carries the marker;
-* :func:`read_json` reads a JSON file or raises :class:`CorruptFileError` naming the file and the fix.
+* :func:`read_json` reads a JSON file or raises :class:`CorruptFileError` naming the file and the fix;
+* :func:`write_output` / :func:`write_output_path` write what ``report``, ``plot`` and ``animate`` produce:
+  into a new tmp file of the output's directory, then ``os.replace``, never through a symlink planted at
+  the output's name (refused: :func:`check_output_target`), never outside ``root`` when one is given;
+* :func:`inside` resolves a path read from a received directory and refuses one that leaves it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,14 +31,19 @@ __all__ = [
     "UnsafePathError",
     "atomic_write_bytes",
     "atomic_write_text",
+    "check_output_target",
     "confined",
+    "inside",
     "disk_usage",
     "fsync_dir",
     "has_marker",
+    "read_bounded",
     "read_json",
     "remove_owned_tree",
     "utc_now",
     "write_marker",
+    "write_output",
+    "write_output_path",
 ]
 
 #: The file that marks a directory created by attnflow (a run or a sweep directory).
@@ -163,16 +173,172 @@ def remove_owned_tree(root: str | Path, name: str, *, what: str = "task director
     shutil.rmtree(path)
 
 
+#: The largest JSON file attnflow reads from a directory (meta.json, tasks.json, summary.json...).
+MAX_JSON_BYTES = 64 * 2**20
+
+
 def read_json(path: str | Path, what: str, fix: str) -> Any:
-    """The JSON content of ``path``.
+    """The JSON content of ``path`` (a regular file of at most :data:`MAX_JSON_BYTES`).
 
     Raises
     ------
     CorruptFileError
-        The file is not UTF-8 JSON; the message names the file, the error and ``fix``.
+        The file is not a regular file (a FIFO, a device), is larger than the cap, or is not UTF-8 JSON;
+        the message names the file, the error and ``fix``.
     """
     path = Path(path)
+    raw = read_bounded(path, MAX_JSON_BYTES, what, fix)
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise CorruptFileError(f"{what} {path} is corrupt ({type(exc).__name__}: {exc}); {fix}") from None
+        detail = str(exc)[:200]
+        raise CorruptFileError(f"{what} {path} is corrupt ({type(exc).__name__}: {detail}); {fix}") from None
+
+
+def read_bounded(
+    path: str | Path,
+    limit: int,
+    what: str,
+    fix: str,
+    error: type[Exception] = CorruptFileError,
+    allowed: str = "allowed",
+) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, read without following it into a FIFO or a
+    device (``O_NONBLOCK`` open, then ``fstat``): ``/dev/zero``, a FIFO or a huge file fail at once.
+
+    Raises
+    ------
+    error (default CorruptFileError)
+        Not a regular file, larger than ``limit``, or unreadable; the message names ``what``, the path
+        and ``fix`` (``allowed`` ends the size message, e.g. "a config may have").
+    """
+    path = Path(path)
+    name = repr(str(path)[:200])
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise error(f"cannot read {what} {name}: {exc.strerror or exc}; {fix}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{what} {name} is not a regular file (a FIFO, a device or a directory); {fix}")
+        if st.st_size > limit:
+            raise error(f"{what} {name} has {st.st_size} bytes, more than the {limit} {allowed}; {fix}")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise error(f"{what} {name} has more than the {limit} bytes {allowed}; {fix}")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise error(f"cannot read {what} {name}: {exc.strerror or exc}; {fix}") from None
+    finally:
+        os.close(fd)
+
+
+def inside(root: str | Path, path: str | Path, *, what: str = "file") -> Path:
+    """``path`` (as the caller would open it, e.g. ``root / name``), checked to resolve inside ``root``.
+
+    For what attnflow *reads* from a received run or study directory: a name from ``summary.json``, a
+    ``*.png`` that is a symlink, ``../`` or an absolute path are refused, so nothing outside the directory
+    is read into a report.
+
+    Raises
+    ------
+    UnsafePathError
+        The path resolves (symlinks followed) outside ``root``.
+    """
+    root_resolved = Path(root).resolve()
+    p = Path(path)
+    resolved = p.resolve()
+    if resolved != root_resolved and root_resolved not in resolved.parents:
+        raise UnsafePathError(
+            f"the {what} {str(path)[:200]!r} resolves to {str(resolved)[:200]}, outside {root_resolved}; "
+            "attnflow reads nothing outside the directory it was given (remove the link or the path)"
+        )
+    return p
+
+
+def check_output_target(
+    path: str | Path, *, root: str | Path | None = None, what: str = "output file"
+) -> Path:
+    """Check that attnflow may write ``path``: not a symlink, not a directory or device, inside ``root``.
+
+    Raises
+    ------
+    UnsafePathError
+        ``path`` is a symbolic link (a write would land on its target), exists and is not a regular file,
+        or (``root`` given) lies outside ``root``.
+    FileNotFoundError
+        The directory of ``path`` does not exist.
+    """
+    p = Path(path)
+    if p.is_symlink():
+        raise UnsafePathError(
+            f"the {what} {p} is a symbolic link (to {os.readlink(p)[:200]}); attnflow does not write through "
+            "a link: remove it or choose another output"
+        )
+    if p.exists() and not p.is_file():
+        raise UnsafePathError(f"the {what} {p} exists and is not a regular file; choose another output")
+    if root is not None:
+        root_resolved = Path(root).resolve()
+        parent = p.parent.resolve()
+        if parent != root_resolved and root_resolved not in parent.parents:
+            raise UnsafePathError(
+                f"the {what} {p} lies outside {root_resolved}; attnflow writes only inside the directory "
+                "it was given"
+            )
+    if not p.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot write the {what} {p}: its directory {p.parent} does not exist; create it first or "
+            "choose another output"
+        )
+    return p
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_output_path(
+    path: str | Path, write_to, *, root: str | Path | None = None, what: str = "output file"
+) -> Path:
+    """Write an output file through ``write_to(tmp_path)`` (a library that wants a file name): the tmp
+    file is new, in the output's directory, with the output's suffix; it replaces ``path`` atomically.
+
+    The target is checked first (:func:`check_output_target`); the file gets the usual permissions
+    (``0o666`` less the umask), not ``mkstemp``'s private ``0o600``.
+    """
+    p = check_output_target(path, root=root, what=what)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.stem}.", suffix=p.suffix or ".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        write_to(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_umask())
+        check_output_target(p, root=root, what=what)  # a link planted while we wrote is refused too
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(p.parent)
+    return p
+
+
+def write_output(
+    path: str | Path, write, *, root: str | Path | None = None, what: str = "output file"
+) -> Path:
+    """Write an output file through ``write(fh)`` (a binary file object): see :func:`write_output_path`."""
+
+    def to_path(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    return write_output_path(path, to_path, root=root, what=what)

@@ -23,13 +23,16 @@ killed run resumes from its checkpoint and gives the same data as an uninterrupt
 
 from __future__ import annotations
 
+import copy
+import os
+import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import numpy as np
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..model import heads as heads_mod
 from ..model.transformer import TransformerModel
@@ -44,15 +47,45 @@ from ..pde import (
     von_mises_fisher_mixture,
 )
 from ..pde.field import KERNEL_METHODS
+from ..pde.resources import PdeCost, pde_cost
 from ..simulation import n_steps_for
-from .errors import ConfigError
-from .files import atomic_write_bytes, atomic_write_text, utc_now
+from .errors import ConfigError, short_repr, validate_mapping
+from .files import atomic_write_text, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
-from .schema import HeadsConfig, ModelConfig, WeightsConfig, check_weights_fit, load_yaml, weight_process
+from .resources import RunCost, check_resources
+from .rundir import (
+    CorruptRunError,
+    RunConfigMismatchError,
+    claim_run_dir,
+    load_checkpoint,
+    one_line,
+    resume_hint,
+    save_checkpoint,
+    sigterm_as_interrupt,
+)
+from .schema import (
+    UNIONS as PARTICLE_UNIONS,
+    HeadsConfig,
+    ModelConfig,
+    WeightsConfig,
+    YamlLimitError,
+    _check_tree,
+    _data_children,
+    check_weights_fit,
+    read_config_file,
+    weight_process,
+)
 from .store import CHECKPOINT_FILE, CONFIG_FILE, DATA_DIR, META_FILE, ZARR_FORMAT, read_meta
 
-__all__ = ["PdeRunConfig", "build_pde", "is_pde_config", "load_pde_config", "run_pde"]
+__all__ = [
+    "PdeRunConfig",
+    "build_pde",
+    "check_pde_resources",
+    "is_pde_config",
+    "load_pde_config",
+    "run_pde",
+]
 
 
 class _Section(BaseModel):
@@ -139,6 +172,8 @@ class PdeRunConfig(_Section):
     record: PdeRecord = Field(default_factory=PdeRecord)
     seed: int = Field(0, ge=0)
     checkpoint_every: int = Field(100, ge=1)
+    #: run even when the estimated memory or time per step exceeds this machine (:func:`check_pde_resources`)
+    allow_large: bool = False
 
     @model_validator(mode="after")
     def _weights_fit(self):
@@ -149,9 +184,18 @@ class PdeRunConfig(_Section):
         return self
 
 
+#: The tagged sections of a PDE config (for the unknown-key messages of
+#: :func:`attnflow.experiments.errors.validate_mapping`).
+PDE_UNIONS = {
+    "weights": PARTICLE_UNIONS["weights"],
+    "density": ("init", (UniformDensity, VMFDensity, ParticleDensity)),
+}
+_PDE_FIX = "see the module docstring of attnflow.experiments.pde_runs for a PDE config"
+
+
 def _raw(source: Any) -> Any:
     if isinstance(source, (str, Path)):
-        return load_yaml(Path(source).read_text())
+        return read_config_file(Path(source), "PDE config file", _PDE_FIX)
     return source
 
 
@@ -160,36 +204,75 @@ def is_pde_config(source: Any) -> bool:
     parsed is not (the particle loader then reports what is wrong with it)."""
     try:
         data = _raw(source)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError):
+    except ConfigError:
         return False
     return isinstance(data, dict) and data.get("model") == "pde"
 
 
 def load_pde_config(source: str | Path | dict | PdeRunConfig) -> PdeRunConfig:
-    """Load and validate a density-run config.
+    """Load and validate a density-run config (a file is read by the bounded reader of every config,
+    :func:`attnflow.experiments.schema.read_config_file`).
 
     Raises
     ------
     ConfigError
-        One line per problem: the key, the rule, the value received.
+        The only error: one line per problem (the key, the rule, the value received), at most
+        :data:`~attnflow.experiments.errors.MAX_MESSAGE_CHARS` characters in all.
     """
     if isinstance(source, PdeRunConfig):
         return source
-    data = _raw(source)
-    try:
-        return PdeRunConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for e in exc.errors():
-            key = ".".join(str(p) for p in e["loc"]) or "the config"
-            rule = e["msg"].removeprefix("Value error, ")
-            lines.append(f"{key}: {rule}; got {e.get('input')!r}")
-        raise ConfigError("invalid PDE config:\n  " + "\n  ".join(lines)) from None
+    if isinstance(source, dict):
+        try:
+            _check_tree(source, _data_children, "the config dict")
+        except YamlLimitError as exc:
+            raise ConfigError(f"invalid PDE config (dict): {exc}") from None
+        data, label = copy.deepcopy(source), "dict"
+    elif isinstance(source, (str, Path)):
+        data, label = _raw(source), short_repr(str(source))
+    else:
+        raise ConfigError(
+            f"a PDE config is a YAML file, a dict or a PdeRunConfig: got {type(source).__name__}"
+        )
+    return validate_mapping(data, PdeRunConfig, PDE_UNIONS, label, "PDE config", f"PDE config {label}")
+
+
+def check_pde_resources(config) -> PdeCost:
+    """Estimate a density run's memory and time per step (:func:`attnflow.pde.resources.pde_cost`) and
+    refuse, before anything is allocated, one this machine cannot hold
+    (:func:`attnflow.experiments.resources.check_resources`).
+
+    Returns
+    -------
+    PdeCost
+        The estimate (also when ``allow_large: true`` lets it pass).
+
+    Raises
+    ------
+    ConfigError
+        The estimate exceeds half the machine's memory or the longest time per step; the message names
+        the estimate and the fix (a smaller band limit or fewer heads, or ``allow_large: true``).
+    """
+    cfg = load_pde_config(config)
+    d = getattr(cfg.density, "d", 3)  # a particle file: S^2 is the larger of the two
+    h, w = cfg.heads, cfg.weights
+    fft = d == 2 and cfg.pde.kernel != "quadrature" and h.init == "identity" and w.process == "constant"
+    n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
+    cost = pde_cost(d, cfg.pde.band_limit, h.H, fft=fft, n_records=n_steps // cfg.record.every + 2)
+    what = f"pde.band_limit = {cfg.pde.band_limit}, heads.H = {h.H}, S^{d - 1}, {cost.nodes} grid nodes"
+    check_resources(
+        RunCost(cost.memory_bytes, cost.seconds_per_step, what),
+        allow_large=cfg.allow_large,
+        name=cfg.name,
+        fix="pde.band_limit or heads.H",
+    )
+    return cost
 
 
 def build_pde(config) -> DensitySolver:
-    """The :class:`attnflow.pde.DensitySolver` a config describes (refusals at load as ConfigError)."""
+    """The :class:`attnflow.pde.DensitySolver` a config describes (refusals at load as ConfigError); the
+    memory and time it would need are checked first (:func:`check_pde_resources`)."""
     cfg = load_pde_config(config)
+    check_pde_resources(cfg)
     m = cfg.dynamics
     try:
         model = TransformerModel(
@@ -243,46 +326,142 @@ def _dump(cfg: PdeRunConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
+#: The files of a PDE run directory: the only ones attnflow clears in it.
+PDE_RUN_FILES = (DATA_DIR, CHECKPOINT_FILE, META_FILE, CONFIG_FILE)
+#: Version of the checkpoint layout (tensors only: :func:`_checkpoint_state`).
+CHECKPOINT_FORMAT = 2
+
+
+def _checkpoint_state(solver: DensitySolver, records: list) -> dict:
+    """The solver's state and the records so far as tensors and numbers only (``weights_only`` loadable)."""
+    sd = solver.state_dict()
+    monitors = list(records[0][4])
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "solver": {
+            "u": torch.from_numpy(np.ascontiguousarray(sd["u"])),
+            "D": sd["D"],
+            "t": float(sd["t"]),
+            "step": int(sd["step"]),
+            "ledger_integral": float(sd["ledger_integral"]),
+            "jumps": float(sd["jumps"]),
+            "E0": float(sd["E0"]),
+            "rng": list(sd["rng"]),
+        },
+        "records": {
+            "t": torch.tensor([float(r[0]) for r in records], dtype=torch.float64),
+            "u": torch.from_numpy(np.stack([r[1] for r in records])),
+            "density": torch.from_numpy(np.stack([r[2] for r in records])),
+            "heads": torch.from_numpy(np.stack([r[3] for r in records])),
+            "monitors": {
+                k: torch.tensor([float(r[4][k]) for r in records], dtype=torch.float64) for k in monitors
+            },
+        },
+    }
+
+
+def _restore(state: Any, solver: DensitySolver, n_steps: int, path: Path) -> list:
+    """Restore ``solver`` from a checkpoint read by :func:`attnflow.experiments.rundir.load_checkpoint`;
+    returns the records. Raises :class:`CorruptRunError` for anything that is not this layout."""
+    fix = "rerun with resume=False (the CLI's --no-resume) to start afresh"
+    try:
+        if not (isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT):
+            raise ValueError(f"not a PDE checkpoint of format {CHECKPOINT_FORMAT}")
+        sd, rec = dict(state["solver"]), state["records"]
+        sd["u"] = sd["u"].numpy()
+        solver.load_state_dict(sd)
+        T = int(rec["t"].shape[0])
+        arrays = [rec["u"], rec["density"], rec["heads"], *rec["monitors"].values()]
+        if T < 1 or any(int(a.shape[0]) != T for a in arrays):
+            raise ValueError(f"records of uneven lengths ({[tuple(a.shape) for a in arrays]})")
+        if not 0 <= solver.step_index <= n_steps:
+            raise ValueError(f"step {solver.step_index} outside 0..{n_steps}")
+        names = list(rec["monitors"])
+        records = [
+            (
+                float(rec["t"][i]),
+                rec["u"][i].numpy().copy(),
+                rec["density"][i].numpy().copy(),
+                rec["heads"][i].numpy().copy(),
+                {k: float(rec["monitors"][k][i]) for k in names},
+            )
+            for i in range(T)
+        ]
+    except Exception as exc:  # noqa: BLE001 - a crafted or foreign state: missing keys, wrong types
+        raise CorruptRunError(
+            f"{path} does not fit this run ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
+        ) from None
+    return records
+
+
 def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool = False) -> Path:
     """Run (or resume) a density run into ``out_dir`` (module docstring); returns ``out_dir``.
+
+    The directory follows the rule of every run store (:func:`attnflow.experiments.rundir.claim_run_dir`):
+    locked while written, marked ``.attnflow``, a directory holding run files attnflow did not create is
+    refused, the checkpoint holds tensors only (read with ``weights_only=True``). SIGTERM and Ctrl-C leave
+    ``status: interrupted``; rerunning resumes from the last checkpoint.
 
     Raises
     ------
     ConfigError
         Invalid config or refused at load.
-    ValueError
+    RunConfigMismatchError
         ``out_dir`` holds a run of another config and ``resume`` is True.
+    ForeignDirectoryError
+        ``out_dir`` holds run files that attnflow did not create.
+    CorruptRunError
+        The checkpoint is not a tensors-only PDE checkpoint of this run (a pickle is refused unread).
     """
     cfg = load_pde_config(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = _dump(cfg)
-    with DirectoryLock(out, "run directory"):
-        meta = read_meta(out)
-        old = (out / CONFIG_FILE).read_text() if (out / CONFIG_FILE).is_file() else None
-        if resume and old is not None and old != text:
-            raise ValueError(
-                f"{out} holds a run of another config; resume=False starts afresh, or choose another "
-                "directory"
-            )
-        if resume and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
+
+    def diff(path: Path) -> list:
+        try:
+            old = load_pde_config(path)
+        except ConfigError as exc:
+            raise RunConfigMismatchError(
+                f"{path} cannot be read, so the run cannot be resumed ({one_line(exc, 300)}); choose another "
+                "out_dir or pass resume=False to overwrite it"
+            ) from None
+        a, b = _flat(old.model_dump(mode="json")), _flat(cfg.model_dump(mode="json"))
+        return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+    with DirectoryLock(out, "run directory"), sigterm_as_interrupt():
+        resumable = claim_run_dir(
+            out,
+            kind="PDE run",
+            run_files=PDE_RUN_FILES,
+            config_file=CONFIG_FILE,
+            config_diff=diff,
+            checkpoint_file=CHECKPOINT_FILE,
+            resume=resume,
+        )
+        same = resume and (out / CONFIG_FILE).is_file()
+        meta = read_meta(out) if same else {}
+        if same and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
             return out
         solver = build_pde(cfg)
         n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
         every = cfg.record.every
         ck = out / CHECKPOINT_FILE
-        if resume and old == text and ck.is_file():
-            state = torch.load(ck, weights_only=False)
-            solver.load_state_dict(state["solver"])
-            records = state["records"]
+        if resumable:
+            fix = "rerun with resume=False (the CLI's --no-resume) to start afresh"
+            records = _restore(load_checkpoint(ck, fix), solver, n_steps, ck)
         else:
             records = [snapshot(solver)]
         atomic_write_text(out / CONFIG_FILE, text)
         meta = {
+            "name": cfg.name,
             "status": "running",
             "kind": "pde",
             "started": meta.get("started", utc_now()),
             "steps": n_steps,
+            "step": solver.step_index,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
         }
         atomic_write_text(out / META_FILE, _json(meta))
         bar = ProgressBar(
@@ -295,19 +474,40 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
                 if k % every == 0 or k == n_steps:
                     records.append(snapshot(solver))
                 if k % cfg.checkpoint_every == 0 and k < n_steps:
-                    st = {"solver": solver.state_dict(), "records": records}
-                    atomic_write_bytes(ck, lambda fh, st=st: torch.save(st, fh))
+                    save_checkpoint(ck, _checkpoint_state(solver, records))
+                    meta["step"] = k
                 bar.update(1)
-        except BaseException:
-            meta["status"] = "failed" if solver.step_index < n_steps else meta["status"]
+        except BaseException as exc:
+            stopped = isinstance(exc, KeyboardInterrupt)
+            meta.update(
+                status="interrupted" if stopped else "failed",
+                ended=utc_now(),
+                error=(
+                    f"interrupted during step {solver.step_index + 1} of {n_steps}; {resume_hint('pde', out)}"
+                    if stopped
+                    else f"{type(exc).__name__}: {one_line(exc, 500)}"
+                ),
+            )
             atomic_write_text(out / META_FILE, _json(meta))
             raise
+        finally:
+            bar.close()
         ds = records_to_dataset(records, solver)
         ds.attrs["config_name"] = cfg.name
         ds.to_zarr(out / DATA_DIR, mode="w", consolidated=True, zarr_format=ZARR_FORMAT)
-        meta.update(status="done", finished=utc_now())
+        meta.update(status="done", finished=utc_now(), step=n_steps)
+        meta.pop("error", None)
         atomic_write_text(out / META_FILE, _json(meta))
         ck.unlink(missing_ok=True)
+    return out
+
+
+def _flat(d: Any, prefix: str = "") -> dict:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
     return out
 
 

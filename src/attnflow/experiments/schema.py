@@ -70,6 +70,7 @@ __all__ = [
     "flatten_config",
     "load_config",
     "load_yaml",
+    "read_config_file",
     "weight_process",
     "with_device",
     "with_overrides",
@@ -597,6 +598,9 @@ class ExperimentConfig(_Section):
     precision: _one_of("precision") = "float64"
     device: str = "cpu"
     checkpoint_every: int = Field(200, ge=1)
+    #: run even when the estimated memory or time per step exceeds this machine
+    #: (:func:`attnflow.experiments.resources.check_resources`)
+    allow_large: bool = False
 
     @field_validator("device")
     @classmethod
@@ -631,6 +635,39 @@ def _validate(data: Any, source: str) -> ExperimentConfig:
     return validate_mapping(data, ExperimentConfig, UNIONS, source, "experiment config", source)
 
 
+def read_config_file(path: str | Path, what: str, fix: str) -> Any:
+    """The parsed YAML of a config file: the one bounded reader of all three loaders (particle, PDE,
+    training).
+
+    The file must be a regular file (``/dev/zero``, a FIFO or a directory are refused at once: the open is
+    non-blocking and checked with ``fstat``), of at most :data:`MAX_CONFIG_BYTES`, UTF-8, and YAML within
+    the bounds of :class:`_Yaml12Loader`. Every failure is one :class:`ConfigError` of at most
+    :data:`~attnflow.experiments.errors.MAX_MESSAGE_CHARS` characters naming the file and ``fix``.
+
+    Raises
+    ------
+    ConfigError
+    """
+    from .files import read_bounded
+
+    path = Path(path)
+    name = short_repr(str(path))
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"{what} not found: {name}; {fix}")
+    raw = read_bounded(path, MAX_CONFIG_BYTES, what, fix, error=ConfigError, allowed="a config may have")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} {name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
+            f"({exc.reason}); save it as UTF-8"
+        ) from None
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(short_message(f"{what} {name} is not valid YAML: {exc}")) from None
+
+
 def load_config(source: str | Path | dict | ExperimentConfig) -> ExperimentConfig:
     """Load and validate an experiment config from a YAML file, a dict or a config (returned as is).
 
@@ -647,31 +684,14 @@ def load_config(source: str | Path | dict | ExperimentConfig) -> ExperimentConfi
         except YamlLimitError as exc:
             raise ConfigError(f"invalid experiment config (dict): {exc}") from None
         return _validate(copy.deepcopy(source), "dict")
-    path = Path(source)
-    name = short_repr(str(path))
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {name}")
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(
-                f"config file {name} has {size} bytes, more than the {MAX_CONFIG_BYTES} a config may have; "
-                "give the path of a YAML config (see `attnflow config example`)"
-            )
-        raw = path.read_bytes()[: MAX_CONFIG_BYTES + 1]
-    except OSError as exc:
-        raise ConfigError(f"cannot read the config file {name}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
+    if not isinstance(source, (str, Path)):
         raise ConfigError(
-            f"config file {name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
-            f"({exc.reason}); save it as UTF-8"
-        ) from None
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(short_message(f"config file {name} is not valid YAML: {exc}")) from None
+            f"a config is a YAML file, a dict or an ExperimentConfig: got {type(source).__name__}"
+        )
+    path = Path(source)
+    data = read_config_file(
+        path, "config file", "give the path of a YAML config (see `attnflow config example`)"
+    )
     return _validate(data, str(path))
 
 

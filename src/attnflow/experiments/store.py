@@ -55,19 +55,27 @@ from ..simulation.driver import RunInterrupted
 from .builder import ESTIMATORS, build, estimator, paths_computed
 from .errors import ConfigError
 from .files import (
-    MARKER_FILE,
     CorruptFileError,
-    UnsafePathError,
-    atomic_write_bytes,
     atomic_write_text,
     disk_usage,
-    has_marker,
+    inside,
     read_json,
     utc_now,
-    write_marker,
 )
 from .locking import DirectoryLock
 from .progress import ProgressBar
+from .resources import check_resources, particle_cost
+from .rundir import (
+    CorruptRunError,
+    ForeignDirectoryError,
+    RunConfigMismatchError,
+    claim_run_dir,
+    clear_run_files,
+    load_checkpoint,
+    resume_hint,
+    save_checkpoint,
+    sigterm_as_interrupt,
+)
 from .schema import ExperimentConfig, config_diff, dump_config, flatten_config, load_config
 
 __all__ = [
@@ -77,6 +85,7 @@ __all__ = [
     "META_FILE",
     "RUN_FILES",
     "CorruptRunError",
+    "ForeignDirectoryError",
     "RunConfigMismatchError",
     "expected_steps",
     "open_run",
@@ -100,14 +109,6 @@ ZARR_FORMAT = 2
 _CHUNK_BYTES = 16 * 2**20
 
 
-class RunConfigMismatchError(ValueError):
-    """The run directory holds a run of a different config; it cannot be resumed."""
-
-
-class CorruptRunError(CorruptFileError):
-    """A run directory's checkpoint or store is truncated, inconsistent or not what it claims."""
-
-
 # -- small helpers ---------------------------------------------------------------------------------
 def _write_meta(out: Path, meta: dict) -> None:
     atomic_write_text(out / META_FILE, json.dumps(meta, indent=2, default=str) + "\n")
@@ -119,9 +120,14 @@ def read_meta(out_dir: str | Path) -> dict:
     Raises
     ------
     CorruptFileError
-        ``meta.json`` is not a JSON object.
+        ``meta.json`` is not a JSON object (or not a regular file of sane size).
+    UnsafePathError
+        ``meta.json`` is a symlink that leaves the directory (nothing outside it is read).
     """
     p = Path(out_dir) / META_FILE
+    if not (p.is_file() or p.is_symlink()):
+        return {}
+    inside(out_dir, p, what="run file")
     if not p.is_file():
         return {}
     meta = read_json(p, "the run file", "resume the run (run_experiment(config, out_dir)) to rewrite it")
@@ -288,12 +294,7 @@ def _load_checkpoint(out: Path, sim, n_steps: int) -> dict:
     """Read and validate ``checkpoint.pt`` and restore ``sim`` from it; the store is checked, not changed."""
     path = out / CHECKPOINT_FILE
     fix = "rerun with resume=False to start afresh"
-    try:
-        state = torch.load(path, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch reports truncation as OSError, RuntimeError, EOFError...
-        raise CorruptRunError(
-            f"{CHECKPOINT_FILE} is truncated or unreadable ({path}: {type(exc).__name__}: {exc}); {fix}"
-        ) from None
+    state = load_checkpoint(path, fix)  # weights_only=True: a crafted pickle is refused, never run
     ok = (
         isinstance(state, dict)
         and state.get("format") == 1
@@ -330,14 +331,7 @@ def _encoding(ds: xr.Dataset, records_per_chunk: int) -> dict:
 
 def _clear_run(out: Path) -> None:
     """Delete the run files (only those) of a directory that carries attnflow's marker."""
-    if not has_marker(out):  # pragma: no cover - callers check first; a last guard
-        raise UnsafePathError(f"{out} was not created by attnflow (no {MARKER_FILE}); nothing is deleted")
-    for name in RUN_FILES:
-        p = out / name
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        elif p.exists() or p.is_symlink():
-            p.unlink()
+    clear_run_files(out, RUN_FILES)
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -414,7 +408,7 @@ class _Writer:
             "last_record_step": self.last_step,
         }
         # fsynced before it replaces the previous one; a unique tmp name
-        atomic_write_bytes(self.out / CHECKPOINT_FILE, lambda fh: torch.save(state, fh))
+        save_checkpoint(self.out / CHECKPOINT_FILE, state)
         self.checkpointed_step = self.sim.step_index
         self._last_checkpoint = time.monotonic()
         self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=utc_now())
@@ -473,6 +467,9 @@ def run_experiment(
     (:class:`attnflow.simulation.driver.RunInterrupted`, re-raised); rerunning resumes bit for bit.
     """
     cfg = load_config(config)
+    check_resources(
+        particle_cost(cfg), allow_large=cfg.allow_large, name=cfg.name, fix="tokens.n, heads.H or paths"
+    )  # before anything is allocated or created
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if checkpoint_every_s is not None and not checkpoint_every_s > 0:
@@ -480,46 +477,41 @@ def run_experiment(
             f"checkpoint_every_s must be > 0 seconds or None (by steps only): got {checkpoint_every_s!r}; "
             "give e.g. 60.0"
         )
-    with DirectoryLock(out, "run directory"):
+    with DirectoryLock(out, "run directory"), sigterm_as_interrupt():
         return _run_locked(cfg, out, resume, progress, flush_every_s, checkpoint_every_s)
 
 
 def _claim(out: Path, cfg: ExperimentConfig, resume: bool) -> tuple[bool, dict]:
-    """Decide what to do with the directory's run files; returns (resumable, old meta).
+    """Decide what to do with the directory's run files (:func:`~attnflow.experiments.rundir.claim_run_dir`,
+    the rule every kind of run shares); returns (resumable, old meta).
 
     A directory without attnflow's marker that holds run files is refused, except a legacy run (written
     before the marker existed) of this very config when resuming, which is adopted.
     """
-    cfg_path = out / CONFIG_FILE
-    present = [n for n in RUN_FILES if (out / n).exists() or (out / n).is_symlink()]
-    old = None
-    if cfg_path.is_file() and resume:
+
+    def diff(path: Path) -> list[str]:
         try:
-            old = load_config(cfg_path)
+            old = load_config(path)
         except ConfigError as exc:
             raise RunConfigMismatchError(
-                f"{cfg_path} cannot be read, so the run cannot be resumed ({exc}); choose another out_dir or "
+                f"{path} cannot be read, so the run cannot be resumed ({exc}); choose another out_dir or "
                 "pass resume=False to overwrite it"
             ) from None
-        diff = config_diff(old, cfg)
-        if diff:
-            od, nd = flatten_config(old), flatten_config(cfg)
-            detail = "; ".join(f"{k}: {od.get(k)!r} -> {nd.get(k)!r}" for k in diff)
-            raise RunConfigMismatchError(
-                f"{out} holds a run with a different config, so it cannot be resumed: differing keys "
-                f"{', '.join(diff)} ({detail}); choose another out_dir or pass resume=False to overwrite it"
-            )
-    if present and not has_marker(out) and old is None:
-        raise UnsafePathError(
-            f"{out} holds {', '.join(present)} that attnflow did not create (no {MARKER_FILE} marker "
-            "file), so nothing there is overwritten or deleted; move them away or choose another out_dir"
-        )
-    write_marker(out, "run")  # ours from now on (an adopted legacy run of this config included)
-    if old is not None:
-        return (out / CHECKPOINT_FILE).is_file(), _read_meta_or_empty(out)
-    if present:
-        _clear_run(out)
-    return False, {}
+        keys = config_diff(old, cfg)
+        od, nd = flatten_config(old), flatten_config(cfg)
+        return [(k, od.get(k), nd.get(k)) for k in keys]
+
+    resumable = claim_run_dir(
+        out,
+        kind="run",
+        run_files=RUN_FILES,
+        config_file=CONFIG_FILE,
+        config_diff=diff,
+        checkpoint_file=CHECKPOINT_FILE,
+        resume=resume,
+    )
+    same = resume and (out / CONFIG_FILE).is_file()
+    return resumable, (_read_meta_or_empty(out) if same else {})
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -682,18 +674,23 @@ def _pid_alive(pid: int | None) -> bool:
 
 
 def run_info(out_dir: str | Path) -> dict:
-    """Summary of a run directory: name, status, progress, sizes and a few config values."""
+    """Summary of a run directory: name, status, progress, sizes and a few config values.
+
+    An interrupted run (stopped by Ctrl-C or SIGTERM, or whose process is gone) gets a ``resume`` entry
+    saying how to continue it (:func:`~attnflow.experiments.rundir.resume_hint`).
+    """
     out = Path(out_dir)
     meta = read_meta(out)
     status = meta.get("status", "missing")
+    kind = meta.get("kind", "run")
     if status == "running" and meta.get("host") == socket.gethostname() and not _pid_alive(meta.get("pid")):
-        status = "interrupted (process gone; resume with run_experiment(config, out_dir))"
+        status = "interrupted (process gone)"
     info = {
         "dir": str(out),
         "name": meta.get("name"),
         "status": status,
         "step": meta.get("step"),
-        "n_steps": meta.get("n_steps"),
+        "n_steps": meta.get("n_steps", meta.get("steps")),
         "records": meta.get("records"),
         "started": meta.get("started"),
         "ended": meta.get("ended"),
@@ -702,6 +699,10 @@ def run_info(out_dir: str | Path) -> dict:
             name: disk_usage(out / name) for name in (DATA_DIR, CHECKPOINT_FILE) if (out / name).exists()
         },
     }
+    if str(status).startswith(("interrupted", "failed")):
+        info["resume"] = resume_hint(kind if isinstance(kind, str) else "run", out)
+    if kind != "run":
+        return info  # a PDE or training run: its config is not a particle config
     if (out / CONFIG_FILE).is_file():
         cfg = load_config(out / CONFIG_FILE)
         t, m = cfg.tokens, cfg.model

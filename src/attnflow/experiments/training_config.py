@@ -25,8 +25,14 @@ from ..training.adjoint import ADJOINT_STATES
 from ..training.flow import HEAD_PARAMS
 from ..training.losses import CLASS_LOSSES, LOSSES, MEASURE_LOSSES
 from ..training.trainer import GRADIENTS
-from .errors import ConfigError, format_choices, short_repr, validate_mapping
-from .schema import MAX_CONFIG_BYTES, ModelConfig, load_yaml
+from .errors import ConfigError, format_choices, validate_mapping
+from .schema import (
+    ModelConfig,
+    YamlLimitError,
+    _check_tree,
+    _data_children,
+    read_config_file,
+)
 
 __all__ = ["EXAMPLE_TRAINING_YAML", "TrainingConfig", "dump_training_config", "load_training_config"]
 
@@ -128,6 +134,9 @@ class TrainingConfig(_Section):
     flow: FlowConfig
     task: TaskConfig
     train: TrainConfig
+    #: run even when the estimated memory or time per step exceeds this machine
+    #: (:func:`attnflow.experiments.resources.check_resources`)
+    allow_large: bool = False
 
     @model_validator(mode="after")
     def _fits(self):
@@ -176,22 +185,21 @@ def load_training_config(source: str | Path | dict | TrainingConfig) -> Training
     if isinstance(source, TrainingConfig):
         return source
     if isinstance(source, dict):
+        try:
+            _check_tree(source, _data_children, "the config dict")
+        except YamlLimitError as exc:
+            raise ConfigError(f"invalid training config (dict): {exc}") from None
         return _validate(copy.deepcopy(source), "dict")
+    if not isinstance(source, (str, Path)):
+        raise ConfigError(
+            f"a training config is a YAML file, a dict or a TrainingConfig: got {type(source).__name__}"
+        )
     path = Path(source)
-    name = short_repr(str(path))
-    if not path.is_file():
-        raise ConfigError(
-            f"training config file not found: {name}; "
-            "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config"
-        )
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"training config file {name} is larger than {MAX_CONFIG_BYTES} bytes; give a YAML config"
-        )
-    try:
-        data = load_yaml(path.read_bytes().decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"training config file {name} is not valid UTF-8 YAML: {exc}") from None
+    data = read_config_file(
+        path,
+        "training config file",
+        "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config",
+    )
     return _validate(data, str(path))
 
 

@@ -20,8 +20,9 @@ step and the last finite loss, the last checkpoint is kept, and :class:`NonFinit
 
 from __future__ import annotations
 
-import io
 import json
+import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,18 +36,21 @@ from ..training.losses import logistic_loss, measure_loss
 from ..training.meanfield import risk_landscape
 from ..training.tasks import MeasureTask, TwoClassTask
 from ..training.trainer import NonFiniteLossError, Trainer
-from .files import (
-    CorruptFileError,
-    atomic_write_bytes,
-    atomic_write_text,
-    has_marker,
-    read_json,
-    utc_now,
-    write_marker,
-)
-from .locking import LOCK_FILE, DirectoryLock
+from .errors import ConfigError
+from .files import atomic_write_text, inside, read_json, utc_now
+from .locking import DirectoryLock
 from .progress import ProgressBar
-from .store import RunConfigMismatchError
+from .resources import check_resources, training_cost
+from .rundir import (
+    CorruptRunError,
+    RunConfigMismatchError,
+    claim_run_dir,
+    load_checkpoint,
+    one_line,
+    resume_hint,
+    save_checkpoint,
+    sigterm_as_interrupt,
+)
 from .training_config import TrainingConfig, dump_training_config, load_training_config
 
 __all__ = ["build_trainer", "read_training_run", "run_training"]
@@ -55,6 +59,18 @@ CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.yaml"
 META = "meta.json"
 FORMAT = 1
+#: The files and folders of a training run directory: the only ones attnflow clears in it.
+TRAINING_RUN_FILES = (
+    CONFIG,
+    META,
+    CHECKPOINT,
+    "history.json",
+    "summary.json",
+    "head_law.npz",
+    "clouds.npz",
+    "landscape.npz",
+    "figures",
+)
 
 
 def build_trainer(config: TrainingConfig | dict | str | Path) -> Trainer:
@@ -124,61 +140,59 @@ def _write_meta(out: Path, **fields) -> None:
 
 
 def _save_checkpoint(out: Path, trainer: Trainer) -> None:
-    state = {"format": FORMAT, "trainer": trainer.state_dict()}
-
-    def write(fh):
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        fh.write(buf.getvalue())
-
-    atomic_write_bytes(out / CHECKPOINT, write)
+    save_checkpoint(out / CHECKPOINT, {"format": FORMAT, "trainer": trainer.state_dict()})
     _write_json(out / "history.json", {"losses": trainer.losses, "evals": trainer.evals})
 
 
 def _load_checkpoint(out: Path, trainer: Trainer) -> None:
     fix = "delete the run directory (or choose another --out) to start afresh"
+    state = load_checkpoint(out / CHECKPOINT, fix)  # weights_only=True: a crafted pickle is refused, not run
     try:
-        state = torch.load(out / CHECKPOINT, weights_only=True)
         if not (isinstance(state, dict) and state.get("format") == FORMAT):
             raise ValueError(f"not a training checkpoint of format {FORMAT}")
         trainer.load_state_dict(state["trainer"])
-    except Exception as exc:  # noqa: BLE001 - truncated, foreign or crafted files all end here
-        raise CorruptFileError(
-            f"{out / CHECKPOINT} cannot be resumed ({type(exc).__name__}: {exc}); {fix}"
+    except Exception as exc:  # noqa: BLE001 - foreign or crafted content all ends here
+        raise CorruptRunError(
+            f"{out / CHECKPOINT} cannot be resumed ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
         ) from None
 
 
 def _claim(out: Path, cfg: TrainingConfig) -> bool:
-    """Whether the directory holds a run of this config to resume; refuses another config or foreign files."""
-    cfg_path = out / CONFIG
-    if cfg_path.is_file():
-        old = load_training_config(cfg_path)
-        if old != cfg:
-            a, b = old.model_dump(), cfg.model_dump()
-            diff = [
-                f"{s}.{k}"
-                for s in a
-                for k in (a[s] if isinstance(a[s], dict) else {})
-                if a[s][k] != b[s].get(k)
-            ]
-            diff += [s for s in a if not isinstance(a[s], dict) and a[s] != b[s]]
+    """Whether the directory holds a run of this config to resume (the rule of every run store,
+    :func:`~attnflow.experiments.rundir.claim_run_dir`): another config or foreign run files are refused."""
+
+    def diff(path: Path) -> list:
+        try:
+            old = load_training_config(path)
+        except ConfigError as exc:
             raise RunConfigMismatchError(
-                f"{out} holds a training run with a different config (differing keys: "
-                f"{', '.join(diff) or 'task'}); "
-                "choose another out_dir, or delete that one to start afresh"
-            )
-        if not has_marker(out):
-            raise RunConfigMismatchError(
-                f"{out} holds {CONFIG} that attnflow did not mark as its own; choose another out_dir"
-            )
-        return (out / CHECKPOINT).is_file()
-    if any(p.name != LOCK_FILE for p in out.iterdir()) and not has_marker(out):
-        raise RunConfigMismatchError(
-            f"{out} is not empty and was not created by attnflow; choose an empty or new out_dir"
-        )
-    write_marker(out, "training run")
-    atomic_write_text(cfg_path, dump_training_config(cfg))
-    return False
+                f"{path} cannot be read, so the run cannot be resumed ({one_line(exc, 300)}); choose another "
+                "out_dir"
+            ) from None
+        if old == cfg:
+            return []
+        a, b = old.model_dump(), cfg.model_dump()
+        keys = [
+            f"{s}.{k}"
+            for s in a
+            for k in (a[s] if isinstance(a[s], dict) else {})
+            if a[s][k] != (b[s].get(k) if isinstance(b[s], dict) else None)
+        ]
+        keys += [s for s in a if not isinstance(a[s], dict) and a[s] != b[s]]
+        return keys or ["task"]
+
+    resumable = claim_run_dir(
+        out,
+        kind="training run",
+        run_files=TRAINING_RUN_FILES,
+        config_file=CONFIG,
+        config_diff=diff,
+        checkpoint_file=CHECKPOINT,
+        resume=True,
+    )
+    if not (out / CONFIG).is_file():
+        atomic_write_text(out / CONFIG, dump_training_config(cfg))
+    return resumable
 
 
 def _final_outputs(out: Path, trainer: Trainer, cfg: TrainingConfig, wall_s: float) -> dict:
@@ -269,9 +283,15 @@ def run_training(
         ``out_dir`` holds a run of another config.
     """
     cfg = load_training_config(config)
+    check_resources(
+        training_cost(cfg),
+        allow_large=cfg.allow_large,
+        name=cfg.name,
+        fix="task.n, train.batch, flow.heads or flow.layers x flow.steps_per_layer",
+    )  # before anything is allocated or created
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with DirectoryLock(out, "training run directory"):
+    with DirectoryLock(out, "training run directory"), sigterm_as_interrupt():
         resumable = _claim(out, cfg)
         if resumable and (out / META).is_file():
             meta = read_json(out / META, "meta file", "delete the run directory")
@@ -283,7 +303,16 @@ def run_training(
             _load_checkpoint(out, trainer)
         attrs = {**trainer.flow.attrs(), "gradient": trainer.gradient, "adjoint_state": trainer.adjoint_state}
         _write_meta(
-            out, status="running", error=None, step=trainer.step_count, steps=cfg.train.steps, attrs=attrs
+            out,
+            kind="training",
+            name=cfg.name,
+            status="running",
+            error=None,
+            step=trainer.step_count,
+            steps=cfg.train.steps,
+            attrs=attrs,
+            pid=os.getpid(),
+            host=socket.gethostname(),
         )
         every = cfg.train.checkpoint_every
         bar = ProgressBar(
@@ -308,8 +337,15 @@ def run_training(
                 out, status="diverged", step=err.step, last_finite_loss=err.last_finite_loss, error=str(err)
             )
             raise
-        except BaseException as exc:  # Ctrl-C, a failed step: the last checkpoint stays, a rerun resumes
-            _write_meta(out, status="interrupted", error=f"{type(exc).__name__}: {exc}")
+        except (
+            BaseException
+        ) as exc:  # Ctrl-C, SIGTERM, a failed step: the last checkpoint stays, a rerun resumes
+            stopped = isinstance(exc, KeyboardInterrupt)
+            _write_meta(
+                out,
+                status="interrupted" if stopped else "failed",
+                error=f"{type(exc).__name__}: {one_line(exc, 500)}",
+            )
             raise
         finally:
             bar.close()
@@ -327,11 +363,24 @@ def run_training(
 
 
 def read_training_run(out_dir: str | Path) -> dict:
-    """``meta.json``, ``history.json`` and (when done) ``summary.json`` of a training run directory."""
+    """``meta.json``, ``history.json`` and (when done) ``summary.json`` of a training run directory; an
+    interrupted or failed run also gets ``resume``, how to continue it.
+
+    Raises
+    ------
+    CorruptFileError
+        A file is missing, not a regular file of sane size, or not JSON of the right layout.
+    UnsafePathError
+        A file is a symlink leading outside the directory (nothing outside it is read).
+    """
     out = Path(out_dir)
     fix = "rerun `attnflow train` on it to finish or rebuild it"
-    res = {"meta": read_json(out / META, "meta file", fix)}
+    res = {"meta": read_json(inside(out, out / META, what="meta file"), "meta file", fix)}
+    if not isinstance(res["meta"], dict):
+        raise CorruptRunError(f"the meta file {out / META} is not a JSON object; {fix}")
+    if res["meta"].get("status") in ("interrupted", "failed", "running"):
+        res["resume"] = resume_hint("training", out)
     for name in ("history", "summary"):
         if (out / f"{name}.json").is_file():
-            res[name] = read_json(out / f"{name}.json", name, fix)
+            res[name] = read_json(inside(out, out / f"{name}.json", what=name), name, fix)
     return res

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from .common import DPI, save_named as _save
+from .common import DPI, save_named as _save, write_figure
 
 __all__ = [
     "plot_critical_beta",
@@ -111,7 +111,7 @@ def plot_superadditivity(data: dict, out_dir: Path) -> dict[str, str]:
         if k == 0:
             ax.set_ylabel("a2")
     fig.colorbar(sc, ax=fig.axes, label="ln(T_hom / T_het)")
-    fig.savefig(Path(out_dir) / "superadditivity.png", dpi=DPI)
+    write_figure(fig, Path(out_dir) / "superadditivity.png", dpi=DPI, root=out_dir)
     return {"superadditivity": "superadditivity.png"}
 
 

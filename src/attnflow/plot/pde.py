@@ -18,7 +18,8 @@ import matplotlib.animation as manimation  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .common import save_figure as _save  # noqa: E402
+from ..experiments.files import write_output_path  # noqa: E402
+from .common import save_figure as _save, write_figure  # noqa: E402
 
 __all__ = [
     "density_animation",
@@ -69,10 +70,12 @@ def density_animation(
 
         plt.rcParams["animation.ffmpeg_path"] = imageio_ffmpeg.get_ffmpeg_exe()
         name = f"{stem}.mp4"
-        anim.save(Path(out_dir) / name, writer=manimation.FFMpegWriter(fps=6))
+        writer = manimation.FFMpegWriter(fps=6)
+        write_output_path(Path(out_dir) / name, lambda tmp: anim.save(tmp, writer=writer), root=out_dir)
     except (ImportError, RuntimeError, FileNotFoundError, OSError):
         name = f"{stem}.gif"
-        anim.save(Path(out_dir) / name, writer=manimation.PillowWriter(fps=6))
+        writer = manimation.PillowWriter(fps=6)
+        write_output_path(Path(out_dir) / name, lambda tmp: anim.save(tmp, writer=writer), root=out_dir)
     plt.close(fig)
     return name
 
@@ -97,7 +100,7 @@ def plot_density_run(
             ax = fig.add_subplot(1, len(pick), i + 1, projection="mollweide")
             mesh = density_map(ax, lat, lon, frames[k], vmin=0.0, vmax=vmax, title=f"t = {times[k]:.2f}")
         fig.colorbar(mesh, ax=fig.axes, shrink=0.7, label="density")
-        fig.savefig(Path(out_dir) / "fig_density_map.png", dpi=110)
+        write_figure(fig, Path(out_dir) / "fig_density_map.png", dpi=110, root=out_dir)
         plt.close(fig)
         out["density_map"] = "fig_density_map.png"
         out["density_animation"] = density_animation(lat, lon, frames, times, out_dir, "density")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from .common import DPI, save_named as _save
+from .common import DPI, save_named as _save, write_figure
 
 __all__ = ["plot_real_model"]
 
@@ -132,7 +132,7 @@ def _entropy(data: dict, out_dir: Path) -> dict[str, str]:
     fig.colorbar(im, ax=axes, shrink=0.8, label="nats (mean over sentences and tokens)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_dir / "real_model_entropy.png", dpi=DPI)
+    write_figure(fig, out_dir / "real_model_entropy.png", dpi=DPI, root=out_dir)
     return {"real_model_entropy": "real_model_entropy.png"}
 
 

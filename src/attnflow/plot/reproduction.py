@@ -26,6 +26,7 @@ from matplotlib.patches import Rectangle
 
 from ..analysis.fits import power_law_band
 from ..observables.ledger import ledger_terms
+from .common import write_figure
 
 H_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
 
@@ -140,7 +141,7 @@ def plot_tokens(datasets: dict, summary: dict, path: Path, *, snapshot_times) ->
         cap += " Faint dots lie on the hemisphere facing away from the viewer."
     fig.text(0.5, 0.005, "\n".join(textwrap.wrap(cap, 120)), ha="center", va="bottom", fontsize=7)
     fig.subplots_adjust(left=0.04, right=0.99, bottom=0.09, top=0.92, wspace=0.02, hspace=0.12)
-    fig.savefig(path, dpi=80)
+    write_figure(fig, path, dpi=80)
     return path
 
 
@@ -240,7 +241,7 @@ def plot_g2(datasets: dict, summary: dict, path: Path) -> Path:
         ax.set_title(f"{reg['label']}: {bars}", fontsize=8)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_figure(fig, path, dpi=110)
     return path
 
 
@@ -293,7 +294,7 @@ def plot_ledger(datasets: dict, summary: dict, path: Path) -> Path:
             labels += lab
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
+    write_figure(fig, path, dpi=110)
     return path
 
 
@@ -408,5 +409,5 @@ def plot_robustness(summary: dict, out_dir: Path) -> dict:
         ax.legend(fontsize=6)
         ax.set_title("osc_shared: r over draws", fontsize=8)
     fig.tight_layout()
-    fig.savefig(Path(out_dir) / "robustness.png", dpi=110)
+    write_figure(fig, Path(out_dir) / "robustness.png", dpi=110, root=out_dir)
     return {"robustness": "robustness.png"}

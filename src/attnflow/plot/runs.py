@@ -24,7 +24,12 @@ import yaml
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..experiments.files import write_output_path
+from .common import write_figure
 from .reproduction import scatter_sphere
+
+#: The files an animation may be written to (the suffix names the format).
+ANIMATION_SUFFIXES = (".mp4", ".gif")
 
 __all__ = ["animate_run", "plot_run", "plot_sweep", "run_title"]
 
@@ -143,7 +148,7 @@ def plot_run(ds: xr.Dataset, path: Path, title: str = "", *, status: str | None 
     if panels:
         head += f"\nlines: mean over {ds.sizes.get('path', 1)} path(s); bands: 10-90% quantiles over paths"
     fig.suptitle(head, fontsize=9)
-    fig.savefig(path, dpi=100)
+    write_figure(fig, path, dpi=100)
     return path
 
 
@@ -177,7 +182,7 @@ def plot_sweep(datasets: Mapping[str, xr.Dataset], path: Path, title: str = "") 
     axes[1].legend(fontsize="small", ncol=max(1, len(datasets) // 8))
     first = next(iter(datasets.values()))
     fig.suptitle(f"sweep {title}: {len(datasets)} grid points; {run_title(first)}", fontsize=9)
-    fig.savefig(path, dpi=100)
+    write_figure(fig, path, dpi=100)
     return path
 
 
@@ -232,7 +237,10 @@ def animate_run(
     ds : xarray.Dataset
         A stored run with ``positions`` (``record.positions: true``), d = 2 or 3.
     path : Path
-        Output file; its suffix is replaced by ``.mp4`` or ``.gif``.
+        Output file, ending in ``.mp4`` or ``.gif`` (any other suffix is refused: the file written is the
+        one asked for). ``.gif`` writes a GIF; ``.mp4`` an MP4, or with ``fmt="gif"`` (or ``auto``
+        without imageio-ffmpeg) the GIF of the same name with ``.gif``. It is written to a new tmp file
+        and moved into place; a symlink at the output's name is refused.
     fps : int
         Frames per second.
     max_frames : int
@@ -243,7 +251,7 @@ def animate_run(
     size_px : int
         Width and height of a frame in pixels (even, for H.264).
     fmt : {"auto", "mp4", "gif"}
-        ``auto``: MP4 when imageio-ffmpeg is installed, else GIF.
+        ``auto``: the suffix's format (MP4 falls back to GIF without imageio-ffmpeg).
 
     Returns
     -------
@@ -253,7 +261,9 @@ def animate_run(
     Raises
     ------
     ValueError
-        A run without positions, d not in (2, 3), bad fps / max_frames / fmt.
+        A run without positions, d not in (2, 3), bad fps / max_frames / fmt, a suffix other than
+        ``.mp4``/``.gif``; :class:`~attnflow.experiments.files.UnsafePathError` (a ValueError) for a
+        symlink at the output's name.
     """
     if "positions" not in ds:
         raise ValueError(
@@ -265,19 +275,33 @@ def animate_run(
     if fmt not in ("auto", "mp4", "gif"):
         raise ValueError(f"fmt must be 'auto', 'mp4' or 'gif': got {fmt!r}")
     size_px = int(size_px) // 16 * 16 or 480
-    if fmt in ("auto", "mp4"):
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in ANIMATION_SUFFIXES:
+        raise ValueError(
+            f"the animation {path} must end in .mp4 or .gif (the file written is what was asked): got "
+            f"{path.suffix or 'no suffix'!r}; name it {path.with_suffix('.mp4').name} or "
+            f"{path.with_suffix('.gif').name}"
+        )
+    auto = fmt == "auto"
+    if auto:
+        fmt = "gif" if suffix == ".gif" else "mp4"
+    if fmt == "mp4":
         try:
             import imageio_ffmpeg
         except ImportError:
-            if fmt == "mp4":
+            if auto:
+                fmt = "gif"  # the documented fallback: x.mp4 -> x.gif without imageio-ffmpeg
+            else:
                 raise ValueError(
                     "MP4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); or use fmt='gif'"
                 ) from None
-            fmt = "gif"
-        else:
-            out = Path(path).with_suffix(".mp4")
+    if fmt == "mp4":
+        out = path.with_suffix(".mp4")
+
+        def write_mp4(tmp: Path) -> None:
             writer = imageio_ffmpeg.write_frames(
-                str(out),
+                str(tmp),
                 (size_px, size_px),
                 fps=fps,
                 codec="libx264",
@@ -289,10 +313,16 @@ def animate_run(
             for frame in _frames(ds, mean=mean, max_frames=max_frames, size_px=size_px):
                 writer.send(np.ascontiguousarray(frame))
             writer.close()
-            return out
+
+        return write_output_path(out, write_mp4, what="animation")
     from PIL import Image
 
-    out = Path(path).with_suffix(".gif")
+    out = path.with_suffix(".gif")
     images = [Image.fromarray(f) for f in _frames(ds, mean=mean, max_frames=max_frames, size_px=size_px)]
-    images[0].save(out, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
-    return out
+
+    def write_gif(tmp: Path) -> None:
+        images[0].save(
+            tmp, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0
+        )
+
+    return write_output_path(out, write_gif, what="animation")

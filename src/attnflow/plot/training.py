@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from .common import DPI, save_figure
+from .common import DPI, save_figure, write_figure
 
 __all__ = [
     "plot_clouds",
@@ -25,7 +25,6 @@ __all__ = [
     "plot_loss",
     "training_figures",
 ]
-
 
 
 def _save(fig: Figure, path: Path) -> str:
@@ -114,7 +113,7 @@ def plot_head_law(law: dict, path: Path) -> str:
     fig.tight_layout()
     fig.colorbar(sc, ax=fig.axes, label="step", shrink=0.8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    write_figure(fig, path, dpi=DPI)
     return path.name
 
 

@@ -17,7 +17,6 @@ from .common import save_named as _save
 __all__ = ["plot_depth_limit", "plot_ntk_injectivity"]
 
 
-
 def plot_ntk_injectivity(data: dict, out_dir: Path) -> dict[str, str]:
     """Relative smallest singular value against P per law (left) and the spectrum at the largest P (right)."""
     fig = Figure(figsize=(9, 3.8))

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..experiments.files import write_output
+
 __all__ = ["CHROMIUM_FLAGS", "Browser", "BrowserError", "find_chromium"]
 
 #: headless, no sandbox (containers), no GPU, and no traffic of its own (updates, sync, QUIC, first-run)
@@ -253,7 +255,7 @@ class Browser:
         """A PNG of the viewport (``width`` x ``height`` pixels); also written to ``path`` when given."""
         data = base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"})["data"])
         if path is not None:
-            Path(path).write_bytes(data)
+            write_output(path, lambda fh: fh.write(data), what="screenshot")
         return data
 
     def close(self) -> None:

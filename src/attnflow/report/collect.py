@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..experiments.files import UnsafePathError, inside, read_bounded
 from ..experiments.reproduce import available_reproductions
 from ..experiments.store import CONFIG_FILE, DATA_DIR, META_FILE, read_meta
 from ..experiments.sweep import TASKS_FILE, read_index, sweep_info
@@ -45,6 +46,63 @@ __all__ = [
 ]
 
 
+# -- paths -----------------------------------------------------------------------------------------
+#: The files (and folders, ending in "/") a report reads from a directory, of every kind.
+_KNOWN = (
+    META_FILE,
+    CONFIG_FILE,
+    DATA_DIR + "/",
+    "checkpoint.pt",
+    TASKS_FILE,
+    "sweep.json",
+    STUDY_FILE,
+    SUMMARY_FILE,
+    TABLE_FILE,
+    RUNS_DIR + "/",
+)
+#: The largest text file (config, table, summary) read into a page.
+MAX_TEXT_BYTES = 16 * 2**20
+
+
+def check_directory(d: Path) -> None:
+    """Refuse a directory whose files a report would read from outside it: every known file that exists
+    (or is a dangling symlink) must resolve inside ``d``, a file must be a regular file and a folder a
+    folder (a FIFO named ``study.json`` would hang the read).
+
+    Raises
+    ------
+    UnsafePathError
+        Naming the file, where it leads, and the fix.
+    """
+    for entry in _KNOWN:
+        name = entry.rstrip("/")
+        p = d / name
+        if not (p.exists() or p.is_symlink()):
+            continue
+        inside(d, p, what="file of the directory")
+        ok = p.is_dir() if entry.endswith("/") else p.is_file()
+        if not ok:
+            raise UnsafePathError(
+                f"{p} is not a regular {'folder' if entry.endswith('/') else 'file'}; a report reads only "
+                "regular files of the directory (remove it or give another directory)"
+            )
+
+
+def _text(path: Path, what: str) -> str:
+    """A text file of the directory, bounded in size (:data:`MAX_TEXT_BYTES`)."""
+    fix = "give a directory written by attnflow"
+    return read_bounded(path, MAX_TEXT_BYTES, what, fix, error=NotReportableError).decode("utf-8", "replace")
+
+
+def _json(path: Path, what: str):
+    try:
+        return json.loads(_text(path, what))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise NotReportableError(
+            f"{what} {path} is not valid JSON ({str(exc)[:200]}); give a directory written by attnflow"
+        ) from None
+
+
 # -- kind ------------------------------------------------------------------------------------------
 def detect_kind(directory: str | Path) -> str:
     """``run``, ``sweep``, ``study`` or ``reproduction``, from the files the directory holds.
@@ -60,12 +118,13 @@ def detect_kind(directory: str | Path) -> str:
         raise NotReportableError(
             f"cannot report on {d}: no such directory; pass a run, sweep, study or reproduction directory"
         )
+    check_directory(d)
     if (d / TASKS_FILE).is_file():
         return "sweep"
     if (d / STUDY_FILE).is_file():
         try:
-            name = json.loads((d / STUDY_FILE).read_text()).get("study")
-        except (json.JSONDecodeError, AttributeError):
+            name = _json(d / STUDY_FILE, "the study file").get("study")
+        except (NotReportableError, AttributeError):
             name = None
         return "reproduction" if name in available_reproductions() else "study"
     if any((d / f).exists() for f in (META_FILE, CONFIG_FILE, DATA_DIR)):
@@ -89,7 +148,7 @@ def _collect_run(d: Path, page_dir: Path, limits: ReportLimits) -> Page:
     }
     page.sections.append(Section("overview", "Overview", kv_table(overview)))
     if (d / CONFIG_FILE).is_file():
-        page.sections.append(Section("config", "Config", pre((d / CONFIG_FILE).read_text())))
+        page.sections.append(Section("config", "Config", pre(_text(d / CONFIG_FILE, "the run config"))))
     rest = {k: v for k, v in meta.items() if k not in overview}
     if rest:
         page.sections.append(Section("metadata", "Metadata", details("meta.json", pre(rest), open_=True)))
@@ -183,7 +242,11 @@ def _collect_study(
     d: Path, page_dir: Path, limits: ReportLimits, kind: str, theory_checks: Path | None
 ) -> Page:
     info = study_info(d)
-    summary = json.loads((d / SUMMARY_FILE).read_text()) if (d / SUMMARY_FILE).is_file() else {}
+    summary = _json(d / SUMMARY_FILE, "the study summary") if (d / SUMMARY_FILE).is_file() else {}
+    if not isinstance(summary, dict):
+        raise NotReportableError(
+            f"{d / SUMMARY_FILE} is not a JSON object; give a directory written by attnflow"
+        )
     label = "reproduction" if kind == "reproduction" else "study"
     page = Page(title=f"{label} {info['study']}", kind=kind, directory=str(d))
     counts = ", ".join(f"{v} {k}" for k, v in sorted(info["counts"].items()))
@@ -235,7 +298,16 @@ def _collect_study(
                 )
             )
     runs_root = d / RUNS_DIR
-    runs = {n: runs_root / n for n in info["runs"]}
+    runs, outside = {}, []
+    for n in info["runs"]:
+        try:
+            runs[n] = inside(runs_root, runs_root / str(n), what="run directory")
+            inside(d, runs[n] / DATA_DIR, what="run data")
+        except UnsafePathError:
+            runs.pop(n, None)
+            outside.append(str(n)[:80])
+    if outside:
+        page.notes.append(f"not shown (they lead outside the directory): runs {', '.join(outside[:10])}")
     if runs_root.is_dir():
         curves_and_cloud(page, runs, page_dir, limits)
     else:
@@ -243,7 +315,10 @@ def _collect_study(
             f"run directories not stored here ({RUNS_DIR}/ absent, e.g. committed results): no per-run "
             f"curves and no token cloud; `attnflow study run {info['study']} --out DIR` writes them"
         )
-    fig = figures_section(d, page_dir, list((info.get("figures") or {}).values()) or None)
+    figs = info.get("figures") or {}
+    fig = figures_section(
+        d, page_dir, [str(v) for v in figs.values()] if isinstance(figs, dict) and figs else None
+    )
     if fig:
         page.sections.append(fig)
     parts = [link(d / f, page_dir, f) for f in (STUDY_FILE, SUMMARY_FILE, TABLE_FILE) if (d / f).exists()]
@@ -280,9 +355,11 @@ def collect(
     ------
     NotReportableError
         If the directory is none of the four kinds.
+    UnsafePathError
+        If a file the page would read resolves outside the directory (:func:`check_directory`).
     """
     d = Path(directory)
-    kind = detect_kind(d)
+    kind = detect_kind(d)  # also refuses files that lead outside d (check_directory)
     pdir = Path(page_dir) if page_dir is not None else d
     lim = limits or ReportLimits()
     tc = Path(theory_checks) if theory_checks is not None else None

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..experiments.files import UnsafePathError, inside, read_bounded
 from ..experiments.store import CONFIG_FILE, DATA_DIR, META_FILE, open_run, read_meta
 from .page import (
     COLORS,
@@ -122,20 +123,44 @@ def cloud_entry(name: str, cf: CloudFrames) -> dict:
 IMAGE_TYPES = {".png": "image/png", ".gif": "image/gif", ".svg": "image/svg+xml", ".jpg": "image/jpeg"}
 
 
+#: The largest figure file inlined into a page.
+MAX_FIGURE_BYTES = 32 * 2**20
+
+
 def figures_section(directory: Path, page_dir: Path, names: list[str] | None = None) -> Section | None:
-    """The PNG figures of the directory, inlined (base64) with a link to each file."""
+    """The PNG figures of the directory, inlined (base64) with a link to each file.
+
+    Only files that resolve inside ``directory`` are read: a name from ``summary.json`` that is absolute or
+    holds ``..``, or a ``*.png`` that is a symlink leading elsewhere, is listed as not shown (never read),
+    and so is a file larger than :data:`MAX_FIGURE_BYTES`.
+    """
     files = [directory / n for n in names] if names else sorted(directory.glob("*.png"))
     files += [f for f in sorted(directory.glob("*.mp4")) if f not in files]  # animations, linked
-    files = [f for f in files if f.is_file()]
-    if not files:
+    parts, kept = [], []
+    for f in files:
+        try:
+            inside(directory, f, what="figure")
+        except UnsafePathError:
+            parts.append(
+                f"<p class='note'>not shown: {esc(str(f.name)[:80])} leads outside the directory</p>"
+            )
+            continue
+        if f.is_file() and f.stat().st_size <= MAX_FIGURE_BYTES:
+            kept.append(f)
+        elif f.is_file():
+            parts.append(
+                f"<p class='note'>not shown: {esc(f.name)} is larger than {MAX_FIGURE_BYTES} bytes</p>"
+            )
+    files = kept
+    if not files and not parts:
         return None
-    parts = []
     for f in files:
         mime = IMAGE_TYPES.get(f.suffix.lower())
         if mime is None:  # an animation or other file: a link, not inlined (it would swell the page)
             parts.append(f"<p>{esc(f.suffix.lstrip('.').upper())} file: {link(f, page_dir, f.name)}</p>")
             continue
-        data = base64.b64encode(f.read_bytes()).decode("ascii")
+        raw = read_bounded(f, MAX_FIGURE_BYTES, "the figure", "remove it", error=UnsafePathError)
+        data = base64.b64encode(raw).decode("ascii")
         parts.append(
             f'<figure><img alt="{esc(f.name)}" src="data:{mime};base64,{data}">'
             f"<figcaption>{link(f, page_dir, f.name)}</figcaption></figure>"

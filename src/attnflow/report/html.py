@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from .._version import __version__
+from ..experiments.files import write_output
 from .page import Page
 
 __all__ = ["REPORT_FILE", "page_html", "plotly_js"]
@@ -135,8 +136,20 @@ def plotly_js() -> str:
 
 
 def _script_json(obj) -> str:
-    # "</" inside a JSON string would end the <script> element; "<\\/" is the same JSON string
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    """JSON for a ``<script type="application/json">`` element: every ``<`` is written ``\\u003c`` (the same
+    JSON string), so no name or value can end the element (``</script>``) or open an HTML comment
+    (``<!--``, which would swallow the page's own script); ``>`` and ``&`` likewise, and the line
+    separators U+2028/U+2029."""
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    for ch, esc in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(ch, esc)
+    return text
 
 
 def page_html(page: Page) -> str:
@@ -163,8 +176,12 @@ def page_html(page: Page) -> str:
     )
 
 
-def write_page(page: Page, path: str | Path) -> Path:
-    """Write ``page`` to ``path`` (UTF-8) and return the path."""
-    p = Path(path)
-    p.write_text(page_html(page), encoding="utf-8")
-    return p
+def write_page(page: Page, path: str | Path, *, root: str | Path | None = None) -> Path:
+    """Write ``page`` to ``path`` (UTF-8) and return the path.
+
+    The page goes to a new tmp file of the target's directory and replaces ``path`` atomically; a symlink
+    at ``path`` is refused, and so is a ``path`` outside ``root`` when given
+    (:func:`attnflow.experiments.files.write_output`).
+    """
+    text = page_html(page).encode("utf-8")
+    return write_output(path, lambda fh: fh.write(text), root=root, what="report")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..experiments.files import check_output_target
 from .collect import collect
 from .html import REPORT_FILE, write_page
 from .page import ReportLimits
@@ -45,6 +46,9 @@ def write_report(
         If ``directory`` is not one of the four kinds of directory.
     FileNotFoundError
         If the directory of ``output`` does not exist.
+    UnsafePathError
+        ``output`` (or ``directory/report.html``) is a symlink, or a file the directory names lies outside
+        it (the page is written to a tmp file and moved into place; nothing outside is read or written).
 
     Examples
     --------
@@ -53,6 +57,7 @@ def write_report(
     """
     d = Path(directory)
     out = Path(output) if output is not None else d / REPORT_FILE
+    check_output_target(out, root=d if output is None else None, what="report")  # before any work
     if not out.parent.is_dir():
         raise FileNotFoundError(
             f"cannot write the report {out}: its directory {out.parent} does not exist; create it first or "
@@ -62,4 +67,4 @@ def write_report(
         guess = d.resolve().parent.parent / "theory_checks.md"
         theory_checks = guess if guess.is_file() else None
     page = collect(d, page_dir=out.parent, limits=limits, theory_checks=theory_checks)
-    return write_page(page, out)
+    return write_page(page, out, root=d if output is None else None)

@@ -18,7 +18,7 @@ import warnings
 
 import torch
 
-from ..dynamics.assembly import FieldEval
+from ..dynamics.assembly import FieldEval, ledger_overflow
 
 __all__ = ["ACCUMULATORS", "SCALARS", "EnergyLedger"]
 
@@ -68,11 +68,21 @@ class EnergyLedger:
             self.E0 = fe.energy.clone()
 
     def add_step(
-        self, fe: FieldEval, rates: tuple[torch.Tensor, torch.Tensor], martingale: torch.Tensor, dt: float
+        self,
+        fe: FieldEval,
+        rates: tuple[torch.Tensor, torch.Tensor],
+        martingale: torch.Tensor,
+        dt: float,
+        *,
+        t: float | None = None,
+        step: int | None = None,
     ) -> None:
         """Add one step's left Riemann terms: d_sE dt (``rates`` = drift and Ito parts), G^2 dt, Ghat^2 dt
         and the martingale increment (the compiled loop of :mod:`attnflow.simulation.fused` adds the same
-        terms in the same order to the same running sums)."""
+        terms in the same order to the same running sums). Given ``t`` (and ``step``), a ledger quantity
+        that leaves float64 is reported at this step (:func:`attnflow.dynamics.assembly.ledger_overflow`)."""
+        if t is not None:
+            self._check_finite(fe, t, step)
         acc = self.acc
         acc["int_dtE"] = acc["int_dtE"] + (rates[0] + rates[1]) * dt
         acc["int_G2"] = acc["int_G2"] + fe.G2 * dt
@@ -102,15 +112,18 @@ class EnergyLedger:
         }
         return {k: v.detach().cpu().clone() for k, v in sc.items()}
 
-    def _check_finite(self, fe: FieldEval, t: float) -> None:
-        if self._warned or bool(torch.isfinite(fe.energy).all()):
+    def _check_finite(self, fe: FieldEval, t: float, step: int | None = None) -> None:
+        if self._warned:
+            return
+        why = ledger_overflow(fe)
+        if why is None:
             return
         self._warned = True
+        where = f"t = {t:g}" + (f" (the evaluation of step {step + 1})" if step is not None else "")
         warnings.warn(
-            f"the energy ledger left float64 at t = {t:g} (E = exp(beta <x, D y>) / ... overflows once "
-            f"beta * max <x_i, D x_j> > 709; beta = {self.beta:g}): the positions stay exact but energy, "
-            "G2, Ghat2 and the residuals are inf/nan from here; lower beta or the head scale, or run with "
-            "ledger=False",
+            f"the energy ledger left float64 at {where}: {why}; beta = {self.beta:g}. The positions stay "
+            "exact but these ledger quantities and the residuals are inf/nan from here; lower beta or the "
+            "head scale, or run with ledger=False",
             RuntimeWarning,
             stacklevel=4,
         )

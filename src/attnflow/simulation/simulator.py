@@ -480,7 +480,7 @@ class Simulator:
             self._raise_non_finite(x_new, D_new, t + dt)  # before the ledger moves: it stays at step k
         if self.ledger_on:
             mart = martingale_increment(fe, noise, self.model.head_scale(t, self.H))
-            self.ledger.add_step(fe, rates, mart, dt)
+            self.ledger.add_step(fe, rates, mart, dt, t=t, step=self.step_index)
             if energy_jump is not None:
                 self.ledger.add_jump(energy_jump)
         self.x, self.D = x_new, D_new

@@ -39,7 +39,7 @@ from .._version import __version__
 from ..analysis.verdicts import VerdictRecord
 from ..experiments.compute import TASK_FILE as COMPUTE_TASK_FILE
 from ..experiments.config import ConfigError, config_diff, load_config
-from ..experiments.files import atomic_write_text, utc_now
+from ..experiments.files import CorruptFileError, atomic_write_text, inside, read_bounded, read_json, utc_now
 from ..experiments.locking import DirectoryLock
 from ..experiments.pde_runs import load_pde_config
 from ..experiments.progress import format_duration, overall_progress
@@ -473,6 +473,10 @@ def study_info(out_dir: str | Path) -> dict:
     ------
     NotAStudyDirectoryError
         If ``out_dir`` holds no ``study.json``.
+    CorruptFileError
+        ``study.json`` / ``summary.json`` unreadable, of the wrong layout or too large.
+    UnsafePathError
+        A file or a run it names resolves outside the directory.
     """
     out = Path(out_dir)
     path = out / STUDY_FILE
@@ -488,9 +492,20 @@ def study_info(out_dir: str | Path) -> dict:
             f"{out} is not a study directory: {STUDY_FILE} not found{kind}; write one with "
             "run_study(name, out_dir) (available_studies() names the studies)"
         )
-    header = json.loads(path.read_text())
-    summary = json.loads((out / SUMMARY_FILE).read_text()) if (out / SUMMARY_FILE).is_file() else {}
-    log = json.loads((out / LOG_FILE).read_text()) if (out / LOG_FILE).is_file() else {}
+    # a received directory: bounded regular files, inside the directory, of the right JSON types
+    fix = "rerun the study (run_study(name, out_dir)) to rewrite it"
+    header = read_json(inside(out, path, what="study file"), "the study file", fix)
+    summary = {}
+    if (out / SUMMARY_FILE).is_file() or (out / SUMMARY_FILE).is_symlink():
+        summary = read_json(inside(out, out / SUMMARY_FILE, what="study summary"), "the study summary", fix)
+    log = {}
+    if (out / LOG_FILE).is_file() or (out / LOG_FILE).is_symlink():
+        log = read_json(inside(out, out / LOG_FILE, what="study log"), "the study log", fix)
+    if not (isinstance(header, dict) and isinstance(header.get("study"), str)):
+        raise CorruptFileError(f"the study file {path} is not a JSON object naming its study; {fix}")
+    layout_ok = isinstance(header.get("runs", []), list) and isinstance(summary, dict) and isinstance(log, dict)
+    if not layout_ok:
+        raise CorruptFileError(f"the study file {path}, its summary or its log has the wrong layout; {fix}")
     if isinstance(summary.get(RUN_KEY), dict):  # format 2: the runner's record under "run"
         summary = StudySummary(summary, log)
         record = summary[RUN_KEY]
@@ -499,14 +514,21 @@ def study_info(out_dir: str | Path) -> dict:
     else:  # format 1 (committed before issue 30): the runner's keys at the top level
         stored = summary.get("runs", {})
         status_of = summary.get("status")
+    stored = stored if isinstance(stored, dict) else {}
     # committed results (docs/studies/NAME) keep summary.json, table.md and figures, not the run directories
     committed = bool(summary) and not (out / RUNS_DIR).is_dir()
     runs = {}
     for name in header.get("runs", []):
         if committed:
-            runs[name] = f"{stored.get(name, {}).get('status', 'done')} (run directory not stored)"
+            entry = stored.get(name) if isinstance(name, str) else None
+            status = entry.get("status", "done") if isinstance(entry, dict) else "done"
+            runs[str(name)] = f"{status} (run directory not stored)"
         else:
-            meta = read_meta(out / RUNS_DIR / name)
+            if not isinstance(name, str) or not name:
+                raise CorruptFileError(
+                    f"the study file {path} names a run {name!r} that is not a name; {fix}"
+                )
+            meta = read_meta(inside(out / RUNS_DIR, out / RUNS_DIR / name, what="run directory"))
             st = meta.get("status", "pending")
             if st in ("running", "interrupted", "failed") and meta.get("n_steps"):
                 st = f"{st} (step {meta.get('step', 0)} of {meta['n_steps']})"
@@ -519,7 +541,12 @@ def study_info(out_dir: str | Path) -> dict:
     status = status_of or ("done" if committed else "incomplete")
     if status == "done" and not finished:
         status = "incomplete"
-    table = (out / TABLE_FILE).read_text() if (out / TABLE_FILE).is_file() else None
+    table = None
+    if (out / TABLE_FILE).is_file() or (out / TABLE_FILE).is_symlink():
+        raw = read_bounded(
+            inside(out, out / TABLE_FILE, what="study table"), 16 * 2**20, "the study table", fix
+        )
+        table = raw.decode("utf-8", "replace")
     return {
         "dir": str(out),
         "study": header["study"],
