@@ -503,7 +503,7 @@ def study_info(out_dir: str | Path) -> dict:
         log = read_json(inside(out, out / LOG_FILE, what="study log"), "the study log", fix)
     if not (isinstance(header, dict) and isinstance(header.get("study"), str)):
         raise CorruptFileError(f"the study file {path} is not a JSON object naming its study; {fix}")
-    layout_ok = isinstance(header.get("runs", []), list) and isinstance(summary, dict) and isinstance(log, dict)
+    layout_ok = isinstance(header.get("runs", []), list) and all(isinstance(o, dict) for o in (summary, log))
     if not layout_ok:
         raise CorruptFileError(f"the study file {path}, its summary or its log has the wrong layout; {fix}")
     if isinstance(summary.get(RUN_KEY), dict):  # format 2: the runner's record under "run"
