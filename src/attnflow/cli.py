@@ -905,7 +905,7 @@ def probe_command(
     nulls: Annotated[int, typer.Option("--nulls", help="Random initialisations drawn as the null.")] = 3,
     sentences: Annotated[int, typer.Option("--sentences", help="First N sentences (0 = all).")] = 0,
     lengths: Annotated[str, typer.Option("--lengths", help="Lengths of the Jacobians.")] = "8,32,128",
-    iterations: Annotated[int, typer.Option("--iterations", help="Power iterations per spectral norm.")] = 12,
+    iterations: Annotated[int, typer.Option("--iterations", help="Power iterations per spectral norm.")] = 8,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over sentences.")] = 1000,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sentences per forward pass.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and the power iterations.")] = 0,

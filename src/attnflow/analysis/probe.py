@@ -37,7 +37,6 @@ dataset's ``model`` axis holds ``trained`` and ``random-<seed>``.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -47,7 +46,6 @@ import torch
 import xarray as xr
 
 from ..bridge import TransformerWeights, attention_sublayer, block, forward, from_hf_model, sphere_tokens
-from ..observables.clustering import gram_effective_rank, mean_pairwise_inner_product
 
 __all__ = [
     "PER_HEAD",
@@ -102,8 +100,8 @@ class ProbeConfig:
     seed: int = 0
     null_seeds: tuple[int, ...] = (0, 1, 2)
     jacobian_lengths: tuple[int, ...] = (8, 32, 128)
-    jacobian_sequences: int = 2
-    power_iterations: int = 12
+    jacobian_sequences: int = 1
+    power_iterations: int = 8
     dtype: str = "float32"
 
     def __post_init__(self):
@@ -139,8 +137,17 @@ def singular_value_effective_rank(x: torch.Tensor) -> torch.Tensor:
     -------
     Tensor, shape=[] or [P]
     """
-    s = torch.linalg.svdvals(x)
-    p = s / s.sum(dim=-1, keepdim=True)
+    return _erank(torch.linalg.svdvals(x))
+
+
+def _erank(weights: torch.Tensor) -> torch.Tensor:
+    """exp of the entropy of ``weights / sum(weights)`` over the last axis (zeros contribute nothing).
+
+    With the singular values: :func:`singular_value_effective_rank`; with their squares: the Gram form,
+    the formula of :func:`attnflow.observables.clustering.gram_effective_rank` (which refuses the zero rows
+    that pad a batch; ``tests/test_probe.py`` checks the two agree).
+    """
+    p = weights / weights.sum(dim=-1, keepdim=True)
     return (-torch.special.xlogy(p, p).sum(dim=-1)).exp()
 
 
@@ -166,23 +173,28 @@ def spectral_norm(
 ) -> float:
     r"""Largest singular value of the Jacobian of ``fn`` at ``x`` by power iteration on :math:`J^\top J`.
 
-    Each step applies :math:`J` (forward mode, ``torch.func.jvp``) and :math:`J^\top` (reverse mode,
-    ``torch.func.vjp``); the estimate :math:`\|J v\|` with :math:`\|v\| = 1` increases to
+    One forward pass builds the graph; each step applies :math:`J^\top` (a backward pass) and :math:`J`
+    (the double-backward identity :math:`Jv = \partial_u \langle J^\top u, v\rangle`);
+    the estimate :math:`\|J v\|` with :math:`\|v\| = 1` increases to
     :math:`\sigma_{\max}` (a lower bound at every step).
     """
     g = torch.Generator().manual_seed(int(seed))
     v = torch.randn(x.shape, generator=g, dtype=x.dtype)
     v = v / v.norm()
-    _, vjp_fn = torch.func.vjp(fn, x)
-    sigma = 0.0
-    for _ in range(iterations):
-        _, Jv = torch.func.jvp(fn, (x,), (v,))
-        sigma = float(Jv.norm())
-        (w,) = vjp_fn(Jv)
-        nw = float(w.norm())
-        if nw == 0.0:
-            return 0.0
-        v = w / nw
+    with torch.enable_grad():
+        xg = x.detach().requires_grad_(True)
+        y = fn(xg)
+        u = torch.zeros_like(y, requires_grad=True)
+        (JTu,) = torch.autograd.grad(y, xg, u, create_graph=True)  # J^T u, linear in u
+        sigma = 0.0
+        for _ in range(iterations):
+            (Jv,) = torch.autograd.grad(JTu, u, v, retain_graph=True)  # d<J^T u, v>/du = J v
+            sigma = float(Jv.norm())
+            (w,) = torch.autograd.grad(y, xg, Jv, retain_graph=True)  # J^T J v
+            nw = float(w.norm())
+            if nw == 0.0:
+                return 0.0
+            v = w / nw
     return sigma
 
 
@@ -261,19 +273,32 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
     return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(1e-30)
 
 
-def _mean_cos(x: torch.Tensor) -> float:
-    if x.shape[-2] < 2:
-        return math.nan
-    return float(mean_pairwise_inner_product(_unit(x)))
+def _masked_mean_cos(u: torch.Tensor, keep: torch.Tensor) -> np.ndarray:
+    """Mean pairwise inner product of the kept unit rows, per depth and sentence (NaN below 2 tokens).
+
+    ``u``: shape=[L+1, B, n, d], unit rows; ``keep``: shape=[B, n]. The formula of
+    :func:`attnflow.observables.clustering.mean_pairwise_inner_product` on the kept rows.
+    """
+    x = u * keep[None, :, :, None]
+    k = keep.sum(1).to(u.dtype)[None, :]
+    total = x.sum(2).pow(2).sum(-1)
+    diag = x.pow(2).sum((2, 3))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        val = ((total - diag) / (k * (k - 1))).numpy()
+    val[:, (k[0] < 2).numpy()] = np.nan
+    return val
 
 
 def _value_norms(w: TransformerWeights, layer: int, h_in: torch.Tensor) -> torch.Tensor:
-    """||W_o^h (W_v^h x_j + b_v^h)|| per head and token, shape=[H, n] (Kobayashi et al., 2020)."""
+    """||W_o^h (W_v^h x_j + b_v^h)|| per head and token, shape=[..., H, n] (Kobayashi et al., 2020).
+
+    ``h_in``: the attention's input, shape=[..., n, d].
+    """
     lw, H, k = w.layers[layer], w.num_heads, w.head_dim
-    v = (h_in @ lw.W_v.T + lw.b_v).reshape(h_in.shape[0], w.kv_heads, k)
-    v = v.repeat_interleave(H // w.kv_heads, dim=1)  # (n, H, k)
+    v = (h_in @ lw.W_v.T + lw.b_v).unflatten(-1, (w.kv_heads, k))
+    v = v.repeat_interleave(H // w.kv_heads, dim=-2)  # (..., n, H, k)
     O = lw.W_o.reshape(w.d, H, k)  # columns of head h
-    return torch.linalg.vector_norm(torch.einsum("dhk,nhk->hnd", O, v), dim=-1)
+    return torch.linalg.vector_norm(torch.einsum("dhk,...nhk->...hnd", O, v), dim=-1)
 
 
 def probe(
@@ -327,18 +352,21 @@ def probe(
     special = torch.tensor(sorted(set(int(i) for i in special_ids)), dtype=torch.int64)
     out = {name: np.full((S, L + 1), np.nan) for name in PER_LAYER}
     heads = {name: np.full((S, L, H), np.nan) for name in PER_HEAD}
-    content_h: list[list[torch.Tensor]] = [[] for _ in range(S)]
-    content_z: list[list[torch.Tensor]] = [[] for _ in range(S)]
+    # sums of the unit content tokens per sentence and depth: the cross-sentence mean cosine of s and s'
+    # is <sum_s, sum_s'> / (m_s m_s')
+    sums = {"aniso_hidden": np.zeros((S, L + 1, w.d)), "aniso_sphere": np.zeros((S, L + 1, w.d))}
+    n_content = np.zeros(S)
     centred = w.norm == "layer"
     store, handles = _hooks(model, kind)
     t0 = time.perf_counter()
+    f64 = torch.float64
     try:
         order = sorted(range(S), key=lambda i: lengths[i])
         for b0 in range(0, S, c.batch_size):
             idx = order[b0 : b0 + c.batch_size]
-            n_max = max(lengths[i] for i in idx)
-            ids = torch.zeros(len(idx), n_max, dtype=torch.int64)
-            mask = torch.zeros(len(idx), n_max, dtype=torch.int64)
+            B, n_max = len(idx), max(lengths[i] for i in idx)
+            ids = torch.zeros(B, n_max, dtype=torch.int64)
+            mask = torch.zeros(B, n_max, dtype=torch.int64)
             for r, i in enumerate(idx):
                 ids[r, : lengths[i]] = torch.as_tensor(list(sentences[i]))
                 mask[r, : lengths[i]] = 1
@@ -346,34 +374,48 @@ def probe(
                 res = model(
                     input_ids=ids, attention_mask=mask, output_hidden_states=True, output_attentions=True
                 )
-            hs, att = res.hidden_states, res.attentions
-            for r, i in enumerate(idx):
-                n = lengths[i]
-                is_sp = torch.isin(ids[r, :n], special)
-                keep = ~is_sp
-                for layer in range(L + 1):
-                    h = hs[layer][r, :n].to(torch.float64)
-                    z = sphere_tokens(store["norm_in"][layer][r, :n].to(torch.float64), centred=centred)
-                    hu = _unit(h)
-                    out["cos_hidden"][i, layer] = _mean_cos(h)
-                    out["cos_sphere"][i, layer] = _mean_cos(z)
-                    out["cos_hidden_content"][i, layer] = _mean_cos(h[keep])
-                    out["cos_sphere_content"][i, layer] = _mean_cos(z[keep])
-                    out["erank_sv"][i, layer] = float(singular_value_effective_rank(hu))
-                    out["erank_gram"][i, layer] = float(gram_effective_rank(hu))
-                    out["erank_gram_sphere"][i, layer] = float(gram_effective_rank(z))
-                    content_h[i].append(hu[keep])
-                    content_z[i].append(_unit(z[keep]))
-                for layer in range(L):
-                    A = att[layer][r, :, :n, :n].to(torch.float64)  # (H, n, n)
-                    heads["attn_entropy"][i, layer] = (-torch.special.xlogy(A, A).sum(-1)).mean(-1).numpy()
-                    heads["sink_special"][i, layer] = A[..., is_sp].sum(-1).mean(-1).numpy()
-                    heads["sink_first"][i, layer] = A[..., 0].mean(-1).numpy()
-                    heads["ds_distance"][i, layer] = doubly_stochastic_distance(A).numpy()
-                    vn = _value_norms(w, layer, store["attn_in"][layer][r, :n].to(dtype))
-                    Aw = A * vn.to(torch.float64)[:, None, :]
-                    Aw = Aw / Aw.sum(-1, keepdim=True).clamp_min(1e-300)
-                    heads["sink_special_valuenorm"][i, layer] = Aw[..., is_sp].sum(-1).mean(-1).numpy()
+                valid = mask.bool()  # (B, n)
+                is_sp = torch.isin(ids, special) & valid
+                content = valid & ~is_sp
+                hs = torch.stack(res.hidden_states).to(f64)  # (L+1, B, n, d)
+                ys = torch.stack([store["norm_in"][layer] for layer in range(L + 1)]).to(f64)
+                hu = _unit(hs) * valid[None, :, :, None]
+                z = sphere_tokens(ys, centred=centred).nan_to_num(0.0) * valid[None, :, :, None]
+                rows = np.asarray(idx)
+                out["cos_hidden"][rows] = _masked_mean_cos(hu, valid).T
+                out["cos_sphere"][rows] = _masked_mean_cos(z, valid).T
+                out["cos_hidden_content"][rows] = _masked_mean_cos(hu, content).T
+                out["cos_sphere_content"][rows] = _masked_mean_cos(z, content).T
+                # zero rows (padding) add zero singular values, which change neither effective rank
+                sv = torch.linalg.svdvals(hu)
+                out["erank_sv"][rows] = _erank(sv).T.numpy()
+                out["erank_gram"][rows] = _erank(sv.pow(2)).T.numpy()
+                out["erank_gram_sphere"][rows] = _erank(torch.linalg.svdvals(z).pow(2)).T.numpy()
+                cm = content[None, :, :, None]
+                sums["aniso_hidden"][rows] = (hu * cm).sum(2).transpose(0, 1).numpy()
+                sums["aniso_sphere"][rows] = (_unit(z) * cm).sum(2).transpose(0, 1).numpy()
+                n_content[rows] = content.sum(1).numpy()
+                A = (
+                    torch.stack(res.attentions).to(f64).nan_to_num(0.0)
+                )  # (L, B, H, n, n); padded rows dropped below
+                qmask = valid[None, :, None, :].to(f64)  # query rows that exist
+                m = valid.sum(1).to(f64)[None, :, None]  # (1, B, 1)
+                ent = -torch.special.xlogy(A, A).sum(-1)
+                heads["attn_entropy"][rows] = ((ent * qmask).sum(-1) / m).permute(1, 0, 2).numpy()
+                sp = is_sp[None, :, None, None, :].to(f64)
+                sink = (A * sp).sum(-1)
+                heads["sink_special"][rows] = ((sink * qmask).sum(-1) / m).permute(1, 0, 2).numpy()
+                heads["sink_first"][rows] = ((A[..., 0] * qmask).sum(-1) / m).permute(1, 0, 2).numpy()
+                cols = (A * qmask[..., None]).sum(-2)  # column sums over existing rows, (L, B, H, n)
+                ds = ((cols - 1).abs() * qmask).sum(-1) / m
+                heads["ds_distance"][rows] = ds.permute(1, 0, 2).numpy()
+                vn = torch.stack(
+                    [_value_norms(w, layer, store["attn_in"][layer].to(dtype)) for layer in range(L)]
+                ).to(f64)  # (L, B, H, n)
+                Aw = A * vn[:, :, :, None, :]
+                Aw = Aw / Aw.sum(-1, keepdim=True).clamp_min(1e-300)
+                vs = (Aw * sp).sum(-1)
+                heads["sink_special_valuenorm"][rows] = ((vs * qmask).sum(-1) / m).permute(1, 0, 2).numpy()
             if progress:
                 progress(
                     f"{label}: {min(b0 + c.batch_size, S)}/{S} sentences ({time.perf_counter() - t0:.1f} s)"
@@ -381,18 +423,15 @@ def probe(
     finally:
         for h in handles:
             h.remove()
-    # cross-sentence anisotropy: sentence s against sentence perm[s] (a derangement)
     base = np.random.default_rng(c.seed).permutation(S)
     partner = np.empty(S, dtype=int)
     partner[base] = np.roll(base, -1)  # each sentence paired with the next in a random cycle
-    for i in range(S):
-        j = int(partner[i])
-        for layer in range(L + 1):
-            for name, src in (("aniso_hidden", content_h), ("aniso_sphere", content_z)):
-                a, b = src[i][layer], src[j][layer]
-                out[name][i, layer] = (
-                    float((a @ b.T).mean()) if (a.numel() and b.numel() and i != j) else np.nan
-                )
+    denom = n_content * n_content[partner]
+    for name, v in sums.items():
+        with np.errstate(invalid="ignore", divide="ignore"):
+            val = np.einsum("sld,sld->sl", v, v[partner]) / denom[:, None]
+        val[(denom == 0) | (partner == np.arange(S))] = np.nan
+        out[name] = val
     jac = _jacobians(w, sentences, special, c, progress, label)
     return _dataset(out, heads, jac, c, label, L, H, S, time.perf_counter() - t0)
 
