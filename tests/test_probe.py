@@ -97,8 +97,9 @@ def test_probe_matches_a_per_sentence_reference(build):
             u = fp.hidden_states[layer] / fp.hidden_states[layer].norm(dim=-1, keepdim=True)
             sv = torch.linalg.svdvals(u)
             p = sv / sv.sum()
-            assert abs(float(row.erank_sv) - math.exp(-float((p * p.log()).sum()))) < 1e-8
-            assert abs(float(row.erank_gram) - float(gram_effective_rank(u))) < 1e-8
+            etol = 10 * max(tol, 1e-9)  # effective ranks are ~10: the same relative precision
+            assert abs(float(row.erank_sv) - math.exp(-float((p * p.log()).sum()))) < etol
+            assert abs(float(row.erank_gram) - float(gram_effective_rank(u))) < etol
         for layer in range(2):
             A = fp.attentions[layer]
             row = ds.sel(model="trained", sentence=s, block=layer)
@@ -185,7 +186,7 @@ def test_bootstrap_mean_interval():
 
 
 def test_random_null_is_the_same_architecture_and_seeded():
-    model = _tiny_llama()
+    model = _tiny_llama(5)  # built under seed 5: the null of seed 0 must differ from it
     a, b, c = random_like(model, 0), random_like(model, 0), random_like(model, 1)
     assert type(a) is type(model) and a.config.to_dict() == model.config.to_dict()
     pa, pb, pc = (dict(m.named_parameters()) for m in (a, b, c))
