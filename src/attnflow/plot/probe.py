@@ -91,6 +91,8 @@ def plot_probe(ds, out_dir: Path) -> dict[str, str]:
         files.update(save_named(fig, out_dir, f"probe_{name}.png"))
     for name, what in (("lip_attention", "local Lipschitz constant of attention"),
                        ("jac_block", "spectral norm of the block Jacobian")):  # fmt: skip
+        if ds.sizes.get("length", 0) == 0:  # the probe ran without Jacobians (--lengths "")
+            break
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
         lengths = ds.length.values
         vals = ds[name].sel(model=first).mean("sequence").values  # (length, block)
