@@ -175,7 +175,8 @@ def test_gguf_reads_like_transformers_and_runs_to_round_off(tmp_path):
     torch.testing.assert_close(w.word_embeddings, sd["embed_tokens.weight"], rtol=0, atol=0)
     # the un-permuted W_q is the original up to Q4_1 rounding (a wrong permutation is O(1) off)
     err = float((w.layers[0].W_q - model.layers[0].self_attn.q_proj.weight).abs().max())
-    assert err < 0.05 * float(model.layers[0].self_attn.q_proj.weight.abs().max()), err
+    # Q4_1: 16 levels per block of 32 between its min and max, so at most (max - min)/30 <= max|w|/15 off
+    assert err < 0.1 * float(model.layers[0].self_attn.q_proj.weight.abs().max()), err
     fp = forward(w, IDS)
     ref = to_hf_model(w, exact=True)
     assert relative_error(fp.hidden_states, hf_hidden_states(ref, IDS)) <= REL_TOL
@@ -388,9 +389,7 @@ def test_no_remote_code_and_no_pickle_in_the_bridge():
         assert "trust_remote_code=False" in m.group(0), (name, m.group(0))
     for name, t in text.items():
         assert not re.search(r"trust_remote_code\s*=\s*(?!False)", t), name
-        assert "pickle" not in t.replace("a pickle", "").replace("(pickle)", "").replace("no pickle", ""), (
-            name
-        )
+        assert not re.search(r"import pickle|pickle\.loads?\(|allow_pickle\s*=\s*True", t), name
         assert not re.search(
             r"torch\.load\((?![^)]*weights_only=True)",
             t.replace("torch.load('pytorch_model.bin', weights_only=True)", ""),

@@ -496,7 +496,7 @@ def _bert(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
             )
         )
     act = config.get("hidden_act", "gelu")
-    if act not in _HF_ACTIVATIONS or act == "silu":
+    if not isinstance(act, str) or act not in _HF_ACTIVATIONS or act == "silu":
         raise ValueError(f"{name}: unsupported activation {act!r}; supported: {', '.join(_HF_ACTIVATIONS)}")
     pos_type = config.get("position_embedding_type", "absolute")
     if pos_type != "absolute":
@@ -558,7 +558,7 @@ def _gpt2(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
             )
         )
     act = config.get("activation_function", "gelu_new")
-    if act not in _HF_ACTIVATIONS or act == "silu":
+    if not isinstance(act, str) or act not in _HF_ACTIVATIONS or act == "silu":
         raise ValueError(f"{name}: unsupported activation {act!r}; supported: {', '.join(_HF_ACTIVATIONS)}")
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
         if config.get(flag):
