@@ -294,8 +294,8 @@ def test_missing_projection_names_it_and_lists_what_was_found():
         from_state_dict(sd, model.config.to_dict())
     with pytest.raises(ValueError, match="has no Hugging Face config.*found modules: 0, 1"):
         from_hf_model(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
-    with pytest.raises(ValueError, match="unsupported model_type 'llama'; supported: bert, gpt2"):
-        from_state_dict({}, {"model_type": "llama"})
+    with pytest.raises(ValueError, match="unsupported model_type 'mamba'; supported: bert, gpt2, llama"):
+        from_state_dict({}, {"model_type": "mamba"})
 
 
 def test_too_long_and_bad_ids():

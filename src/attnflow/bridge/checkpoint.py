@@ -32,6 +32,8 @@ import torch
 __all__ = [
     "ACTIVATIONS",
     "ARCHITECTURES",
+    "POSITIONS",
+    "check_weights",
     "MODELS_EXTRA",
     "LayerNormParams",
     "LayerWeights",
@@ -39,6 +41,7 @@ __all__ = [
     "from_hf_model",
     "from_state_dict",
     "load_local",
+    "read_config",
     "load_minilm",
     "minilm_path",
     "require_extra",
@@ -48,10 +51,12 @@ __all__ = [
 MODELS_EXTRA = "pip install attnflow[models]"
 #: layouts of a block: LayerNorm after the residual sum (BERT) or before the sub-layer (GPT-2)
 ARCHITECTURES = ("post_ln", "pre_ln")
-#: MLP activations: exact GELU (erf form, BERT) and its tanh approximation (GPT-2's ``gelu_new``)
-ACTIVATIONS = ("gelu", "gelu_tanh")
+#: MLP activations: exact GELU (erf form, BERT), its tanh approximation (GPT-2's ``gelu_new``), SiLU (Llama)
+ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
+#: position encodings: learned absolute embeddings (BERT, GPT-2) or rotary (Llama)
+POSITIONS = ("absolute", "rotary")
 # Hugging Face activation names -> ours
-_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu"}
 
 
 def require_extra(module: str, purpose: str):
@@ -75,23 +80,30 @@ def require_extra(module: str, purpose: str):
 
 @dataclass(frozen=True)
 class LayerNormParams:
-    r"""One LayerNorm, :math:`y = \gamma \odot (x - \bar x)/\sqrt{\operatorname{var} x + \epsilon} + b`.
+    r"""One LayerNorm or RMSNorm.
+
+    LayerNorm: :math:`y = \gamma \odot (x - \bar x)/\sqrt{\operatorname{var} x + \epsilon} + b`;
+    RMSNorm (``rms=True``, Llama): :math:`y = \gamma \odot x/\sqrt{\tfrac1d\|x\|^2 + \epsilon}` (no
+    centring; ``bias`` is zero).
 
     Attributes
     ----------
     weight, bias : Tensor, shape=[d]
         :math:`\gamma` and :math:`b`.
     eps : float
+    rms : bool
+        RMSNorm instead of LayerNorm.
     """
 
     weight: torch.Tensor
     bias: torch.Tensor
     eps: float
+    rms: bool = False
 
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One block, ``torch.nn.Linear`` convention (``y = W x + b``, W of shape ``(out, in)``).
+    r"""One block, ``torch.nn.Linear`` convention (``y = W x + b``, W of shape ``(out, in)``).
 
     Attributes
     ----------
@@ -107,6 +119,12 @@ class LayerWeights:
     b_in : Tensor, shape=[m]
     W_out : Tensor, shape=[d, m]
     b_out : Tensor, shape=[d]
+    W_gate : Tensor or None, shape=[m, d]
+        SwiGLU's gate projection (Llama: ``gate_proj``; the MLP is
+        :math:`W_{out}(\mathrm{silu}(W_{gate} u) \odot (W_{in} u))`); None for a GELU MLP.
+
+    With grouped-query attention (:attr:`TransformerWeights.num_kv_heads` < ``num_heads``) W_k, W_v have
+    ``num_kv_heads * k`` rows.
     """
 
     W_q: torch.Tensor
@@ -123,6 +141,125 @@ class LayerWeights:
     b_in: torch.Tensor
     W_out: torch.Tensor
     b_out: torch.Tensor
+    W_gate: torch.Tensor | None = None
+
+
+def _check_tensor(where: str, t, shape: tuple[int, ...], dtype: torch.dtype | None) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{where} must be a tensor: got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise ValueError(f"{where} must be a floating-point tensor: got dtype {t.dtype}; the file is damaged")
+    if dtype is not None and t.dtype != dtype:
+        raise ValueError(
+            f"{where} has dtype {t.dtype}, the other tensors {dtype}; load every tensor in one dtype"
+        )
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(
+            f"{where} has shape {tuple(t.shape)}, the architecture needs {tuple(shape)}; the weights do not "
+            "belong to this configuration (check config.json against the weights file)"
+        )
+    if not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        raise ValueError(
+            f"{where} has {bad} non-finite entries (NaN or inf); the weights are damaged: re-export them"
+        )
+
+
+def check_weights(w: TransformerWeights) -> None:
+    """Check every tensor of a stack against its architecture: shape, dtype, finite values.
+
+    The model dimension d and the vocabulary come from the word embeddings, the head width k from
+    ``W_q`` and the number of heads, the MLP width m from each layer's ``W_in``; every other tensor must
+    fit them.
+
+    Raises
+    ------
+    ValueError
+        Naming the first tensor that does not fit (``layers[1].W_in``, ``embedding_ln.weight``, ...), the
+        shape found and the shape required, or the number of non-finite entries.
+    """
+    emb = w.word_embeddings
+    if not isinstance(emb, torch.Tensor) or emb.ndim != 2 or min(emb.shape) < 1:
+        got = tuple(emb.shape) if isinstance(emb, torch.Tensor) else type(emb).__name__
+        raise ValueError(f"word_embeddings must be a 2-D tensor (vocab, d): got {got}")
+    vocab, d = (int(x) for x in emb.shape)
+    dtype = emb.dtype
+    _check_tensor("word_embeddings", emb, (vocab, d), dtype)
+    H = w.num_heads
+    if isinstance(H, bool) or not isinstance(H, int) or H < 1:
+        raise ValueError(f"num_heads must be a positive integer: got {H!r}; pass the model's number of heads")
+    kv = w.kv_heads
+    if isinstance(kv, bool) or not isinstance(kv, int) or kv < 1 or H % kv:
+        raise ValueError(
+            f"num_kv_heads must be a positive integer dividing num_heads={H}: got {w.num_kv_heads!r}"
+        )
+    if not w.layers:
+        raise ValueError("a stack needs at least one layer: got none")
+    Wq0 = w.layers[0].W_q
+    rows = int(Wq0.shape[0]) if isinstance(Wq0, torch.Tensor) and Wq0.ndim == 2 else -1
+    if rows < 1 or rows % H:
+        raise ValueError(
+            f"the projections must split into num_heads={H} equal blocks: d = {d}, W_q has {rows} rows; "
+            "pass the model's number of heads"
+        )
+    k = rows // H
+    if w.positions == "rotary":
+        if k % 2:
+            raise ValueError(f"rotary positions need an even head width: got k = {k}")
+        if isinstance(w.max_positions, bool) or not isinstance(w.max_positions, int) or w.max_positions < 1:
+            raise ValueError(
+                f"a rotary model needs max_positions, a positive integer: got {w.max_positions!r}"
+            )
+        if not (math.isfinite(float(w.rope_theta)) and float(w.rope_theta) > 1):
+            raise ValueError(f"rope_theta must be a finite number > 1: got {w.rope_theta!r}")
+        if w.position_embeddings is not None:
+            raise ValueError("a rotary model has no position embeddings: got a position_embeddings tensor")
+    else:
+        pe = w.position_embeddings
+        if not isinstance(pe, torch.Tensor) or pe.ndim != 2:
+            raise ValueError(
+                "position_embeddings must be a 2-D tensor (max_length, d) for absolute positions"
+            )
+        _check_tensor("position_embeddings", pe, (int(pe.shape[0]), d), dtype)
+    if w.token_type_embeddings is not None:
+        tte = w.token_type_embeddings
+        n_types = int(tte.shape[0]) if isinstance(tte, torch.Tensor) and tte.ndim == 2 else 0
+        _check_tensor("token_type_embeddings", tte, (max(n_types, 1), d), dtype)
+
+    def ln(where: str, p) -> None:
+        if not isinstance(p, LayerNormParams):
+            raise ValueError(f"{where} must be LayerNormParams: got {type(p).__name__}")
+        _check_tensor(where + ".weight", p.weight, (d,), dtype)
+        _check_tensor(where + ".bias", p.bias, (d,), dtype)
+        if not (isinstance(p.eps, float) and math.isfinite(p.eps) and p.eps >= 0):
+            raise ValueError(f"{where}.eps must be a finite number >= 0: got {p.eps!r}")
+
+    if w.arch == "post_ln" and w.embedding_ln is None:
+        raise ValueError("a post_ln stack (BERT) needs embedding_ln, the LayerNorm of the embeddings")
+    if w.arch == "pre_ln" and w.final_ln is None:
+        raise ValueError("a pre_ln stack (GPT-2, Llama) needs final_ln, its final norm")
+    for where, p in (("embedding_ln", w.embedding_ln), ("final_ln", w.final_ln)):
+        if p is not None:
+            ln(where, p)
+    for i, lw in enumerate(w.layers):
+        a = f"layers[{i}]."
+        W_in = lw.W_in
+        m = int(W_in.shape[0]) if isinstance(W_in, torch.Tensor) and W_in.ndim == 2 else 0
+        for name, shape in (
+            ("W_q", (H * k, d)), ("b_q", (H * k,)), ("W_k", (kv * k, d)), ("b_k", (kv * k,)),
+            ("W_v", (kv * k, d)), ("b_v", (kv * k,)), ("W_o", (d, H * k)), ("b_o", (d,)),
+            ("W_in", (max(m, 1), d)), ("b_in", (max(m, 1),)), ("W_out", (d, max(m, 1))), ("b_out", (d,)),
+        ):  # fmt: skip
+            _check_tensor(a + name, getattr(lw, name), shape, dtype)
+        if lw.W_gate is not None:
+            _check_tensor(a + "W_gate", lw.W_gate, (m, d), dtype)
+        if (lw.W_gate is not None) != (w.activation == "silu"):
+            raise ValueError(
+                f"{a}W_gate: a gated MLP (SwiGLU) goes with activation 'silu' and only with it: "
+                f"activation {w.activation!r}, W_gate {'given' if lw.W_gate is not None else 'missing'}"
+            )
+        ln(a + "ln_attn", lw.ln_attn)
+        ln(a + "ln_mlp", lw.ln_mlp)
 
 
 @dataclass(frozen=True)
@@ -134,27 +271,38 @@ class TransformerWeights:
     name : str
         Where it came from (a path or a class name).
     arch : {"post_ln", "pre_ln"}
+        Where the norms sit (after the residual sum, BERT; before each sub-layer, GPT-2 and Llama).
     num_heads : int
     word_embeddings : Tensor, shape=[vocab, d]
-    position_embeddings : Tensor, shape=[max_length, d]
+    position_embeddings : Tensor or None, shape=[max_length, d]
+        Learned absolute positions; None for rotary positions (``positions="rotary"``).
     token_type_embeddings : Tensor or None, shape=[types, d]
     embedding_ln : LayerNormParams or None
         BERT's LayerNorm of the embeddings (``post_ln``).
     final_ln : LayerNormParams or None
-        GPT-2's final LayerNorm (``pre_ln``).
+        The final norm of a ``pre_ln`` stack (GPT-2's ``ln_f``, Llama's ``norm``).
     layers : tuple of LayerWeights
-    activation : {"gelu", "gelu_tanh"}
+    activation : {"gelu", "gelu_tanh", "silu"}
+        The MLP's activation (``silu`` with a gate: SwiGLU).
     causal : bool
         Decoder (token i attends to j <= i).
     notes : tuple of str
         What the loader did (transposes, splits, ignored tensors).
+    num_kv_heads : int or None
+        Key/value heads of grouped-query attention (None: ``num_heads``); query head h reads key/value
+        head ``h // (num_heads // num_kv_heads)``.
+    positions : {"absolute", "rotary"}
+    rope_theta : float
+        Base of the rotary frequencies, :math:`\theta_i = \text{base}^{-2i/k}` (``positions="rotary"``).
+    max_positions : int or None
+        Longest sequence of a rotary model (its configuration's ``max_position_embeddings``).
     """
 
     name: str
     arch: str
     num_heads: int
     word_embeddings: torch.Tensor
-    position_embeddings: torch.Tensor
+    position_embeddings: torch.Tensor | None
     token_type_embeddings: torch.Tensor | None
     embedding_ln: LayerNormParams | None
     final_ln: LayerNormParams | None
@@ -162,17 +310,29 @@ class TransformerWeights:
     activation: str
     causal: bool
     notes: tuple[str, ...] = ()
+    num_kv_heads: int | None = None
+    positions: str = "absolute"
+    rope_theta: float = 10000.0
+    max_positions: int | None = None
 
     def __post_init__(self):
         if self.arch not in ARCHITECTURES:
             raise ValueError(f"unknown architecture {self.arch!r}; valid: {', '.join(ARCHITECTURES)}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {self.activation!r}; valid: {', '.join(ACTIVATIONS)}")
-        if self.d % self.num_heads or self.layers[0].W_q.shape[0] % self.num_heads:
-            raise ValueError(
-                f"the projections must split into num_heads={self.num_heads} equal blocks: d = {self.d}, "
-                f"W_q has {self.layers[0].W_q.shape[0]} rows; pass the model's number of heads"
-            )
+        if self.positions not in POSITIONS:
+            raise ValueError(f"unknown positions {self.positions!r}; valid: {', '.join(POSITIONS)}")
+        check_weights(self)
+
+    @property
+    def kv_heads(self) -> int:
+        """Number of key/value heads (``num_heads`` unless grouped-query attention)."""
+        return self.num_heads if self.num_kv_heads is None else int(self.num_kv_heads)
+
+    @property
+    def norm(self) -> str:
+        """``"rms"`` (RMSNorm, Llama) or ``"layer"`` (LayerNorm)."""
+        return "rms" if self.layers[0].ln_attn.rms else "layer"
 
     @property
     def d(self) -> int:
@@ -191,7 +351,9 @@ class TransformerWeights:
 
     @property
     def max_length(self) -> int:
-        """Longest sequence the position embeddings cover."""
+        """Longest sequence the model takes (its position embeddings, or ``max_positions`` if rotary)."""
+        if self.position_embeddings is None:
+            return int(self.max_positions)
         return int(self.position_embeddings.shape[0])
 
     def head_matrices(self, layer: int) -> dict[str, torch.Tensor]:
@@ -200,14 +362,17 @@ class TransformerWeights:
         Returns
         -------
         dict
-            ``Q, K, V``: shape=[H, k, d] (rows of W_q, W_k, W_v of head h); ``O``: shape=[H, d, k]
+            ``Q, K, V``: shape=[H, k, d] (rows of W_q, W_k, W_v of head h; with grouped-query attention
+            K and V of the key/value head that query head h reads); ``O``: shape=[H, d, k]
             (columns of W_o); ``D``: shape=[H, d, d], :math:`D_h = Q_h^\top K_h/\sqrt k` (scores
             :math:`\langle x_i, D_h x_j\rangle` of the biasless attention on the attention's input).
         """
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.depth:
             raise ValueError(f"layer must be an integer in [0, {self.depth - 1}]: got {layer!r}")
         lw, H, k, d = self.layers[layer], self.num_heads, self.head_dim, self.d
-        Q, K, V = (W.reshape(H, k, d) for W in (lw.W_q, lw.W_k, lw.W_v))
+        g = H // self.kv_heads  # query heads per key/value head (grouped-query attention)
+        Q = lw.W_q.reshape(H, k, d)
+        K, V = (W.reshape(self.kv_heads, k, d).repeat_interleave(g, dim=0) for W in (lw.W_k, lw.W_v))
         O = lw.W_o.reshape(d, H, k).permute(1, 0, 2)
         return {"Q": Q, "K": K, "V": V, "O": O, "D": Q.transpose(-1, -2) @ K / math.sqrt(k)}
 
@@ -235,11 +400,56 @@ class _Reader:
             )
         self.used.add(full)
         t = self.sd[full]
-        t = t if isinstance(t, torch.Tensor) else torch.as_tensor(t)
-        return t.detach().to(device="cpu", dtype=self.dtype).clone()
+        try:
+            t = t if isinstance(t, torch.Tensor) else torch.tensor(t)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise ValueError(f"{self.name}: tensor {full!r} is not an array of numbers ({exc})") from exc
+        if not (t.is_floating_point() or t.dtype in (torch.bfloat16, torch.float16)):
+            raise ValueError(
+                f"{self.name}: tensor {full!r} has dtype {t.dtype}; weights must be floating point (the "
+                "file is damaged or is not a model's weights)"
+            )
+        t = t.detach().to(device="cpu", dtype=self.dtype).clone()
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(
+                f"{self.name}: tensor {full!r} has {int((~torch.isfinite(t)).sum())} non-finite entries "
+                "(NaN or inf); the weights are damaged: re-export them"
+            )
+        return t
 
     def ln(self, key: str, eps: float) -> LayerNormParams:
         return LayerNormParams(self(key + ".weight"), self(key + ".bias"), float(eps))
+
+    def rms(self, key: str, eps: float) -> LayerNormParams:
+        w = self(key + ".weight")
+        return LayerNormParams(w, torch.zeros_like(w), float(eps), rms=True)
+
+
+def _cfg_int(config: Mapping, key: str, name: str, default: int | None = None, *, minimum: int = 1) -> int:
+    """An integer of config.json, refused with its key and value when absent, not an integer or too small."""
+    v = config.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ValueError(
+            f"{name}: config.json {key!r} must be an integer >= {minimum}: got {v!r}"
+            + (" (missing)" if key not in config else "")
+            + "; fix config.json to match the weights"
+        )
+    return v
+
+
+def _cfg_float(config: Mapping, key: str, name: str, default: float, *, minimum: float = 0.0) -> float:
+    v = config.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < minimum:
+        raise ValueError(f"{name}: config.json {key!r} must be a finite number >= {minimum}: got {v!r}")
+    return float(v)
+
+
+def _build(name: str, **kwargs) -> TransformerWeights:
+    """TransformerWeights(...) with a failed architecture check reported under the model's name."""
+    try:
+        return TransformerWeights(name=name, **kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from exc
 
 
 def _prefix(sd: Mapping[str, object], marker: str, candidates: tuple[str, ...]) -> str:
@@ -259,8 +469,9 @@ def _layer_count(sd: Mapping[str, object], pattern: str) -> int:
 def _bert(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
     p = _prefix(sd, "embeddings.word_embeddings.weight", ("", "bert.", "model."))
     r = _Reader(sd, name, p, dtype)
-    eps = float(config.get("layer_norm_eps", 1e-12))
-    L = int(config.get("num_hidden_layers", 0)) or _layer_count(sd, p + "encoder.layer.{}.")
+    eps = _cfg_float(config, "layer_norm_eps", name, 1e-12)
+    H = _cfg_int(config, "num_attention_heads", name)
+    L = _cfg_int(config, "num_hidden_layers", name, 0, minimum=0) or _layer_count(sd, p + "encoder.layer.{}.")
     if L == 0:
         r("encoder.layer.0.attention.self.query.weight")  # raises, listing what was found
     layers = []
@@ -284,17 +495,17 @@ def _bert(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
                 b_out=r(a + "output.dense.bias"),
             )
         )
-    act = str(config.get("hidden_act", "gelu"))
-    if act not in _HF_ACTIVATIONS:
+    act = config.get("hidden_act", "gelu")
+    if not isinstance(act, str) or act not in _HF_ACTIVATIONS or act == "silu":
         raise ValueError(f"{name}: unsupported activation {act!r}; supported: {', '.join(_HF_ACTIVATIONS)}")
     pos_type = config.get("position_embedding_type", "absolute")
     if pos_type != "absolute":
         raise ValueError(f"{name}: only absolute position embeddings are supported: got {pos_type!r}")
     tte = p + "embeddings.token_type_embeddings.weight"
-    return TransformerWeights(
-        name=name,
+    return _build(
+        name,
         arch="post_ln",
-        num_heads=int(config["num_attention_heads"]),
+        num_heads=H,
         word_embeddings=r("embeddings.word_embeddings.weight"),
         position_embeddings=r("embeddings.position_embeddings.weight"),
         token_type_embeddings=r("embeddings.token_type_embeddings.weight") if tte in sd else None,
@@ -310,8 +521,9 @@ def _bert(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
 def _gpt2(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
     p = _prefix(sd, "wte.weight", ("", "transformer."))
     r = _Reader(sd, name, p, dtype)
-    eps = float(config.get("layer_norm_epsilon", 1e-5))
-    L = int(config.get("n_layer", 0)) or _layer_count(sd, p + "h.{}.")
+    eps = _cfg_float(config, "layer_norm_epsilon", name, 1e-5)
+    H = _cfg_int(config, "n_head", name)
+    L = _cfg_int(config, "n_layer", name, 0, minimum=0) or _layer_count(sd, p + "h.{}.")
     if L == 0:
         r("h.0.attn.c_attn.weight")
     d = int(r("wte.weight").shape[1])
@@ -345,18 +557,18 @@ def _gpt2(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
                 b_out=r(a + "mlp.c_proj.bias"),
             )
         )
-    act = str(config.get("activation_function", "gelu_new"))
-    if act not in _HF_ACTIVATIONS:
+    act = config.get("activation_function", "gelu_new")
+    if not isinstance(act, str) or act not in _HF_ACTIVATIONS or act == "silu":
         raise ValueError(f"{name}: unsupported activation {act!r}; supported: {', '.join(_HF_ACTIVATIONS)}")
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
         if config.get(flag):
             raise ValueError(f"{name}: GPT-2 option {flag}=True is not supported; load a model without it")
     if not config.get("scale_attn_weights", True):
         raise ValueError(f"{name}: scale_attn_weights=False (no 1/sqrt(k)) is not supported")
-    return TransformerWeights(
-        name=name,
+    return _build(
+        name,
         arch="pre_ln",
-        num_heads=int(config["n_head"]),
+        num_heads=H,
         word_embeddings=r("wte.weight"),
         position_embeddings=r("wpe.weight"),
         token_type_embeddings=None,
@@ -373,6 +585,76 @@ def _gpt2(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
     )
 
 
+def _llama(sd, config: Mapping, name: str, dtype) -> TransformerWeights:
+    """Llama layout (SmolLM2, TinyLlama, ...): RMSNorm, rotary positions, SwiGLU, grouped-query attention."""
+    p = _prefix(sd, "embed_tokens.weight", ("", "model."))
+    r = _Reader(sd, name, p, dtype)
+    eps = _cfg_float(config, "rms_norm_eps", name, 1e-6)
+    H = _cfg_int(config, "num_attention_heads", name)
+    kv = _cfg_int(config, "num_key_value_heads", name, H)
+    L = _cfg_int(config, "num_hidden_layers", name, 0, minimum=0) or _layer_count(sd, p + "layers.{}.")
+    max_pos = _cfg_int(config, "max_position_embeddings", name, 2048)
+    rope = config.get("rope_parameters") or {}
+    theta = rope.get("rope_theta", config.get("rope_theta", 10000.0)) if isinstance(rope, Mapping) else None
+    rope_type = rope.get("rope_type", "default") if isinstance(rope, Mapping) else None
+    if rope_type != "default" or config.get("rope_scaling"):
+        raise ValueError(
+            f"{name}: only the default rotary embedding is supported: got rope parameters "
+            f"{rope or config.get('rope_scaling')!r}"
+        )
+    if config.get("attention_bias") or config.get("mlp_bias"):
+        raise ValueError(f"{name}: Llama models with attention_bias or mlp_bias are not supported")
+    if config.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"{name}: a Llama MLP needs hidden_act 'silu': got {config.get('hidden_act')!r}")
+    head_dim = config.get("head_dim")
+    if L == 0:
+        r("layers.0.self_attn.q_proj.weight")
+    emb = r("embed_tokens.weight")
+    if head_dim not in (None, emb.shape[1] // H):
+        raise ValueError(f"{name}: head_dim {head_dim!r} other than hidden_size / num_attention_heads")
+    layers = []
+    for i in range(L):
+        a = f"layers.{i}."
+        Wq, Wk, Wv = (r(a + f"self_attn.{x}_proj.weight") for x in "qkv")
+        W_in, W_out = r(a + "mlp.up_proj.weight"), r(a + "mlp.down_proj.weight")
+        z = torch.zeros  # Llama has no biases; zeros keep one shape for every layout
+        layers.append(
+            LayerWeights(
+                W_q=Wq, b_q=z(Wq.shape[0], dtype=dtype), W_k=Wk, b_k=z(Wk.shape[0], dtype=dtype),
+                W_v=Wv, b_v=z(Wv.shape[0], dtype=dtype),
+                W_o=r(a + "self_attn.o_proj.weight"), b_o=z(emb.shape[1], dtype=dtype),
+                ln_attn=r.rms(a + "input_layernorm", eps),
+                ln_mlp=r.rms(a + "post_attention_layernorm", eps),
+                W_in=W_in, b_in=z(W_in.shape[0], dtype=dtype),
+                W_out=W_out, b_out=z(emb.shape[1], dtype=dtype),
+                W_gate=r(a + "mlp.gate_proj.weight"),
+            )
+        )  # fmt: skip
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool):
+        raise ValueError(f"{name}: config.json rope_theta must be a number: got {theta!r}")
+    notes = ("Llama: no biases (zeros), RMSNorm, rotary positions, SwiGLU MLP",)
+    if config.get("tie_word_embeddings", True):
+        notes += ("tied word embeddings (the LM head is the embedding matrix; not used here)",)
+    return _build(
+        name,
+        arch="pre_ln",
+        num_heads=H,
+        num_kv_heads=kv,
+        word_embeddings=emb,
+        position_embeddings=None,
+        token_type_embeddings=None,
+        embedding_ln=None,
+        final_ln=r.rms("norm", eps),
+        layers=tuple(layers),
+        activation="silu",
+        causal=True,
+        notes=notes + _unused_note(sd, r),
+        positions="rotary",
+        rope_theta=float(theta),
+        max_positions=max_pos,
+    )
+
+
 def _unused_note(sd: Mapping[str, object], r: _Reader) -> tuple[str, ...]:
     # buffers (position ids, causal-mask bias) and heads on top of the encoder (pooler, LM head) are not used
     unused = sorted(k for k in sd if k not in r.used)
@@ -383,7 +665,7 @@ def _unused_note(sd: Mapping[str, object], r: _Reader) -> tuple[str, ...]:
     )
 
 
-_LOADERS = {"bert": _bert, "gpt2": _gpt2}
+_LOADERS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}
 
 
 def from_state_dict(
@@ -401,7 +683,7 @@ def from_state_dict(
         Tensor names as Hugging Face writes them (``encoder.layer.0.attention.self.query.weight``,
         ``h.0.attn.c_attn.weight``; a ``bert.`` or ``transformer.`` prefix is accepted).
     config : mapping
-        The model's configuration; ``model_type`` (``"bert"`` or ``"gpt2"``) selects the layout.
+        The model's configuration; ``model_type`` (``"bert"``, ``"gpt2"`` or ``"llama"``) selects the layout.
     name : str
         Quoted in error messages.
     dtype : torch.dtype
@@ -417,11 +699,16 @@ def from_state_dict(
         For an unknown ``model_type`` (listing the supported ones) or a missing projection (naming it and
         listing the modules found).
     """
-    kind = str(config.get("model_type", ""))
+    if not isinstance(config, Mapping):
+        raise ValueError(
+            f"{name}: the configuration must be a mapping (config.json holds one JSON object): got "
+            f"{type(config).__name__}"
+        )
+    kind = config.get("model_type", "")
     if kind not in _LOADERS:
         raise ValueError(
             f"{name}: unsupported model_type {kind!r}; supported: {', '.join(_LOADERS)} (BERT-style "
-            "encoders and GPT-2-style decoders with query/key/value/output projections per layer)"
+            "encoders, GPT-2-style decoders, Llama-style decoders; ONNX and GGUF files: load_onnx, load_gguf)"
         )
     return _LOADERS[kind](state_dict, config, name, dtype)
 
@@ -460,11 +747,38 @@ def from_hf_model(model: torch.nn.Module, *, dtype: torch.dtype = torch.float64)
     return from_state_dict(model.state_dict(), config.to_dict(), name=type(model).__name__, dtype=dtype)
 
 
-def load_local(directory: str | Path, *, dtype: torch.dtype = torch.float64) -> TransformerWeights:
-    """Load a Hugging Face model directory from disk, offline (``config.json`` + weights).
+#: largest config.json read (a model's configuration is a few kB)
+CONFIG_MAX_BYTES = 1 << 20
 
-    ``model.safetensors`` is read with ``safetensors`` alone; a directory holding only other weight
-    formats (``pytorch_model.bin``) is opened with ``transformers`` (``local_files_only=True``).
+
+def read_config(path: Path) -> dict:
+    """Read a model's ``config.json``: a regular file of at most 1 MiB holding one JSON object.
+
+    Raises
+    ------
+    ValueError
+        For a file that is not regular, too large, not UTF-8 JSON, or not an object.
+    """
+    if not path.is_file():
+        raise ValueError(f"{path} must be a regular file (config.json of a model directory)")
+    size = path.stat().st_size
+    if size > CONFIG_MAX_BYTES:
+        raise ValueError(f"{path} is {size} bytes, more than {CONFIG_MAX_BYTES}: not a model configuration")
+    try:
+        with path.open("rb") as f:
+            config = json.loads(f.read(CONFIG_MAX_BYTES + 1).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); fix or re-export config.json") from exc
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold one JSON object: got {type(config).__name__}")
+    return config
+
+
+def load_local(directory: str | Path, *, dtype: torch.dtype = torch.float64) -> TransformerWeights:
+    """Load a Hugging Face model directory from disk, offline (``config.json`` + ``model.safetensors``).
+
+    Only tensors are read (``safetensors``); nothing in the directory is executed: no pickle
+    (``pytorch_model.bin`` is refused with the command that converts it), no custom model code.
 
     Parameters
     ----------
@@ -479,24 +793,33 @@ def load_local(directory: str | Path, *, dtype: torch.dtype = torch.float64) -> 
     ------
     FileNotFoundError
         If the directory or its ``config.json`` is missing.
+    ValueError
+        A directory with only pickled weights, a bad ``config.json``, or tensors that do not fit the
+        architecture (:func:`check_weights`).
     ImportError
-        If ``safetensors`` / ``transformers`` are missing (``pip install attnflow[models]``).
+        If ``safetensors`` is missing (``pip install attnflow[models]``).
     """
     path = Path(directory)
     cfg_file = path / "config.json"
-    if not cfg_file.is_file():
+    if not cfg_file.exists():
         raise FileNotFoundError(
             f"{path} is not a Hugging Face model directory: no config.json there; pass the directory "
             "holding config.json and model.safetensors (nothing is downloaded)"
         )
-    config = json.loads(cfg_file.read_text())
+    config = read_config(cfg_file)
     st = path / "model.safetensors"
-    if st.is_file():
-        load_file = require_extra("safetensors.torch", "reading model.safetensors").load_file
-        return from_state_dict(load_file(str(st)), config, name=str(path), dtype=dtype)
-    transformers = require_extra("transformers", f"reading the weights in {path}")
-    model = transformers.AutoModel.from_pretrained(str(path), local_files_only=True)
-    return from_state_dict(model.state_dict(), config, name=str(path), dtype=dtype)
+    if not st.is_file():
+        pickled = sorted(f.name for f in path.glob("*.bin")) + sorted(f.name for f in path.glob("*.pt*"))
+        hint = (
+            f"{', '.join(pickled)} is a pickle, which can run code when loaded, so attnflow never opens it; "
+            'convert it once where you trust it: python -c "import torch, safetensors.torch as s; '
+            "s.save_file(torch.load('pytorch_model.bin', weights_only=True), 'model.safetensors')\""
+            if pickled
+            else "export the weights as model.safetensors (or use load_onnx / load_gguf)"
+        )
+        raise ValueError(f"{path}: no model.safetensors; {hint}")
+    load_file = require_extra("safetensors.torch", "reading model.safetensors").load_file
+    return from_state_dict(load_file(str(st)), config, name=str(path), dtype=dtype)
 
 
 def minilm_path() -> Path:

@@ -1,6 +1,6 @@
 r"""Theta_t from a trained stack: layer l's heads as the weights of the flow on [l T, (l + 1) T).
 
-The flow moves the sphere tokens :math:`z_i \in S^{d-1}` of :mod:`attnflow.bridge.forward` (LayerNorm read as
+The flow moves the sphere tokens :math:`z_i \in S^{d-1}` of :mod:`attnflow.bridge.passes` (LayerNorm read as
 the projection onto the sphere of radius :math:`\sqrt d` after centring). Layer l's attention reads the
 LayerNorm output :math:`\sqrt d\,\gamma_l \odot z + b_l = A_l z + b_l` with :math:`A_l = \sqrt d
 \operatorname{diag}(\gamma_l)` (the LayerNorm that feeds it: BERT's embedding LayerNorm, then each block's
@@ -40,7 +40,7 @@ import torch
 
 from ..model.weights import PiecewiseConstant
 from .checkpoint import LayerNormParams, TransformerWeights
-from .forward import mlp
+from .passes import mlp
 
 __all__ = ["BEYOND", "ModelTheta", "attention_layer_norm", "mlp_drift", "stream_norms", "theta_from_weights"]
 
@@ -124,6 +124,15 @@ def _check_stream_norms(weights: TransformerWeights, norms) -> list[float] | Non
     return vals
 
 
+def _check_flow_layout(weights: TransformerWeights) -> None:
+    if weights.positions != "absolute" or weights.norm != "layer":
+        raise ValueError(
+            f"{weights.name}: Theta_t is built for LayerNorm models with absolute positions (bert, gpt2); "
+            f"this one has {weights.positions} positions and {weights.norm} norms, whose heads are not "
+            "position-free maps of the sphere tokens; probe it with attnflow.analysis.probe instead"
+        )
+
+
 def theta_from_weights(
     weights: TransformerWeights, *, layer_time: float = 1.0, residual_norms=None
 ) -> ModelTheta:
@@ -156,6 +165,7 @@ def theta_from_weights(
         or not (math.isfinite(layer_time) and layer_time > 0)
     ):
         raise ValueError(f"layer_time must be a finite number > 0: got {layer_time!r}; e.g. layer_time=1.0")
+    _check_flow_layout(weights)
     d, H, k = weights.d, weights.num_heads, weights.head_dim
     rho = _check_stream_norms(weights, residual_norms)
     Ds, Vs = [], []
@@ -229,6 +239,7 @@ def mlp_drift(weights: TransformerWeights, layer: int, *, residual_norm: float |
     """
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < weights.depth:
         raise ValueError(f"layer must be an integer in [0, {weights.depth - 1}]: got {layer!r}")
+    _check_flow_layout(weights)
     lw, d = weights.layers[layer], weights.d
     ln = lw.ln_attn if weights.arch == "post_ln" else lw.ln_mlp
     a = math.sqrt(d) * ln.weight

@@ -19,6 +19,7 @@ module             commands
 ``train``          ``train``
 ``report``         ``report``
 ``pde``            ``pde-plot``
+``probe``          ``probe`` (a real model's layers, beside random-init nulls)
 ``errors``         the one exception -> exit status mapping (every command runs inside it)
 =================  ==========================================================================
 
@@ -40,7 +41,7 @@ from ._app import app, config_app, study_app
 
 # the command modules register their commands on ``app`` when imported, in the order of ``--help``
 # isort: off
-from . import config, runs, readers, study, reproduce, theory, train, report, pde  # noqa: F401, E402
+from . import config, runs, readers, study, reproduce, theory, train, report, pde, probe  # noqa: F401, E402
 
 # isort: on
 from .errors import CLI_PHRASES, for_cli  # noqa: E402

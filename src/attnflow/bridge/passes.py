@@ -26,7 +26,19 @@ import torch
 from ..model.attention import attention_weights, causal_mask
 from .checkpoint import LayerNormParams, LayerWeights, TransformerWeights
 
-__all__ = ["ForwardPass", "check_input_ids", "forward", "gelu", "layer_norm", "mlp", "sphere_tokens"]
+__all__ = [
+    "ForwardPass",
+    "apply_rotary",
+    "attention_sublayer",
+    "block",
+    "check_input_ids",
+    "forward",
+    "gelu",
+    "layer_norm",
+    "mlp",
+    "rotary_tables",
+    "sphere_tokens",
+]
 
 
 @dataclass(frozen=True)
@@ -39,11 +51,13 @@ class ForwardPass:
         As ``transformers`` returns them with ``output_hidden_states=True``: the embedding output, then
         each block's output (GPT-2: the last one after the final LayerNorm).
     tokens : Tensor, shape=[L + 1, n, d]
-        Sphere tokens (module docstring) at depth 0..L, unit norm, orthogonal to the all-ones vector.
+        Sphere tokens (module docstring) at depth 0..L: unit norm, orthogonal to the all-ones vector
+        (RMSNorm models: not centred). Not the hidden states and not token ids; also ``sphere_tokens``.
     attention_inputs : Tensor, shape=[L, n, d]
         What each layer's attention reads (a LayerNorm output).
     attentions : Tensor, shape=[L, H, n, n]
-        Attention weights of every layer and head (with the model's biases).
+        Attention weights of every layer and head (with the model's biases), as ``transformers`` returns
+        them with ``output_attentions=True``.
     """
 
     hidden_states: torch.Tensor
@@ -51,31 +65,41 @@ class ForwardPass:
     attention_inputs: torch.Tensor
     attentions: torch.Tensor
 
+    @property
+    def sphere_tokens(self) -> torch.Tensor:
+        """The sphere tokens (same tensor as :attr:`tokens`, under a name that cannot be misread)."""
+        return self.tokens
+
 
 def layer_norm(x: torch.Tensor, p: LayerNormParams) -> torch.Tensor:
-    r"""LayerNorm over the last axis.
+    r"""LayerNorm (or RMSNorm, ``p.rms``) over the last axis.
 
-    .. math:: \gamma \odot (x - \bar x)/\sqrt{\tfrac1d\textstyle\sum_k (x_k - \bar x)^2 + \epsilon} + b
+    .. math:: \gamma \odot (x - \bar x)/\sqrt{\tfrac1d\textstyle\sum_k (x_k - \bar x)^2 + \epsilon} + b,
+              \qquad \text{RMSNorm: } \gamma \odot x/\sqrt{\tfrac1d\textstyle\sum_k x_k^2 + \epsilon}
     """
+    if p.rms:
+        return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + p.eps) * p.weight
     mu = x.mean(dim=-1, keepdim=True)
     c = x - mu
     var = c.pow(2).mean(dim=-1, keepdim=True)
     return c / torch.sqrt(var + p.eps) * p.weight + p.bias
 
 
-def sphere_tokens(y: torch.Tensor) -> torch.Tensor:
+def sphere_tokens(y: torch.Tensor, *, centred: bool = True) -> torch.Tensor:
     r"""Centre over the last axis and normalise: the sphere point a LayerNorm projects ``y`` onto.
 
     Parameters
     ----------
     y : Tensor, shape=[..., d]
+    centred : bool
+        False for an RMSNorm model (RMSNorm projects onto the sphere without centring): :math:`y/\|y\|`.
 
     Returns
     -------
     Tensor, shape=[..., d]
         :math:`(y - \bar y)/\|y - \bar y\|`.
     """
-    c = y - y.mean(dim=-1, keepdim=True)
+    c = y - y.mean(dim=-1, keepdim=True) if centred else y
     return c / torch.linalg.vector_norm(c, dim=-1, keepdim=True)
 
 
@@ -92,15 +116,54 @@ def gelu(x: torch.Tensor, kind: str) -> torch.Tensor:
     raise ValueError(f"unknown activation {kind!r}; valid: gelu, gelu_tanh")
 
 
-def _attention(h: torch.Tensor, lw: LayerWeights, H: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_tables(n: int, k: int, base: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Cosines and sines of rotary positions (Su et al., 2021), the half-split layout of Llama.
+
+    Position p rotates the coordinate pairs (i, i + k/2) of each query and key by the angle
+    :math:`p\,\theta_i`, :math:`\theta_i = \text{base}^{-2i/k}`, i < k/2; computed in float64.
+
+    Returns
+    -------
+    cos, sin : Tensor, shape=[n, k]
+    """
+    inv = 1.0 / base ** (torch.arange(0, k, 2, dtype=torch.float64) / k)
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * inv[None, :]
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the rows of ``x`` (shape=[..., n, k]) by the tables of :func:`rotary_tables`."""
+    half = x.shape[-1] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rot * sin
+
+
+def attention_sublayer(
+    h: torch.Tensor, weights: TransformerWeights, layer: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Layer ``layer``'s multi-head attention on its input ``h`` (shape=[n, d], a norm's output).
+
+    Returns the sub-layer's output (after ``W_o``, with its bias; shape=[n, d]) and the attention weights
+    (shape=[H, n, n]). Rotary positions, grouped-query attention and the causal mask are applied as the
+    model declares them.
+    """
+    lw, H = weights.layers[layer], weights.num_heads
     n, d = h.shape
     k = lw.W_q.shape[0] // H
-    q, kk, v = (
-        (h @ W.T + b).reshape(n, H, -1).transpose(0, 1)
-        for W, b in ((lw.W_q, lw.b_q), (lw.W_k, lw.b_k), (lw.W_v, lw.b_v))
+    q = (h @ lw.W_q.T + lw.b_q).reshape(n, H, k).transpose(0, 1)
+    kk, v = (
+        (h @ W.T + b).reshape(n, weights.kv_heads, k).transpose(0, 1)
+        for W, b in ((lw.W_k, lw.b_k), (lw.W_v, lw.b_v))
     )
+    if weights.positions == "rotary":
+        cos, sin = rotary_tables(n, k, weights.rope_theta, h.dtype)
+        q, kk = apply_rotary(q, cos, sin), apply_rotary(kk, cos, sin)
+    g = H // weights.kv_heads
+    if g > 1:  # grouped-query attention: query head h reads key/value head h // g
+        kk, v = kk.repeat_interleave(g, dim=0), v.repeat_interleave(g, dim=0)
     scores = q @ kk.transpose(-1, -2) / math.sqrt(k)  # (H, n, n)
-    if causal:
+    if weights.causal:
         scores = scores.masked_fill(~causal_mask(n, h.device), -math.inf)
     A = attention_weights(scores, torch.logsumexp(scores, dim=-1), "softmax")
     out = (A @ v).transpose(0, 1).reshape(n, -1)  # concat over heads
@@ -110,9 +173,26 @@ def _attention(h: torch.Tensor, lw: LayerWeights, H: int, causal: bool) -> tuple
 def mlp(u: torch.Tensor, lw: LayerWeights, activation: str) -> torch.Tensor:
     r"""The block's MLP on the rows of ``u`` (shape=[n, d]).
 
-    .. math:: W_{out}\,\mathrm{gelu}(W_{in} u + b_{in}) + b_{out}
+    .. math:: W_{out}\,\mathrm{gelu}(W_{in} u + b_{in}) + b_{out}, \qquad
+              \text{SwiGLU: } W_{out}\,(\mathrm{silu}(W_{gate} u) \odot W_{in} u)
     """
+    if lw.W_gate is not None:
+        return (torch.nn.functional.silu(u @ lw.W_gate.T) * (u @ lw.W_in.T + lw.b_in)) @ lw.W_out.T + lw.b_out
     return gelu(u @ lw.W_in.T + lw.b_in, activation) @ lw.W_out.T + lw.b_out
+
+
+def block(weights: TransformerWeights, layer: int, h: torch.Tensor) -> torch.Tensor:
+    """One whole block on its input state (shape=[n, d]): the map whose Jacobian a probe measures.
+
+    ``post_ln``: the LayerNorm output entering the block to the one leaving it; ``pre_ln``: the residual
+    stream entering to the residual stream leaving.
+    """
+    lw = weights.layers[layer]
+    if weights.arch == "post_ln":
+        u = layer_norm(h + attention_sublayer(h, weights, layer)[0], lw.ln_attn)
+        return layer_norm(u + mlp(u, lw, weights.activation), lw.ln_mlp)
+    r = h + attention_sublayer(layer_norm(h, lw.ln_attn), weights, layer)[0]
+    return r + mlp(layer_norm(r, lw.ln_mlp), lw, weights.activation)
 
 
 def check_input_ids(weights: TransformerWeights, input_ids) -> torch.Tensor:
@@ -176,8 +256,10 @@ def forward(weights: TransformerWeights, input_ids, token_type_ids=None) -> Forw
     """
     ids = check_input_ids(weights, input_ids)
     n = ids.numel()
-    x = weights.word_embeddings[ids] + weights.position_embeddings[:n]
-    H, causal = weights.num_heads, weights.causal
+    x = weights.word_embeddings[ids]
+    if weights.position_embeddings is not None:
+        x = x + weights.position_embeddings[:n]
+    centred = weights.norm == "layer"
     hidden, tokens, inputs, attns = [], [], [], []
     if weights.arch == "post_ln":
         if weights.token_type_embeddings is not None:
@@ -190,8 +272,8 @@ def forward(weights: TransformerWeights, input_ids, token_type_ids=None) -> Forw
         tokens.append(sphere_tokens(x))
         h = layer_norm(x, weights.embedding_ln)
         hidden.append(h)
-        for lw in weights.layers:
-            a, A = _attention(h, lw, H, causal)
+        for i, lw in enumerate(weights.layers):
+            a, A = attention_sublayer(h, weights, i)
             inputs.append(h)
             attns.append(A)
             u = layer_norm(h + a, lw.ln_attn)
@@ -201,16 +283,16 @@ def forward(weights: TransformerWeights, input_ids, token_type_ids=None) -> Forw
             hidden.append(h)
     else:
         r = x
-        tokens.append(sphere_tokens(r))
+        tokens.append(sphere_tokens(r, centred=centred))
         hidden.append(r)
-        for lw in weights.layers:
+        for i, lw in enumerate(weights.layers):
             h = layer_norm(r, lw.ln_attn)
-            a, A = _attention(h, lw, H, causal)
+            a, A = attention_sublayer(h, weights, i)
             inputs.append(h)
             attns.append(A)
             r = r + a
             r = r + mlp(layer_norm(r, lw.ln_mlp), lw, weights.activation)
-            tokens.append(sphere_tokens(r))
+            tokens.append(sphere_tokens(r, centred=centred))
             hidden.append(r)
         hidden[-1] = layer_norm(r, weights.final_ln)
     return ForwardPass(
