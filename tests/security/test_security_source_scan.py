@@ -127,7 +127,6 @@ def test_trust_remote_code_is_literally_false_outside_the_bridge():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.xfail(reason="bridge engineer fixes", strict=False)
 def test_trust_remote_code_is_literally_false_in_the_bridge():
     bad = [w for r, w in _all_violations() if r == "trust_remote_code" and "/bridge/" in w]
     assert not bad, "\n".join(bad)
