@@ -7,6 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
+bash "$root/scripts/setup_browser.sh"  # headless Chromium for the browser tests (root with apt only)
 cd "$root"
 python -m ruff check src tests benchmarks
 lint-imports  # the contracts in pyproject.toml [tool.importlinter]
