@@ -1,7 +1,7 @@
 """attnflow as a user installs it (issue 31): ``python -m build`` makes the sdist and the wheel (the wheel
 built from the sdist, so a file missing from the sdist fails here), the wheel goes into a fresh virtual
-environment outside the checkout, and from there ``attnflow --version``, a tiny run, a quick study and ``attnflow report``
-work, with the package data (presets, corpus) inside the wheel and numba's cache working where site-packages
+environment outside the checkout, and from there ``attnflow --version``, a tiny run, a quick study and
+``attnflow report`` work, with the package data (presets, corpus) inside the wheel and numba's cache working where site-packages
 is read-only.
 
 Speed: the new environment gets the wheel itself (``pip install --no-deps --no-index``) and sees the
