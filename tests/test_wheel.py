@@ -2,8 +2,9 @@
 built from the sdist, so a file missing from the sdist fails here), the wheel goes into a fresh virtual
 environment outside the checkout, and from there ``attnflow --version``, a tiny run, a quick study and
 ``attnflow report`` work, with the package data (presets, corpus) inside the wheel and numba's cache working
-where site-packages is read-only. Measured (whole module, load average 25 on the shared 2-core machine): build
-10.6 s, install 18.4 s, --version 16.7 s, tiny run with the first compile 479 s, quick study 225 s, report 37 s.
+where site-packages is read-only. Measured (whole module, load average 25 on the shared 2-core machine):
+build 10.6 s, install 18.4 s, --version 16.7 s, tiny run with the first compile 479 s, quick study 225 s,
+report 37 s.
 
 Speed: the new environment gets the wheel itself (``pip install --no-deps --no-index``) and sees the
 dependencies of the environment running the tests through a ``.pth`` line (plain directory entries: the
