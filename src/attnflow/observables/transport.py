@@ -59,6 +59,8 @@ def _check_count(value: int, name: str, minimum: int) -> int:
 
 def _paired_clouds(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate two clouds and broadcast their path axes (P or 1 each)."""
+    x = torch.as_tensor(x) if isinstance(x, np.ndarray) else x  # NumPy clouds are taken as they are
+    y = torch.as_tensor(y) if isinstance(y, np.ndarray) else y
     xb = as_batched_tokens(x, "x")
     yb = as_batched_tokens(y, "y")
     if xb.shape[-1] != yb.shape[-1]:
