@@ -43,8 +43,9 @@ _step() {
 
 # uv reads its own settings: hand it pip's find-links, extra indexes and constraints when pip has them
 _uv_env() {
-  local pipcfg v
-  pipcfg() { "$venv/bin/python" -m pip config get "$1" 2>/dev/null || true; }
+  local cfg v
+  cfg="$("$venv/bin/python" -m pip config list 2>/dev/null || true)"  # one call: global.X='value' lines
+  pipcfg() { printf '%s\n' "$cfg" | sed -n "s/^$1='\(.*\)'\$/\1/p" | head -n 1; }
   export UV_FIND_LINKS="${UV_FIND_LINKS:-${PIP_FIND_LINKS:-$(pipcfg global.find-links)}}"
   v="$(pipcfg global.extra-index-url)"; [ -n "$v" ] && export UV_EXTRA_INDEX_URL="${UV_EXTRA_INDEX_URL:-$v}"
   v="$(pipcfg global.constraint)"; [ -n "$v" ] && [ -f "$v" ] && export UV_CONSTRAINT="${UV_CONSTRAINT:-$v}"
