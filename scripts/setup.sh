@@ -50,7 +50,6 @@ _uv_env() {
   v="$(pipcfg global.extra-index-url)"; [ -n "$v" ] && export UV_EXTRA_INDEX_URL="${UV_EXTRA_INDEX_URL:-$v}"
   v="$(pipcfg global.constraint)"; [ -n "$v" ] && [ -f "$v" ] && export UV_CONSTRAINT="${UV_CONSTRAINT:-$v}"
   [ -z "$UV_FIND_LINKS" ] && unset UV_FIND_LINKS
-  export UV_LINK_MODE="${UV_LINK_MODE:-copy}"
   return 0
 }
 

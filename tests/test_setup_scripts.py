@@ -15,7 +15,9 @@ def _bash(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
         f'export ATTNFLOW_SETUP_FUNCTIONS_ONLY=1 ATTNFLOW_SETUP_TICK=1; source "{ROOT}/scripts/setup.sh"; '
         f'venv="{tmp_path}"; logs="{tmp_path}/logs"; mkdir -p "$logs"; '
     )
-    return subprocess.run(["bash", "-c", prelude + script], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        ["bash", "-c", prelude + script], capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_a_step_is_announced_ticks_and_ends_with_time_and_size(tmp_path):
@@ -42,7 +44,9 @@ def test_default_tick_is_under_30_s():
 def test_main_job_installs_its_extra_only_and_chromium_is_for_tests():
     run = (ROOT / "scripts" / "run.sh").read_text()
     assert 'ATTNFLOW_EXTRAS="${ATTNFLOW_EXTRAS:-animate}"' in run
-    assert "chromium" not in (ROOT / "scripts" / "setup.sh").read_text().split("# Headless Chromium")[0].lower()
+    assert (
+        "chromium" not in (ROOT / "scripts" / "setup.sh").read_text().split("# Headless Chromium")[0].lower()
+    )
     assert "apt-get" not in (ROOT / "scripts" / "setup.sh").read_text()
     assert "setup_browser.sh" in (ROOT / "scripts" / "test.sh").read_text()
     assert "setup_browser.sh" not in run
