@@ -9,6 +9,12 @@
 # Ctrl-C stops after the step under way: "interrupted at step k of N; rerun to resume".
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# the main job installs what it needs (the MP4 writer for its animations); other commands get every feature
+if [ "$#" -gt 0 ]; then
+  export ATTNFLOW_EXTRAS="${ATTNFLOW_EXTRAS:-models,pde,report,animate}"
+else
+  export ATTNFLOW_EXTRAS="${ATTNFLOW_EXTRAS:-animate}"
+fi
 source "$root/scripts/setup.sh"
 cd "$root"
 if [ "$#" -gt 0 ]; then

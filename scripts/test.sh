@@ -7,6 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
+bash "$root/scripts/setup_browser.sh"  # headless Chromium for the browser tests (root with apt only)
 cd "$root"
 # name the machine, so that a failure that depends on it (issue 28: round-off that differs between CPUs)
 # says where it ran: CPU model, cores, and the thread counts the tests run numba and torch with

@@ -123,3 +123,27 @@ def test_docs_build_strict_with_executed_tutorials(tmp_path):
     for page in ("architecture.html", "reproduction.html", "cli.html", "report.html", "index.html"):
         assert (site / page).is_file(), page
     shutil.rmtree(site)
+
+
+def test_observables_page_example_prints_what_it_shows():
+    """docs/observables.md (issue 31): its example runs as written and prints exactly the output it shows."""
+    text = (ROOT / "docs" / "observables.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)
+    shown = re.findall(r"```text\n(.*?)```", text, re.S)
+    assert len(code) == 1 and len(shown) == 1
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    res = subprocess.run(
+        [sys.executable, "-c", code[0]], capture_output=True, text=True, timeout=900, env=env, check=False
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout == shown[0]
+    # every public observable is named on the page
+    import attnflow.observables as ob
+
+    missing = [name for name in ob.__all__ if f"`{name}`" not in text]
+    assert not missing, f"public observables missing from docs/observables.md: {missing}"
+
+
+def test_readme_and_observables_pages_in_the_nav():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert "overview.md" in nav and "observables.md" in nav

@@ -443,7 +443,8 @@ def test_shape_validation():
     with pytest.raises(ValueError, match=r"must have shape \(P, n, d\) or \(n, d\)"):
         wasserstein2(torch.ones(1, 1, 1, 2, dtype=F64), torch.ones(1, 2, dtype=F64))
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
-        gram_effective_rank(np.eye(3))
+        gram_effective_rank(np.eye(3).tolist())  # a list; NumPy arrays and xarray runs are taken (issue 31)
+    assert gram_effective_rank(np.eye(3)).shape == (1,)
     with pytest.raises(TypeError, match="x must have a floating dtype"):
         gram_effective_rank(torch.eye(3, dtype=torch.int64))
     with pytest.raises(ValueError, match="dimension d >= 2"):

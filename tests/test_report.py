@@ -114,7 +114,9 @@ def test_run_report_is_self_contained_and_matches_the_store(run_dir):
     # self-contained: no external script, stylesheet, image or frame
     assert not re.search(r'<(script|img|link|iframe)[^>]+(src|href)="(https?:)?//', text)
     assert "<script src" not in text and "Plotly.newPlot" in text and "plotly.js" in text.lower()
-    assert _section_ids(text) == ["notes", "overview", "config", "metadata", "ledger", "tokens", "data"]
+    assert _section_ids(text) == [
+        "notes", "overview", "config", "metadata", "ledger", "clustering", "tokens", "data"
+    ]
     figs = _embedded(text, "af-figures")
     g2 = _stored(run_dir, "G2")  # (path, time)
     t = _stored(run_dir, "time")
@@ -160,7 +162,9 @@ def test_run_report_thinned_as_stated(run_dir, tmp_path):
 # -- a sweep ---------------------------------------------------------------------------------------
 def test_sweep_report(sweep_dir):
     text = write_report(sweep_dir).read_text()
-    assert _section_ids(text) == ["notes", "overview", "config", "tasks", "ledger", "tokens", "data"]
+    assert _section_ids(text) == [
+        "notes", "overview", "config", "tasks", "ledger", "clustering", "tokens", "data"
+    ]
     tasks = sorted(p.name for p in sweep_dir.iterdir() if p.name.startswith("task-"))
     assert len(tasks) == 2
     clouds = _embedded(text, "af-clouds")
@@ -170,7 +174,9 @@ def test_sweep_report(sweep_dir):
         tr = next(tr for tr in figs["fig-g2"]["data"] if tr["name"] == f"{task}: G2")
         np.testing.assert_allclose(tr["y"], _stored(sweep_dir / task, "G2").mean(axis=0), rtol=1e-5)
     # several runs: one figure per variable, one mean line (and band) per run
-    assert list(figs) == ["fig-g2", "fig-ghat2", "fig-energy", "fig-residual-paper", "fig-residual-exact"]
+    assert list(figs) == [
+        "fig-g2", "fig-ghat2", "fig-energy", "fig-residual-paper", "fig-residual-exact", "fig-clustering"
+    ]
     for task in tasks:
         tr = next(tr for tr in figs["fig-residual-exact"]["data"] if tr["name"] == f"{task}: residual_exact")
         np.testing.assert_allclose(

@@ -49,15 +49,17 @@ def test_report_loads_renders_and_the_slider_moves(report, browser, tmp_path):
     state = browser.evaluate("JSON.stringify(window.attnflowReport)")
     assert state is not None, "the page's script did not finish"
     state = json.loads(state)
-    assert state["ready"] and state["figures"] == ["fig-g2", "fig-ledger"] and state["clouds"] == 1
+    assert state["ready"] and state["clouds"] == 1
+    assert state["figures"] == ["fig-g2", "fig-ledger", "fig-clustering"]
     ids = browser.evaluate("Array.from(document.querySelectorAll('section')).map(s => s.id)")
-    assert ids == ["notes", "overview", "config", "metadata", "ledger", "tokens", "data"]
+    assert ids == ["notes", "overview", "config", "metadata", "ledger", "clustering", "tokens", "data"]
     # plotly drew every figure (its root element and at least one trace each)
     drawn = browser.evaluate(
-        "['fig-g2', 'fig-ledger', 'fig-cloud'].map(id => { const g = document.getElementById(id);"
+        "['fig-g2', 'fig-ledger', 'fig-cloud', 'fig-clustering'].map(id => {"
+        " const g = document.getElementById(id);"
         " return g.classList.contains('js-plotly-plot') ? g.data.length : 0; })"
     )
-    assert drawn[0] >= 2 and drawn[1] >= 6 and drawn[2] == 2
+    assert drawn[0] >= 2 and drawn[1] >= 6 and drawn[2] == 2 and drawn[3] == 2
     clouds = json.loads(browser.evaluate("document.getElementById('af-clouds').textContent"))
     times = clouds[0]["times"]
     assert len(times) == 5

@@ -1,3 +1,3 @@
 """The package version, in a module of its own so that any layer can read it without importing the package."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -12,14 +12,56 @@ multiplicative noise (g depending on D) the increment scheme has strong order 1/
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from decimal import Decimal
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from ..dynamics.assembly import FieldEval
 from ..dynamics.system import VectorField
 
-__all__ = ["Integrator"]
+__all__ = ["Integrator", "grid_times"]
+
+
+def _decimals(x: float) -> int:
+    """Digits after the decimal point of the shortest repr of ``x`` (0.01 -> 2, 1e-05 -> 5, 20.0 -> 0)."""
+    return max(-Decimal(repr(float(x))).normalize().as_tuple().exponent, 0)
+
+
+def grid_times(times, steps, t0: float, dt: float) -> np.ndarray:
+    """Exact time coordinates of recorded steps: ``t0 + k dt`` rounded to the decimals of ``t0`` and ``dt``.
+
+    The state's clock ``t0 + k dt`` in binary floating point is not always the decimal time of the step
+    (920 * 0.01 = 9.200000000000001), so ``ds.sel(time=9.2)`` would miss it. A time that lies on the grid of
+    fixed steps (within 1e-9 of a step) becomes the float nearest to the decimal ``t0 + k dt``; a time off
+    the grid (an adaptive integrator's) is kept as it is. The dynamics keep their own clock unchanged.
+
+    Parameters
+    ----------
+    times : array-like
+        The recorded times (the simulator's clock).
+    steps : array-like of int
+        The step index of each record.
+    t0, dt : float
+        Start time and step of the run.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 times.
+
+    Examples
+    --------
+    >>> grid_times([0.0, 9.200000000000001], [0, 920], 0.0, 0.01).tolist()
+    [0.0, 9.2]
+    """
+    times = np.asarray(times, dtype=np.float64)
+    steps = np.asarray(steps, dtype=np.float64)
+    decimals = _decimals(dt) + _decimals(t0)
+    on_grid = np.abs(times - (t0 + steps * dt)) <= 1e-9 * np.maximum(1.0, np.abs(times))
+    exact = np.round(t0 + steps * dt, decimals) if decimals <= 15 else times
+    return np.where(on_grid, exact, times)
 
 
 class Integrator(ABC):

@@ -12,6 +12,7 @@ from .clustering import (
     mean_token_norm,
     min_pairwise_inner_product,
     pairwise_geodesic_distance,
+    time_to_one_cluster,
 )
 from .density import (
     smoothed_l2_distance as smoothed_l2_distance,
@@ -61,10 +62,17 @@ from .transport import (
     distance_to_uniform,
     nearest_dirac_location,
     sliced_wasserstein_sphere,
+    sliced_wasserstein_sphere_radians,
     wasserstein2,
+    wasserstein2_distance,
+    wasserstein2_squared,
 )
 
 __all__ = [
+    "sliced_wasserstein_sphere_radians",
+    "wasserstein2_distance",
+    "wasserstein2_squared",
+    "time_to_one_cluster",
     "default_bandwidth",
     "free_energy",
     "kernel_entropy",

@@ -8,12 +8,20 @@ dependence on that scale (:func:`cluster_count_sensitivity`), so that no single 
 
 Shapes (``docs/design.md``): tokens ``x`` of shape ``(P, n, d)`` (``P`` paths), or ``(n, d)`` for one
 cloud, which is treated as ``P = 1``. Every function returns one value per path, shape ``(P,)``.
+
+What ``simulate`` returns is taken as it is (issue 31): the measures :func:`mean_pairwise_inner_product`,
+:func:`mean_token_norm`, :func:`min_pairwise_inner_product`, :func:`gram_effective_rank` and
+:func:`cluster_count` accept a torch tensor, a NumPy array, or an xarray ``Dataset`` (its ``positions``) or
+``DataArray`` with dims ``(..., "token", "dim")``; for xarray input the result is a labelled ``DataArray``
+over the other dims (``("path", "time")`` for a run, with its coordinates), e.g.
+``mean_pairwise_inner_product(ds).sel(time=5.0)``. :func:`time_to_one_cluster` reads a run the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -32,7 +40,45 @@ __all__ = [
     "mean_token_norm",
     "min_pairwise_inner_product",
     "pairwise_geodesic_distance",
+    "time_to_one_cluster",
 ]
+
+
+def _positions(x, name: str = "x") -> xr.DataArray:
+    """The token DataArray of a run: a Dataset's ``positions``, or the DataArray itself (dims checked)."""
+    if isinstance(x, xr.Dataset):
+        if "positions" not in x:
+            raise ValueError(
+                f"{name} is a Dataset without a 'positions' variable (variables: {sorted(x.data_vars)}); "
+                "record the tokens (simulate(..., positions=True), record.positions: true in a config)"
+            )
+        x = x["positions"]
+    if x.dims[-2:] != ("token", "dim"):
+        raise ValueError(
+            f"{name} must have the dims (..., 'token', 'dim') of a run's positions: got {x.dims}; "
+            "transpose it with .transpose(..., 'token', 'dim')"
+        )
+    return x
+
+
+def _accepts_runs(fn: Callable) -> Callable:
+    """Let a per-cloud measure take NumPy arrays and xarray runs, labelled over the leading dims."""
+
+    @functools.wraps(fn)
+    def wrapper(x, *args, **kwargs):
+        if isinstance(x, (xr.Dataset, xr.DataArray)):
+            da = _positions(x)
+            lead = da.dims[:-2]
+            values = np.asarray(da.values)
+            flat = torch.as_tensor(values.reshape((-1, *values.shape[-2:])))
+            out = fn(flat, *args, **kwargs).cpu().numpy().reshape(values.shape[:-2])
+            coords = {k: v for k, v in da.coords.items() if set(v.dims) <= set(lead)}
+            return xr.DataArray(out, dims=lead, coords=coords, name=fn.__name__)
+        if isinstance(x, np.ndarray):
+            x = torch.as_tensor(x)
+        return fn(x, *args, **kwargs)
+
+    return wrapper
 
 
 def _gram(x: torch.Tensor) -> torch.Tensor:
@@ -79,6 +125,7 @@ def pairwise_geodesic_distance(x: torch.Tensor, y: torch.Tensor | None = None) -
     return _pairwise_geodesic(xb, yb)
 
 
+@_accepts_runs
 def mean_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
     r"""Mean inner product over distinct pairs of tokens.
 
@@ -106,6 +153,7 @@ def mean_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
     return (total - diagonal) / (n * (n - 1))
 
 
+@_accepts_runs
 def mean_token_norm(x: torch.Tensor) -> torch.Tensor:
     r"""Norm of the mean token, :math:`\|\frac1n \sum_i x_i\|`.
 
@@ -127,6 +175,7 @@ def mean_token_norm(x: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(xb.mean(dim=1), dim=-1)
 
 
+@_accepts_runs
 def min_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
     r"""Smallest inner product over distinct pairs, :math:`\min_{i\neq j}\langle x_i, x_j\rangle`.
 
@@ -150,6 +199,7 @@ def min_pairwise_inner_product(x: torch.Tensor) -> torch.Tensor:
     return _gram(xb).masked_fill(eye, math.inf).amin(dim=(-1, -2))
 
 
+@_accepts_runs
 def gram_effective_rank(x: torch.Tensor) -> torch.Tensor:
     r"""Effective rank of the Gram matrix :math:`G = X X^\top` (Roy & Vetterli, 2007).
 
@@ -230,6 +280,7 @@ def _check_thresholds(thresholds: Sequence[float] | np.ndarray | torch.Tensor) -
     return values
 
 
+@_accepts_runs
 def cluster_count(x: torch.Tensor, threshold: float) -> torch.Tensor:
     r"""Number of clusters by single linkage on geodesic distance, cut at ``threshold``.
 
@@ -291,4 +342,58 @@ def cluster_count_sensitivity(
             "long_name": "number of single-linkage clusters",
             "threshold_units": "rad (geodesic distance on S^(d-1))",
         },
+    )
+
+
+def time_to_one_cluster(run, threshold: float) -> xr.DataArray:
+    r"""First recorded time at which a run's tokens form one cluster (:func:`cluster_count` = 1), per path.
+
+    The particle counterpart of the reduced model's clustering time: single linkage on geodesic distance,
+    cut at ``threshold`` (radians), evaluated at every recorded time; NaN for a path that never reaches one
+    cluster within the run. The answer depends on the threshold and on the record interval (a time between
+    two records is not seen); :func:`cluster_count_sensitivity` shows the dependence on the threshold.
+
+    Parameters
+    ----------
+    run : xarray.Dataset or xarray.DataArray
+        What :func:`attnflow.simulate` returns (or its ``positions``), dims ``(path, time, token, dim)``.
+    threshold : float
+        Largest geodesic link length inside a cluster (radians), > 0.
+
+    Returns
+    -------
+    xarray.DataArray, dims=("path",)
+        Times (the run's time unit), NaN where one cluster is never reached.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> x = np.zeros((1, 3, 2, 2)); x[..., 0] = 1.0                 # two tokens at (1, 0) ...
+    >>> x[0, 0, 1] = [0.0, 1.0]                                      # ... apart at t = 0 only
+    >>> run = xr.DataArray(x, dims=("path", "time", "token", "dim"), coords={"time": [0.0, 0.5, 1.0]})
+    >>> time_to_one_cluster(run, 0.1).values.tolist()
+    [0.5]
+    """
+    da = _positions(run, "run")
+    if "time" not in da.dims:
+        raise ValueError(
+            f"run must have a 'time' dim (what simulate returns): got dims {da.dims}; "
+            "for one cloud use cluster_count(x, threshold) == 1"
+        )
+    if "path" not in da.dims:
+        da = da.expand_dims("path")
+    da = da.transpose("path", "time", "token", "dim")
+    counts = cluster_count(da, threshold).values  # (P, T)
+    times = np.asarray(da["time"].values, dtype=np.float64) if "time" in da.coords else np.arange(
+        da.sizes["time"], dtype=np.float64
+    )
+    one = counts == 1
+    first = np.where(one.any(axis=1), times[np.argmax(one, axis=1)], np.nan)
+    coords = {"path": da["path"].values} if "path" in da.coords else {}
+    return xr.DataArray(
+        first,
+        dims=("path",),
+        coords=coords,
+        name="time_to_one_cluster",
+        attrs={"threshold_rad": float(threshold), "long_name": "first recorded time with one cluster"},
     )

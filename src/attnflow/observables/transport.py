@@ -32,7 +32,10 @@ __all__ = [
     "distance_to_uniform",
     "nearest_dirac_location",
     "sliced_wasserstein_sphere",
+    "sliced_wasserstein_sphere_radians",
     "wasserstein2",
+    "wasserstein2_distance",
+    "wasserstein2_squared",
 ]
 
 #: Ground costs accepted by the exact distances: squared geodesic or squared chordal distance.
@@ -56,6 +59,8 @@ def _check_count(value: int, name: str, minimum: int) -> int:
 
 def _paired_clouds(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate two clouds and broadcast their path axes (P or 1 each)."""
+    x = torch.as_tensor(x) if isinstance(x, np.ndarray) else x  # NumPy clouds are taken as they are
+    y = torch.as_tensor(y) if isinstance(y, np.ndarray) else y
     xb = as_batched_tokens(x, "x")
     yb = as_batched_tokens(y, "y")
     if xb.shape[-1] != yb.shape[-1]:
@@ -86,7 +91,11 @@ def _cost_matrix(x: torch.Tensor, y: torch.Tensor, cost: str) -> torch.Tensor:
 
 
 def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, cost: str = "geodesic") -> torch.Tensor:
-    r"""Exact 2-Wasserstein distance between two uniform token clouds (``ot.emd2``).
+    r"""Exact 2-Wasserstein distance W2 of two uniform token clouds: the square root of POT's ``ot.emd2``.
+
+    Not POT's convention: ``ot.emd2`` returns the optimal *squared* cost :math:`W_2^2`; this returns
+    :math:`W_2`. :func:`wasserstein2_distance` is the same function under a name that says so, and
+    :func:`wasserstein2_squared` returns POT's value.
 
     .. math::
         W_2(\mu, \nu) = \Big(\min_{\pi \in \Pi(\frac1n\mathbf 1_n, \frac1m\mathbf 1_m)}
@@ -158,7 +167,12 @@ def _stiefel_projections(dim: int, n_projections: int, seed: int, like: torch.Te
 def sliced_wasserstein_sphere(
     x: torch.Tensor, y: torch.Tensor, *, n_projections: int = 200, seed: int = 0, grad: bool = False
 ) -> torch.Tensor:
-    r"""Spherical sliced 2-Wasserstein distance (Bonet et al., 2023), in radians.
+    r"""Spherical sliced 2-Wasserstein distance (Bonet et al., 2023) in radians: 2 pi times POT's value.
+
+    Not POT's convention: ``ot.sliced_wasserstein_sphere`` measures on circles of circumference 1; this
+    returns radians, :math:`2\pi` times POT's value on the same frames.
+    :func:`sliced_wasserstein_sphere_radians` is the same function under a name that says so;
+    divide by :math:`2\pi` for POT's value.
 
     .. math::
         SSW_2(\mu, \nu) = 2\pi\Big(\frac1L \sum_{l=1}^L W_2^2\big(P^{U_l}_\#\mu, P^{U_l}_\#\nu\big)
@@ -378,3 +392,66 @@ def distance_to_nearest_dirac(
     z = nearest_dirac_location(x, cost=cost, max_iter=max_iter, tol=tol)
     xb = x.unsqueeze(0) if x.ndim == 2 else x
     return _dirac_cost(xb, z, cost).sqrt()
+
+
+def wasserstein2_distance(x: torch.Tensor, y: torch.Tensor, *, cost: str = "geodesic") -> torch.Tensor:
+    r"""W2 itself (the square root of POT's ``ot.emd2``): :func:`wasserstein2` under a name that says so.
+
+    Parameters
+    ----------
+    x, y : Tensor, shape=[P, n, d] / [P, m, d] or [n, d] / [m, d]
+        Clouds on :math:`S^{d-1}`.
+    cost : {"geodesic", "chordal"}
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        :math:`W_2`.
+    """
+    return wasserstein2(x, y, cost=cost)
+
+
+def wasserstein2_squared(x: torch.Tensor, y: torch.Tensor, *, cost: str = "geodesic") -> torch.Tensor:
+    r"""POT's convention: the optimal squared cost :math:`W_2^2`, what ``ot.emd2`` returns for the cost
+    matrix :math:`c(x_i, y_j)` of :func:`wasserstein2` (squared geodesic or squared chordal distance).
+
+    Parameters
+    ----------
+    x, y : Tensor, shape=[P, n, d] / [P, m, d] or [n, d] / [m, d]
+        Clouds on :math:`S^{d-1}`.
+    cost : {"geodesic", "chordal"}
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        :math:`W_2^2` (radians squared for ``"geodesic"``).
+
+    Examples
+    --------
+    >>> x = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    >>> y = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
+    >>> round(wasserstein2_squared(x, y, cost="chordal").item(), 12)  # |x - y|^2
+    2.0
+    """
+    return wasserstein2(x, y, cost=cost).square()
+
+
+def sliced_wasserstein_sphere_radians(
+    x: torch.Tensor, y: torch.Tensor, *, n_projections: int = 200, seed: int = 0, grad: bool = False
+) -> torch.Tensor:
+    r""":func:`sliced_wasserstein_sphere` under a name that says its unit: radians, :math:`2\pi` times
+    POT's ``ot.sliced_wasserstein_sphere`` (circles of circumference 1) on the same frames.
+
+    Parameters
+    ----------
+    x, y : Tensor, shape=[P, n, d] / [P, m, d] or [n, d] / [m, d]
+        Clouds on :math:`S^{d-1}`.
+    n_projections, seed, grad
+        As in :func:`sliced_wasserstein_sphere`.
+
+    Returns
+    -------
+    Tensor, shape=[P]
+        :math:`SSW_2` in radians.
+    """
+    return sliced_wasserstein_sphere(x, y, n_projections=n_projections, seed=seed, grad=grad)

@@ -32,6 +32,7 @@ import torch
 import xarray as xr
 
 from ..geometry import Sphere
+from ..integrators.base import grid_times
 from ..model.transformer import TransformerModel
 from ..model.weights import noise_matrix
 from ..random import BrownianSource
@@ -360,7 +361,9 @@ def records_to_dataset(records: list, solver: DensitySolver) -> xr.Dataset:
     (time, coef, part) the coefficients (real, imaginary), ``heads`` (time, head, row, col) and the
     monitors (time)."""
     g = solver.grid
-    times = np.array([r[0] for r in records])
+    raw = np.array([r[0] for r in records], dtype=np.float64)
+    steps = np.rint((raw - solver.t0) / solver.dt)
+    times = grid_times(raw, steps, solver.t0, solver.dt)  # exact decimals: ds.sel(time=9.2) works
     data = {
         "density": (("time", "node"), np.stack([r[2] for r in records])),
         "coefficients": (

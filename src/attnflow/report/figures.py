@@ -203,6 +203,7 @@ def curves_and_cloud(page: Page, runs: dict[str, Path], page_dir: Path, limits: 
             body.append(f'<div class="plot" id="{fig_id}"></div>')
     if len(body) > 1:
         page.sections.append(Section("ledger", "Energy ledger and G^2", "".join(body)))
+    clustering_section(page, datasets, limits)
     for n in shown:
         ds = datasets[n]
         if "positions" in ds and ds.sizes.get("time", 0) > 0:
@@ -220,6 +221,34 @@ def curves_and_cloud(page: Page, runs: dict[str, Path], page_dir: Path, limits: 
         page.sections.append(Section("tokens", "Token cloud", body))
     else:
         page.notes.append("no run recorded token positions: no token cloud")
+
+
+def clustering_section(page: Page, datasets: dict[str, xr.Dataset], limits: ReportLimits) -> None:
+    """A clustering measure over time (issue 31): the mean pairwise inner product of the tokens (1 for one
+    cluster), mean line and 10-90% band over paths, for every run that recorded positions; shown with or
+    without the ledger (a run with ``ledger: false`` then still has a curve)."""
+    from ..observables.clustering import mean_pairwise_inner_product
+
+    measured = {}
+    for name, ds in datasets.items():
+        if "positions" in ds and ds.sizes.get("time", 0) > 0 and ds.sizes.get("token", 0) >= 2:
+            T = ds.sizes["time"]
+            sub = ds.isel(time=even_indices(T, limits.max_points))
+            rho = mean_pairwise_inner_product(sub["positions"].transpose("path", "time", "token", "dim"))
+            measured[name] = xr.Dataset({"mean_inner_product": rho.drop_vars("step", errors="ignore")})
+    fig = series_figure(measured, ("mean_inner_product",), "clustering: mean pairwise inner product", limits)
+    if fig:
+        page.figures["fig-clustering"] = fig
+        page.sections.append(
+            Section(
+                "clustering",
+                "Clustering",
+                "<p>Mean pairwise inner product of the tokens, 1/(n(n-1)) sum_{i != j} &lt;x_i, x_j&gt; "
+                "(1 for a single cluster; <code>attnflow.observables.mean_pairwise_inner_product</code>); "
+                "lines: mean over paths, bands: 10-90% quantiles.</p>"
+                '<div class="plot" id="fig-clustering"></div>',
+            )
+        )
 
 
 def run_links(runs: dict[str, Path], page_dir: Path) -> str:

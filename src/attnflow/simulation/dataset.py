@@ -9,6 +9,7 @@ import torch
 import xarray as xr
 
 from .._version import __version__
+from ..integrators.base import grid_times
 from .ledger import SCALARS
 from .simulator import Record, Simulator
 
@@ -19,11 +20,12 @@ def records_to_dataset(
     records: list[Record], sim: Simulator, attrs: dict, *, positions: bool = True
 ) -> xr.Dataset:
     """Labelled dataset from records: dims (path, time, token, dim) and (path, time)."""
-    times = np.array([r.time for r in records])
+    steps = np.array([r.step for r in records])
+    times = grid_times([r.time for r in records], steps, sim.t0, sim.dt)  # exact: ds.sel(time=9.2) works
     coords = {
         "path": np.arange(sim.first_path, sim.first_path + sim.P),
         "time": times,
-        "step": ("time", np.array([r.step for r in records])),
+        "step": ("time", steps),
     }
     data = {}
     if positions:

@@ -10,15 +10,25 @@ way (possibly inside a compiled numba kernel, where an exception raised by the s
 ``SystemError``) finishes, and the loop then raises :class:`RunInterrupted`, "interrupted at step k of N;
 rerun to resume", with the simulator in the consistent state after step k (the run store checkpoints it
 there). A second SIGINT raises :class:`KeyboardInterrupt` at once.
+
+The first block of the compiled loop in a process compiles the numba kernels (or loads them from numba's
+cache, in about a second). When a run shows progress and that first block takes longer than
+``COMPILE_NOTE_AFTER_S``, one line on stderr says so ("compiling kernels (first run only, about 50 s) ..."),
+a line every 20 s follows while it lasts, and its duration is left out of the progress rates and times left
+(:func:`attnflow.simulation.progress.exclude_from_rates`), so that an ETA never counts the compilation.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
+
+from .progress import exclude_from_rates
 
 __all__ = [
     "CallbackSink",
@@ -29,6 +39,54 @@ __all__ = [
     "deferred_sigint",
     "integrate",
 ]
+
+
+#: a first compiled block slower than this is taken as the one-time compilation of the kernels
+COMPILE_NOTE_AFTER_S = 3.0
+#: the compilation measured on the shared 2-core machine (fresh numba cache, fused loop, float32 and float64)
+COMPILE_TYPICAL_S = 50
+#: set once the compiled loop has run a block in this process (its kernels are compiled or loaded)
+_WARM: list[bool] = [False]
+#: the compile note was printed in this process (a second slow block only says it is still compiling)
+_SAID: list[bool] = [False]
+
+
+@contextlib.contextmanager
+def _compile_watch(stream=None) -> Iterator[None]:
+    """Say so when the block inside takes longer than :data:`COMPILE_NOTE_AFTER_S` (the kernels compile),
+    with a line every 20 s; leave its duration out of the progress rates."""
+    stream = sys.stderr if stream is None else stream
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def watch() -> None:
+        if done.wait(COMPILE_NOTE_AFTER_S):
+            return
+        if _SAID[0]:
+            stream.write("  ... still compiling kernels\n")
+        else:
+            _SAID[0] = True
+            stream.write(
+                f"compiling kernels (first run only, about {COMPILE_TYPICAL_S} s; numba caches them for later"
+                " runs) ...\n"
+            )
+        stream.flush()
+        while not done.wait(20.0):
+            stream.write(f"  ... still compiling ({time.monotonic() - t0:.0f} s)\n")
+            stream.flush()
+
+    thread = threading.Thread(target=watch, name="attnflow-compile-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        took = time.monotonic() - t0
+        if took > COMPILE_NOTE_AFTER_S:
+            stream.write(f"kernels ready in {took:.1f} s (left out of the times left)\n")
+            stream.flush()
+            exclude_from_rates(took)
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -181,9 +239,12 @@ def integrate(
     if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
         raise ValueError(f"n_steps must be an integer >= 0: got {n_steps!r}")
     total = sim.step_index + n_steps if total_steps is None else int(total_steps)
+    compiled = getattr(sim, "loop", None) == "fused"
+    watch = progress is not None and compiled and not _WARM[0]
     with deferred_sigint() as interrupted:
         if endpoints and sink.last_recorded_step is None:
-            sink.on_record(sim.record(with_heads=with_heads))
+            with _compile_watch() if watch else contextlib.nullcontext():
+                sink.on_record(sim.record(with_heads=with_heads))
         advance = getattr(sim, "advance", None)
         block_steps = getattr(sim, "block_steps", lambda: 1)
         done = 0
@@ -194,7 +255,10 @@ def integrate(
                 # a block of steps up to the next record (the compiled loop of simulation.fused takes it in
                 # one call; its length only decides where Ctrl-C and progress are seen, never the result)
                 k = min(n_steps - done, record_every - sim.step_index % record_every, block_steps())
-                advance(k)
+                with _compile_watch() if watch and not _WARM[0] else contextlib.nullcontext():
+                    advance(k)
+                if compiled:
+                    _WARM[0] = True
             else:
                 k = 1
                 sim.step()

@@ -22,7 +22,29 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TextIO
 
-__all__ = ["OverallProgress", "ProgressBar", "current_overall", "format_duration", "overall_progress"]
+__all__ = [
+    "OverallProgress",
+    "ProgressBar",
+    "current_overall",
+    "excluded_seconds",
+    "exclude_from_rates",
+    "format_duration",
+    "overall_progress",
+]
+
+#: seconds of one-time work (numba compiling the kernels) in this process, left out of every rate and ETA
+_EXCLUDED = [0.0]
+
+
+def exclude_from_rates(seconds: float) -> None:
+    """Leave ``seconds`` of one-time work (compiling the kernels) out of the rates and times left of the
+    progress bars and overall views open now or later in this process."""
+    _EXCLUDED[0] += max(float(seconds), 0.0)
+
+
+def excluded_seconds() -> float:
+    """The seconds left out of rates so far in this process (see :func:`exclude_from_rates`)."""
+    return _EXCLUDED[0]
 
 
 def format_duration(seconds: float) -> str:
@@ -82,6 +104,7 @@ class ProgressBar:
         self.count = self.initial = int(initial)
         self.extra = ""
         self._t0 = time.monotonic()
+        self._excluded0 = excluded_seconds()
         self._last = 0.0
         self._closed = False
 
@@ -110,8 +133,10 @@ class ProgressBar:
         """The text of the bar (without ``\\r``)."""
         now = time.monotonic() if now is None else now
         elapsed = max(now - self._t0, 1e-9)
+        # the rate (and the time left) without the one-time compilation of the kernels
+        working = max(elapsed - (excluded_seconds() - self._excluded0), 1e-9)
         done = self.count - self.initial
-        rate = done / elapsed
+        rate = done / working
         left = (self.total - self.count) / rate if rate > 0 else float("nan")
         frac = min(self.count / self.total, 1.0) if self.total else 1.0
         fill = int(round(frac * self.width))
@@ -164,6 +189,7 @@ class OverallProgress:
         self.finished: set[str] = set()
         self.done_here = 0.0
         self._t0 = time.monotonic()
+        self._excluded0 = excluded_seconds()
         self._current: tuple[str, float] | None = None
 
     def finish(self, name: str, *, skipped: bool = False) -> None:
@@ -177,7 +203,8 @@ class OverallProgress:
 
     def left_s(self, name: str | None = None, frac: float = 0.0) -> float:
         """Seconds left overall, ``name`` being ``frac`` done (NaN before any work was measured)."""
-        elapsed = time.monotonic() - self._t0
+        # wall time without the one-time compilation of the kernels (exclude_from_rates)
+        elapsed = time.monotonic() - self._t0 - (excluded_seconds() - self._excluded0)
         cur = self.work.get(name, 0.0) * frac if name else 0.0
         done = self.done_here + cur
         rate = done / elapsed if elapsed > 0 else 0.0
