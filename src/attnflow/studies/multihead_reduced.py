@@ -50,6 +50,7 @@ from ..analysis.reduced import (
     jensen_boundary,
     relu_softmax_limits,
     transition_beta,
+    uniform_start_clustering_time,
 )
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
@@ -1023,6 +1024,27 @@ def task_relu_particles(
     return {"row": row}
 
 
+def task_relu_uniform(n: int, beta: float, eps: float, seeds: int, t_max: float, rtol: float) -> dict:
+    """ComputeTask: T_ReLU / T_softmax from random uniform starts on S^(n-1) (d = n), one per seed
+    (:func:`uniform_start_clustering_time`), and the equiangular rho0 = 1/n reference by quadrature."""
+    rows = []
+    with one_thread():
+        for seed in range(seeds):
+            tr, ts = (
+                uniform_start_clustering_time(
+                    EquiangularModel(n=n, beta=beta, attention=att), n, eps, seed=seed, t_max=t_max, rtol=rtol
+                )
+                for att in ("relu", "softmax")
+            )
+            rows.append({"seed": seed, "rho0": ts["rho0"], "T_relu": tr["T"], "T_softmax": ts["T"]})
+    ratio = [r["T_relu"] / r["T_softmax"] for r in rows]
+    eq = [
+        EquiangularModel(n=n, beta=beta, attention=att).clustering_time_quad(1.0 / n, eps)
+        for att in ("relu", "softmax")
+    ]
+    return {"rows": rows, "ratio_mean": float(np.mean(ratio)), "ratio_equiangular": eq[0] / eq[1]}
+
+
 class ReluVsSoftmaxConfig(StudyConfig):
     n: list[conint(ge=3)] = Field(
         [2**k for k in range(3, 17)],
@@ -1064,6 +1086,14 @@ class ReluVsSoftmaxConfig(StudyConfig):
     start_scale: float = Field(0.1, gt=0, lt=0.5, description="rho0 at n = 8 of the gamma family")
     perturb: float = Field(1e-2, ge=0, description="noise of the perturbed particle start (0: none)")
     seed: int = Field(0, ge=0, description="seed of the perturbed start")
+    uniform_n: list[conint(ge=3)] = Field(
+        [32, 64, 128, 256],
+        description="n of the generic-start check (random uniform tokens on S^(n-1), d = n; main beta, eps); "
+        "[] or fewer than 3: no check",
+    )
+    uniform_seeds: conint(ge=1) = Field(2, description="random starts per n of the generic-start check")
+    uniform_t_max: PositiveFloat = Field(2e4, description="time limit of a generic-start run")
+    uniform_rtol: PositiveFloat = Field(1e-7, lt=1e-3, description="RK45 tolerance of a generic-start run")
 
 
 class ReluVsSoftmaxStudy(Study):
@@ -1084,6 +1114,8 @@ class ReluVsSoftmaxStudy(Study):
             "eps": [0.05],
             "fit_n_min": 128,
             "particle_n": [8],
+            "uniform_n": [32, 48, 64],
+            "uniform_seeds": 1,
         }
 
     def plan(self, config) -> dict:
@@ -1130,6 +1162,17 @@ class ReluVsSoftmaxStudy(Study):
                 eps=em,
                 ns=ns,
                 rtol=c.rtol,
+            )
+        for n in c.uniform_n:
+            tasks[f"uniform_n{n}"] = _task(
+                task_relu_uniform,
+                (n / 64) ** 2 * c.uniform_seeds,
+                n=n,
+                beta=bm,
+                eps=em,
+                seeds=c.uniform_seeds,
+                t_max=c.uniform_t_max,
+                rtol=c.uniform_rtol,
             )
         for n in c.particle_n:
             for kind, qs in scal.items():
@@ -1188,6 +1231,16 @@ class ReluVsSoftmaxStudy(Study):
         def local(x, y):
             return float(math.log(y[-1] / y[-2]) / math.log(x[-1] / x[-2]))
 
+        # generic (random uniform, d = n) starts against equiangular ones at the same n
+        un = list(c.uniform_n)
+        uni = {n: runs.result(f"uniform_n{n}") for n in un}
+        # a ReLU run stuck in a metastable multi-cluster state (T = inf) leaves the exponent unmeasured
+        if len(un) >= 3 and all(math.isfinite(uni[n]["ratio_mean"]) for n in un):
+            pu, ciu = pfit(un, [uni[n]["ratio_mean"] for n in un], lo=0)
+            pe, cie = pfit(un, [uni[n]["ratio_equiangular"] for n in un], lo=0)
+        else:
+            pu = ciu = pe = cie = None
+
         records, fits = [], {}
         for kind in ("fixed", "scaled"):
             label = "rho0" if kind == "fixed" else "c (rho0 = c/n)"
@@ -1222,16 +1275,36 @@ class ReluVsSoftmaxStudy(Study):
                 )
             xo, yo = series(kind, src=T_ode)
             po, cio = pfit(xo, yo)
+            pln, ciln = pfit(x, [v * math.log(n) for n, v in zip(x, y, strict=True)])
             lo_p, lo_ci = pfit(x, y, lo=0, hi=c.fit_n_min)
             rob.append(
                 RobustnessCheck.from_values(
                     crit,
                     "estimator",
-                    ["quadrature, LS fit", "ODE event (DOP853), LS fit", "local slope at the two largest n"],
-                    [p, po, local(x, y)],
-                    ci95=[ci, cio, None],
+                    [
+                        "quadrature, LS fit",
+                        "ODE event (DOP853), LS fit",
+                        "local slope at the two largest n",
+                        "LS fit of R ln(n) ~ n^p (model R ~ n^p / ln n)",
+                    ],
+                    [p, po, local(x, y), pln],
+                    ci95=[ci, cio, None, ciln],
                 )
             )
+            if kind == "scaled" and pu is not None:
+                rob.append(
+                    RobustnessCheck.from_values(
+                        crit,
+                        "start",
+                        [
+                            f"equiangular rho0 = c/n, n >= {c.fit_n_min} (main)",
+                            f"equiangular rho0 = 1/n, n in {un}",
+                            f"random uniform on S^(n-1) (d = n), n in {un}, mean of {c.uniform_seeds} seeds",
+                        ],
+                        [p, pe, pu],
+                        ci95=[ci, cie, ciu],
+                    )
+                )
             rob.append(
                 RobustnessCheck.from_values(
                     crit,
@@ -1250,12 +1323,20 @@ class ReluVsSoftmaxStudy(Study):
                 "local_top": local(x, y),
                 "ratio_at_max_n": y[-1],
                 "min_ratio": min(y),
+                "p_n_over_ln_n_model": pln,
+                "p_n_over_ln_n_model_ci": ciln,
             }
             stmt = (
                 "in the full (nonlinear) equiangular dynamics, ReLU clusters slower than softmax by a "
                 "factor that "
                 "grows with n (T_ReLU / T_softmax ~ n^p, p >= p_min), "
-                + ("from a fixed start rho0" if kind == "fixed" else "from a start rho0 = c / n")
+                + (
+                    "from a fixed start rho0 (the linearised separation holds for n rho0 << 1; a fixed start "
+                    "leaves that regime once n rho0 >~ 1, where the ratio saturates at a closed-form limit)"
+                    if kind == "fixed"
+                    else "from a start rho0 = c / n (the equiangular surrogate; generic starts: the 'start' "
+                    "robustness check)"
+                )
             )
             records.append(
                 record_test(
@@ -1272,11 +1353,35 @@ class ReluVsSoftmaxStudy(Study):
                     "interval "
                     "measures the misfit of the power law)",
                     robustness=rob,
-                    extra={"ratio_at_max_n": y[-1], "max_n": x[-1], "local_slope_top": local(x, y)},
+                    extra={
+                        "ratio_at_max_n": y[-1],
+                        "max_n": x[-1],
+                        "local_slope_top": local(x, y),
+                        "p_n_over_ln_n_model": pln,
+                        **(
+                            {
+                                "uniform_start": {
+                                    "n": un,
+                                    "p_uniform": pu,
+                                    "p_equiangular_same_n": pe,
+                                    "by_n": {str(n): uni[n] for n in un},
+                                }
+                            }
+                            if kind == "scaled" and un
+                            else {}
+                        ),
+                    },
                     notes="ReLU weights max(0, beta s) / n (unnormalised, NOTES.md section 7; a "
                     "row-normalised ReLU is another model, not tested); equiangular starts: the reduced "
                     "model is the particle system by symmetry (particles checked at small n, perturbed start "
-                    "as a description), no particle run at n >= 4096",
+                    "as a description), no particle run at n >= 4096. The equiangular start is a "
+                    "non-generic surrogate: an external review measured, from random uniform starts (d = n), "
+                    "ratios 7.2 .. 25.4 at n = 64 .. 1024 (equiangular 7.7 .. 78.2, exponent ~0.47), a "
+                    "-38% change of the ratio at n = 512 under noise 1e-2 on the equiangular start, and at "
+                    "fixed d = 16 a ReLU multi-cluster metastable state to t = 3000; the 'start' check "
+                    "recomputes the generic-start exponent. The ratio is closer to n / ln n than to a power "
+                    "(R ln n / n in 0.50 .. 0.64 over n = 8 .. 2^39): p of the power-law fit reflects how "
+                    "rho0 scales with n, the n / ln n model is an estimator check",
                 )
             )
         # -- identity: the linearised separation is a closed form
