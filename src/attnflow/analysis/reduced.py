@@ -323,7 +323,9 @@ class EquiangularModel:
             F = C * float((w * al).sum())
             Fb = C * float((w * a * (1.0 - rho) * d1).sum())
             Fbb = C * float((w * (a * (1.0 - rho)) ** 2 * d2).sum())
-            return np.array([1.0 / F, -Fb / F**2, 2.0 * Fb**2 / F**3 - Fbb / F**2]) * e
+            # ratios first: F**3 underflows at huge n and beta (n = 2^80: F ~ 1e-190); Fb/F, Fbb/F are O(1)
+            gb, gbb, iF = Fb / F, Fbb / F, 1.0 / F
+            return np.array([iF, -gb * iF, (2.0 * gb * gb - gbb) * iF]) * e
 
         (T, dT, d2T), _err = quad_vec(
             f, math.log(r0 - zlo), math.log(r1 - zlo), epsabs=0.0, epsrel=rtol, limit=2000, norm="max"
