@@ -260,3 +260,26 @@ def test_perturbed_start_is_refused_when_negative_and_seeded():
     a = equiangular_particles(m, 0.1, 0.1, 0.05, perturb=0.01, seed=3)
     b = equiangular_particles(m, 0.1, 0.1, 0.05, perturb=0.01, seed=3)
     assert np.array_equal(a["rho"], b["rho"]) and a["spread"][0] > 0
+
+
+def test_uniform_start_time_is_seeded_refuses_bad_input_and_matches_the_reduced_model_when_d_is_large():
+    from attnflow.analysis.reduced import uniform_start_clustering_time as u
+
+    m = EquiangularModel(n=8, beta=1.0)
+    with pytest.raises(ReducedModelError, match=r"uniform starts are run for one head: got H=2"):
+        u(EquiangularModel(n=8, beta=1.0, a=(1.0, 2.0)), 8, 0.05, seed=0, t_max=10.0)
+    with pytest.raises(
+        ReducedModelError, match=r"d must be an integer >= 2 \(the sphere S\^\(d-1\)\): got d=1"
+    ):
+        u(m, 1, 0.05, seed=0, t_max=10.0)
+    with pytest.raises(ReducedModelError, match=r"eps must lie in \(0, 1\): got 1\.5"):
+        u(m, 8, 1.5, seed=0, t_max=10.0)
+    with pytest.raises(ReducedModelError, match=r"t_max must be > 0: got -1"):
+        u(m, 8, 0.05, seed=0, t_max=-1)
+    a, b = u(m, 8, 0.05, seed=4, t_max=100.0), u(m, 8, 0.05, seed=4, t_max=100.0)
+    assert a == b and abs(a["rho_end"] - 0.95) < 1e-6
+    # in high dimension random tokens are nearly orthogonal (rho0 ~ 1/sqrt(d)) and nearly equiangular:
+    # the softmax time is then the reduced model's at the realised rho0 (spread O(d^-1/2) -> loose 5%)
+    r = u(EquiangularModel(n=8, beta=1.0), 4000, 0.05, seed=1, t_max=100.0)
+    Tq = EquiangularModel(n=8, beta=1.0).clustering_time_quad(r["rho0"], 0.05)
+    assert abs(r["T"] / Tq - 1) < 0.05, (r, Tq)
