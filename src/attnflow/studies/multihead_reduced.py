@@ -17,8 +17,8 @@ particle checks confirm at n <= 128.
 
 * ``critical_beta``: the transition :math:`\beta^*` of :math:`T_\varepsilon(\beta)` (definition-free:
   the maximum of :math:`\partial_\beta^2\ln T`; half-slope fractions 1/4, 1/2, 3/4 as robustness)
-  against the candidate :math:`\beta_c = \ln(n-1)/(a(1-\rho_0))`, n = 8 .. 4096, one a (the model
-  depends on :math:`\beta a` only).
+  against the candidate :math:`\beta_c = \ln(n-1)/(a(1-\rho_0))`, n = 8 .. 2^80 (quadrature), one a (the
+  model depends on :math:`\beta a` only); the location is tested to leading order (at the largest n).
 * ``superadditivity``: the literal reading (heterogeneous clustering rate >= mean of the single-head
   rates: a theorem, recorded as identity) and our Jensen variant (faster than one head of the mean a
   exactly when :math:`\beta\bar a(1-\rho_0) > \ln(n-1)`: exact for the instantaneous rate, tested for
