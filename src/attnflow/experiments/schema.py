@@ -62,6 +62,7 @@ __all__ = [
     "MAX_STEPS",
     "MAX_WRITTEN_NODES",
     "ExperimentConfig",
+    "check_config_dict",
     "check_device",
     "check_weight_sections",
     "check_weights_fit",
@@ -201,6 +202,21 @@ _YAML12_FLOAT = re.compile(
 )
 # Appended after PyYAML's own resolvers: integers (``10``) still resolve to int first.
 _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_FLOAT, list("-+0123456789."))
+
+
+def check_config_dict(source: dict, kind: str) -> None:
+    """Bound a config given as a dict (depth, expanded size, shared nodes) as the YAML reader bounds a
+    document; one home for the particle, PDE and training loaders.
+
+    Raises
+    ------
+    ConfigError
+        ``invalid <kind> config (dict): ...`` naming the limit that was passed.
+    """
+    try:
+        _check_tree(source, _data_children, "the config dict")
+    except YamlLimitError as exc:
+        raise ConfigError(f"invalid {kind} config (dict): {exc}") from None
 
 
 def load_yaml(text: Any) -> Any:
@@ -679,10 +695,7 @@ def load_config(source: str | Path | dict | ExperimentConfig) -> ExperimentConfi
     if isinstance(source, ExperimentConfig):
         return source
     if isinstance(source, dict):
-        try:
-            _check_tree(source, _data_children, "the config dict")
-        except YamlLimitError as exc:
-            raise ConfigError(f"invalid experiment config (dict): {exc}") from None
+        check_config_dict(source, "experiment")
         return _validate(copy.deepcopy(source), "dict")
     if not isinstance(source, (str, Path)):
         raise ConfigError(

@@ -28,9 +28,7 @@ from ..training.trainer import GRADIENTS
 from .errors import ConfigError, format_choices, validate_mapping
 from .schema import (
     ModelConfig,
-    YamlLimitError,
-    _check_tree,
-    _data_children,
+    check_config_dict,
     read_config_file,
 )
 
@@ -185,10 +183,7 @@ def load_training_config(source: str | Path | dict | TrainingConfig) -> Training
     if isinstance(source, TrainingConfig):
         return source
     if isinstance(source, dict):
-        try:
-            _check_tree(source, _data_children, "the config dict")
-        except YamlLimitError as exc:
-            raise ConfigError(f"invalid training config (dict): {exc}") from None
+        check_config_dict(source, "training")
         return _validate(copy.deepcopy(source), "dict")
     if not isinstance(source, (str, Path)):
         raise ConfigError(
