@@ -326,7 +326,7 @@ def test_mismatch_messages_speak_python_and_the_cli_translates(tmp_path):
     assert info["status"] == "interrupted (process gone)"
     assert "run_experiment(config, out_dir)" in info["resume"]
     res = CliRunner().invoke(app, ["info", str(out)])
-    assert "resume with `attnflow run CONFIG --out DIR`" in res.stdout
+    assert f"resume with `attnflow run CONFIG --out {out}`" in res.stdout
     assert for_cli("rerun with resume=False") == "rerun with --no-resume"
 
 

@@ -66,6 +66,8 @@ def _run_info(directory: Path) -> None:
     r = run_info(directory)
     typer.echo(f"run {r['dir']} ({r['name']!r})")
     typer.echo(for_cli(f"  status: {r['status']}"))
+    if r.get("resume"):  # an interrupted run: how to go on, with the command's flags
+        typer.echo(f"  resume with `attnflow run CONFIG --out {directory}` and its config.yaml")
     if r.get("n_steps"):
         pct = 100 * (r["step"] or 0) / r["n_steps"]
         typer.echo(f"  progress: step {r['step']}/{r['n_steps']} ({pct:.0f}%), {r['records']} records")
