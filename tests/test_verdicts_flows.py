@@ -382,3 +382,31 @@ def test_the_flow_studies_plan_computations():
     plan = get_study("sufficient_condition").plan(get_study("sufficient_condition").config())
     assert {"rows_fresh_heads", "robust_uniform", "robust_clustered"} <= set(plan)
     assert plan["robust_uniform"].params["config"]["configs"] == 2000
+
+
+# -- review notes: computed from the numbers, not written by hand ---------------------------------------
+def test_numerics_notes_give_the_ranges_and_the_power_of_the_heat_band():
+    c = get_study("numerics_checks").config()
+    res = _num_res()
+    # a declared range whose slope interval straddles the band edge, a halved range that decides
+    res["lie"]["softmax"]["rkmk4"] = {**res["lie"]["softmax"]["rkmk4"], "order": 4.1, "order_ci": [3.9, 4.3]}
+    recs = _by_id(numerics_records(res, c))
+    r4 = recs["lie-order-rkmk4"]
+    assert r4.verdict == "inconclusive" and "the declared steps are coarse" in r4.notes
+    assert "p = 4.100 [3.900, 4.300]" in r4.notes and "p = 4.000 [3.980, 4.020]" in r4.notes
+    assert "coarse" not in recs["lie-order-rkmk2"].notes  # its declared range decides
+    # heat: ci half-width 0.005 -> se = 0.005 / 1.96; band 0.02 is 7.8 se; exact 0.367, l(l+d-2) eps t = 1:
+    # a relative error 0.02 / 0.367 = 5.4% in the diffusion constant stays inside the band
+    heat = recs["brownian-tokens-heat-kernel"].notes
+    assert "7.8 standard errors" in heat and "off by up to 5.4%" in heat
+
+
+def test_entropy_note_names_the_symmetric_heads_value():
+    config = get_study("entropy").config()
+    stats = _entropy_stats(_entropy_run(), config)
+    r = _by_id(entropy_records(stats, config))["entropy-monotone-random-starts"]
+    assert r.notes == ""  # no symmetric-heads value, no note
+    stats["robustness"]["heads"] = {"values": ["symmetric"], "stats": [entropy_statistics(
+        _entropy_run(falling=333), "mean_row_rate", config.decrease_tol)]}  # fmt: skip
+    r = _by_id(entropy_records(stats, config))["entropy-monotone-random-starts"]
+    assert "(333/1000 clouds decreasing" in r.notes and "need not bring the cloud to one cluster" in r.notes
