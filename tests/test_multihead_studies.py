@@ -65,6 +65,12 @@ def test_monotonicity_quick(tmp_path):
     recs = {r["id"]: r for r in read_records(s)}
     assert recs["multi-energy-monotone-usa"]["class"] == "identity"  # a sum of squares: never a test
     assert [c["choice"] for c in recs["multi-energy-monotone-softmax-sphere"]["robustness"]][0] == "dt"
+    sphere = recs["multi-energy-monotone-softmax-sphere"]
+    assert [c["choice"] for c in sphere["robustness"]][-1] == "head scale beta |M_h|"
+    assert [c["values"] for c in sphere["robustness"]][-1] == [1.0, 6.0]  # quick head_scales, beta = 1
+    flat = recs["multi-energy-monotone-softmax-flat"]
+    assert flat["uncertainty"]["samples"] == 6  # quick flat_multi_configs: the main value of the flat row
+    assert s["flat_multi_row"]["dt"] == 0.01  # the quick variant's smallest step
 
 
 def test_sufficient_condition_quick(tmp_path):
@@ -79,6 +85,9 @@ def test_sufficient_condition_quick(tmp_path):
     recs = {r["id"]: r for r in read_records(s)}
     assert recs["s2-implication"]["class"] == "identity"  # Cauchy-Schwarz: true by construction
     assert recs["s1-cross-term-order-in-defect"]["class"] == "test"
+    choices = [c["choice"] for c in recs["s1-cross-term-order-in-defect"]["robustness"]]
+    assert "heads across eps (same: the study's; fresh per eps)" in choices
+    assert recs["s1-per-head-monotone-under-defect"]["uncertainty"]["samples"] == 3 * 40  # quick robust rows
 
 
 # critical_beta, superadditivity, relu_vs_softmax: quick variants and their verdict machinery are tested in

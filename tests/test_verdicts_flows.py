@@ -16,7 +16,11 @@ from attnflow.studies.jko_stability import jko_records
 from attnflow.studies.layer_scaling import layer_scaling_records
 from attnflow.studies.multihead_common import binomial_ci, verdict_table
 from attnflow.studies.multihead_entropy import entropy_records, entropy_statistics
-from attnflow.studies.multihead_flows import monotonicity_records, sufficient_condition_records
+from attnflow.studies.multihead_flows import (
+    configs_needed,
+    monotonicity_records,
+    sufficient_condition_records,
+)
 from attnflow.studies.numerics_checks import numerics_records
 
 
@@ -135,9 +139,12 @@ def test_monotonicity_records_fail_on_a_world_where_the_claims_are_false():
     assert recs["multi-energy-monotone-softmax-sphere"].verdict == "fails"
     assert recs["multi-energy-monotone-softmax-flat"].verdict == "fails"
     assert recs["per-head-monotonicity-fails-orthogonal-sphere-usa"].verdict == "fails"
-    # claim 2's culprit false: every violation blamed on the cross term
+    # the culprit share has no contrast (non-violating pairs are not counted): a description with its numbers
     recs = _by_id(monotonicity_records({dt: _mono_rows(dt, head=240, radial=0) for dt in (0.01, 0.005)}, c))
-    assert recs["radial-shadow-responsible-softmax"].verdict == "fails"
+    culprit = recs["radial-shadow-responsible-softmax"]
+    assert culprit.verdict == "description"
+    assert culprit.result["by_dt"]["0.01"] == {"radial": 0, "pairs": 240}
+    assert culprit.result["by_family"]["symmetric"] == {"radial": 0, "pairs": 240}
     assert recs["multi-energy-monotone-usa"].verdict == "identity"
     assert recs["per-head-monotone-orthogonal-flat"].verdict == "identity"
     assert recs["radial-shadow-only-negative-term-orthogonal-usa"].verdict == "identity"
@@ -155,6 +162,54 @@ def test_monotonicity_verdict_depends_on_dt_when_the_violations_vanish_at_small_
         _by_id(monotonicity_records(rows, c64))["multi-energy-monotone-softmax-sphere"].verdict
         == "inconclusive"
     )
+
+
+def _scale_row(k):
+    return {"multi_configs_violating": k}
+
+
+def test_monotonicity_sphere_record_depends_on_the_head_scale():
+    # 0/400 at small heads (holds), 160/400 at |M| = 6 (fails): the record names the head scale
+    c = get_study("monotonicity").config({"configs": 400})
+    rows = {dt: _mono_rows(dt, multi=160) for dt in (0.01, 0.005)}
+    scales = {1.0: _scale_row(0), 1.5: _scale_row(0), 3.0: _scale_row(0), 6.0: _scale_row(160)}
+    r = _by_id(monotonicity_records(rows, c, scales))["multi-energy-monotone-softmax-sphere"]
+    assert r.verdict == "depends on head scale beta |M_h|"
+    chk = [x for x in r.robustness if x.choice == "head scale beta |M_h|"][0]
+    assert chk.outcomes == ["holds", "holds", "holds", "fails"]
+    assert "suitable conditions" in r.statement and "{1.0: 0, 1.5: 0, 3.0: 0, 6.0: 160}" in r.notes
+    # every scale fails: the record fails
+    scales = {s: _scale_row(160) for s in scales}
+    assert (
+        _by_id(monotonicity_records(rows, c, scales))["multi-energy-monotone-softmax-sphere"].verdict
+        == "fails"
+    )
+
+
+def test_monotonicity_flat_main_value_from_the_large_row_and_its_power():
+    # 64 configurations in the dt / family rows, 400 in the flat row: 0/400 holds, the 0/64 values stay
+    # inconclusive, so the record is inconclusive but its main value holds and the notes give the power
+    c = get_study("monotonicity").config()
+    rows = {dt: _mono_rows(dt, multi=0, head=64) for dt in (0.01, 0.005)}
+    flat = {"multi_configs_violating": 0, "dt": 0.0025, "max_move_per_step": 0.04, "blew_up": False}
+    r = _by_id(monotonicity_records(rows, c, None, flat))["multi-energy-monotone-softmax-flat"]
+    assert r.result["outcome"] == "holds" and r.uncertainty["samples"] == 400
+    assert f"m >= {configs_needed(0.01)}" in r.notes and "the main value has m = 400" in r.notes
+    flat["multi_configs_violating"] = 40
+    r = _by_id(monotonicity_records(rows, c, None, flat))["multi-energy-monotone-softmax-flat"]
+    assert r.result["outcome"] == "fails"
+    s = _by_id(monotonicity_records(rows, c))["multi-energy-monotone-softmax-sphere"]
+    assert "can only read 'fails' or 'inconclusive'" in s.notes
+
+
+def test_configs_needed_is_the_least_deciding_sample():
+    from attnflow.studies.multihead_common import binomial_ci
+
+    m = configs_needed(0.01)
+    assert binomial_ci(0, m)[1] < 0.01 <= binomial_ci(0, m - 1)[1]
+    assert 300 < m < 400  # 1 - 0.025^(1/m) < 0.01 gives m ~ ln(40) / 0.01 = 369
+    with pytest.raises(ValueError, match="needs more than 10 configurations"):
+        configs_needed(0.01, cap=10)
 
 
 # -- sufficient_condition -------------------------------------------------------------------------------
@@ -186,6 +241,19 @@ def test_sufficient_condition_records_fail_on_a_square_root_defect_and_on_violat
     # monotone at uniform states, violated at clustered ones: the record says which choice decides
     mixed = _by_id(sufficient_condition_records(_suff_rows(), c, clustered=_suff_rows(violating=0.2)))
     assert mixed["s1-per-head-monotone-under-defect"].verdict == "depends on token states"
+    # the large robust rows decide the main value and the token-states check (2000 states)
+    rob = (_suff_rows(violating=0.0013), _suff_rows(violating=0.0163))
+    r = _by_id(sufficient_condition_records(_suff_rows(), c, _suff_rows(), robust=rob))[
+        "s1-per-head-monotone-under-defect"
+    ]
+    assert r.uncertainty["samples"] == 3 * c.robust_configs and r.result["outcome"] == "holds"
+    assert r.verdict == "depends on token states"
+    # fresh heads per eps with a square-root order: the order record names that choice
+    r = _by_id(sufficient_condition_records(_suff_rows(), c, fresh=_suff_rows(order=0.5)))[
+        "s1-cross-term-order-in-defect"
+    ]
+    assert r.verdict == "depends on heads across eps (same: the study's; fresh per eps)"
+    assert "p = 0.500" in r.notes
 
 
 # -- numerics_checks ------------------------------------------------------------------------------------
@@ -309,4 +377,36 @@ def test_the_flow_studies_plan_computations():
         plan = get_study(name).plan(get_study(name).config(quick=True))
         assert plan and all(t.kind == "compute" for t in plan.values()), name
     plan = get_study("monotonicity").plan(get_study("monotonicity").config())
-    assert sorted(t.params["dt"] for t in plan.values()) == [0.0025, 0.005, 0.01]  # dt, dt/2, dt/4
+    assert sorted(t.params["dt"] for t in plan.values() if "dt" in t.params) == [0.0025, 0.005, 0.01]
+    assert {"head_scales", "flat_multi"} <= set(plan)  # the head-scale check and the 400-config flat row
+    plan = get_study("sufficient_condition").plan(get_study("sufficient_condition").config())
+    assert {"rows_fresh_heads", "robust_uniform", "robust_clustered"} <= set(plan)
+    assert plan["robust_uniform"].params["config"]["configs"] == 2000
+
+
+# -- review notes: computed from the numbers, not written by hand ---------------------------------------
+def test_numerics_notes_give_the_ranges_and_the_power_of_the_heat_band():
+    c = get_study("numerics_checks").config()
+    res = _num_res()
+    # a declared range whose slope interval straddles the band edge, a halved range that decides
+    res["lie"]["softmax"]["rkmk4"] = {**res["lie"]["softmax"]["rkmk4"], "order": 4.1, "order_ci": [3.9, 4.3]}
+    recs = _by_id(numerics_records(res, c))
+    r4 = recs["lie-order-rkmk4"]
+    assert r4.verdict == "inconclusive" and "the declared steps are coarse" in r4.notes
+    assert "p = 4.100 [3.900, 4.300]" in r4.notes and "p = 4.000 [3.980, 4.020]" in r4.notes
+    assert "coarse" not in recs["lie-order-rkmk2"].notes  # its declared range decides
+    # heat: ci half-width 0.005 -> se = 0.005 / 1.96; band 0.02 is 7.8 se; exact 0.367, l(l+d-2) eps t = 1:
+    # a relative error 0.02 / 0.367 = 5.4% in the diffusion constant stays inside the band
+    heat = recs["brownian-tokens-heat-kernel"].notes
+    assert "7.8 standard errors" in heat and "off by up to 5.4%" in heat
+
+
+def test_entropy_note_names_the_symmetric_heads_value():
+    config = get_study("entropy").config()
+    stats = _entropy_stats(_entropy_run(), config)
+    r = _by_id(entropy_records(stats, config))["entropy-monotone-random-starts"]
+    assert r.notes == ""  # no symmetric-heads value, no note
+    stats["robustness"]["heads"] = {"values": ["symmetric"], "stats": [entropy_statistics(
+        _entropy_run(falling=333), "mean_row_rate", config.decrease_tol)]}  # fmt: skip
+    r = _by_id(entropy_records(stats, config))["entropy-monotone-random-starts"]
+    assert "(333/1000 clouds decreasing" in r.notes and "need not bring the cloud to one cluster" in r.notes

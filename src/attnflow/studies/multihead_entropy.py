@@ -282,9 +282,21 @@ def entropy_records(stats: dict, config: EntropyConfig) -> list:
         for choice, v in stats["robustness"].items()
     ]
     b = stats["base"]
+    notes = ""
+    hv = stats["robustness"].get("heads")
+    if hv and "symmetric" in hv["values"]:
+        s_ = hv["stats"][hv["values"].index("symmetric")]
+        notes = (
+            f"the 'heads' value symmetric ({s_['decreasing']}/{s_['clouds']} clouds decreasing, "
+            f"operator norm {c.scale:g}) is a different setting: generic symmetric heads need not bring the "
+            "cloud to one "
+            "cluster, so the entropy has no reason to rise to log n there; it tests the claim beyond the "
+            "one-cluster flows, not the base setting"
+        )
     recs = [
         record_test(
             id="entropy-monotone-random-starts",
+            notes=notes,
             statement="the mean attention-row entropy of a softmax flow never decreases along the flow from "
             "random starts (base: one identity head, SA ascent on S^2)",
             source=SOURCE,
@@ -565,3 +577,8 @@ def _table(summary: dict, c: EntropyConfig) -> str:
 
 
 register(EntropyStudy())
+
+
+def records(summary: dict, config: EntropyConfig) -> list:
+    """The verdict records of a committed summary (its ``statistics``), for ``scripts/regen_verdicts.py``."""
+    return entropy_records(summary["statistics"], config)
