@@ -62,6 +62,12 @@ from .tasks import ComputeTask
 
 __all__ = ["MonotonicityStudy", "SufficientConditionStudy"]
 
+
+def _on_sphere(name: str) -> bool:
+    """Whether a geometry named in a result row keeps tokens on the sphere (the geometry object decides)."""
+    return get_geometry(name).unit_norm
+
+
 Kind = Literal["usa", "softmax"]
 Geo = Literal["sphere", "flat"]
 Family = Literal["symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical"]
@@ -336,7 +342,7 @@ def monotonicity_records(
         if _row(base, family=fam0, attention="softmax", geometry=geo0) is None:
             continue
         k, m0 = multi(base, fam0, geo0), m
-        if geo0 == "flat" and flat_row is not None:
+        if not _on_sphere(geo0) and flat_row is not None:
             k, m0 = flat_row["multi_configs_violating"], c.flat_multi_configs
         v, ci = _frac(k, m0)
         vals = [(dt, multi(rows_by_dt[dt], fam0, geo0)) for dt in dts]
@@ -362,12 +368,12 @@ def monotonicity_records(
             + (" and can only read 'fails' or 'inconclusive'" if m0 < need else "")
             + (f", the robustness values m = {m}" if m != m0 else "")
         )
-        if geo0 == "flat" and flat_row is not None:
+        if not _on_sphere(geo0) and flat_row is not None:
             notes += (
                 f"; main value at dt = {flat_row['dt']:g}, horizon {c.flat_t1:g}, largest move per step "
                 f"{flat_row['max_move_per_step']:.3g}, blew up: {flat_row['blew_up']}"
             )
-        if geo0 == "sphere" and scale_rows:
+        if _on_sphere(geo0) and scale_rows:
             sc = sorted(scale_rows)
             ks = [scale_rows[s]["multi_configs_violating"] for s in sc]
             ms = c.head_scale_configs
@@ -519,7 +525,7 @@ def monotonicity_records(
         r
         for rows in rows_by_dt.values()
         for r in rows
-        if r["family"] == "orthogonal" and r["geometry"] == "flat"
+        if r["family"] == "orthogonal" and not _on_sphere(r["geometry"])
     ]
     if flat:
         recs.append(
@@ -542,10 +548,10 @@ def monotonicity_records(
             result={
                 "dts": dts,
                 "max_move_per_step_sphere": max(
-                    r["max_move_per_step"] for r in base if r["geometry"] == "sphere"
+                    r["max_move_per_step"] for r in base if _on_sphere(r["geometry"])
                 ),
                 "max_move_per_step_flat": max(
-                    r["max_move_per_step"] for r in base if r["geometry"] == "flat"
+                    r["max_move_per_step"] for r in base if not _on_sphere(r["geometry"])
                 ),
             },
             notes="flat USA runs grow without bound (blow-up in finite time) and are cut there",
