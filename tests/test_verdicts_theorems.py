@@ -72,11 +72,24 @@ def test_stability_input_apriori_bound_fails_when_growth_beats_the_rate():
     assert r["stability-input-apriori-bound"].verdict == "fails"
     assert r["stability-input-apriori-bound"].result["value"] == pytest.approx(1.5)
     assert r["stability-input-fitted-c1"].verdict == "identity"  # C1 = max ratio: never a confirmation
-    ok = _records("stability_input", _stability_input(1.0))
-    assert (
-        ok["stability-input-apriori-bound"].verdict
-        == "depends on rate: M_theta(t) (leading term) instead of R(t)"
-    )
+    assert r["stability-input-leading-rate-bound"].verdict == "fails"  # 3t against M = t
+    ok = _records("stability_input", _stability_input(0.9))
+    assert ok["stability-input-apriori-bound"].verdict == "holds"
+    assert ok["stability-input-leading-rate-bound"].verdict == "holds"  # growth 0.9 t against M = t
+
+
+def test_stability_input_bound_that_cannot_fail_is_a_description():
+    # W2 <= pi: with a rate so large that log(pi/eta_min)/rate <= 1, no data could fail the bound
+    s = _stability_input(3.0)
+    v = s["variants"]["ascent_frozen"]
+    v["R_t"] = (1e3 * np.asarray(v["R_t"])).tolist()
+    v["R_T"] = 2e3
+    r = _records("stability_input", s)
+    rec = r["stability-input-apriori-bound"]
+    assert rec.klass == "description" and rec.verdict == "description"
+    eta_min = min(get_study("stability_input").config(quick=True).etas)
+    assert rec.result["ceiling"] == pytest.approx(math.log(math.pi / eta_min) / 200.0)
+    assert r["stability-input-leading-rate-bound"].klass == "test"  # M untouched: still a test
 
 
 def test_stability_input_linear_response_fails_when_the_amplification_moves():
