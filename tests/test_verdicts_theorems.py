@@ -189,6 +189,8 @@ def test_stability_weights_narrow_and_first_order_records_fail():
     assert r["stability-weights-first-order-heads"].verdict == "fails"  # b = 1/2 is not first order
     ok = _records("stability_weights", _stability_weights(b_mix=0.5, b_heads=1.0))
     assert ok["stability-weights-narrow-mixture"].verdict == "holds"
+    rate = ok["stability-weights-narrow-rate-mixture"]  # the rate is described, never tested
+    assert rate.klass == "description" and rate.result["b"] == pytest.approx(0.5)
     assert ok["stability-weights-first-order-heads"].verdict == "holds"
 
 
