@@ -227,6 +227,8 @@ def test_depth_limit_h_exponent_fails_when_the_data_decay_slower():
     assert r["depth-limit-n-independent"].verdict == "fails"  # slope 0.3 > 0.1: error grows with n
     ok = _records("depth_limit", {**s, "init_rows": _depth_rows(0.6), "train_rows": _depth_rows(0.6)})
     assert ok["depth-limit-delta"].verdict == "holds" and ok["depth-limit-alpha"].verdict == "holds"
+    h4 = [c for c in ok["depth-limit-delta"].robustness if c.choice.startswith("fit range: H >= 4")]
+    assert len(h4) == 1 and h4[0].results[0] == pytest.approx(0.6, abs=1e-6)  # exact model: delta recovered
 
 
 # -- mean_field_heads ----------------------------------------------------------------------------------
