@@ -269,6 +269,7 @@ def test_mean_field_heads_records_fail():
     assert r["mean-field-heads-w2-rate"].verdict == "fails"
     assert r["mean-field-heads-g2-frozen-prediction"].verdict == "fails"
     assert r["mean-field-heads-sec6-mc-explanation"].verdict == "fails"  # measured 0.4 x the prediction
+    assert r["mean-field-heads-sec6-mc-explanation"].result["outcome_by_H"] == {"1": "fails", "10": "fails"}
     assert r["mean-field-heads-g2-frozen-1-over-h"].verdict == "identity"  # a sample-mean variance
     ok = _records("mean_field_heads", _mfh(b=-0.5, ratio=1.0))
     assert ok["mean-field-heads-w2-rate"].verdict == "holds"
