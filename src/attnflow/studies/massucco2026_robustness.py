@@ -35,12 +35,18 @@ import numpy as np
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.fits import fit_power_law
-from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_test
+from ..analysis.verdicts import (
+    Criterion,
+    RobustnessCheck,
+    record_description,
+    record_identity,
+    record_test,
+)
 from ..experiments.builder import ESTIMATORS, estimator
 from ..experiments.reproduce import load_manifest, regime_configs
 from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
 from .common import distinct_sorted, finish_analysis, value_tag, whole_steps
-from .massucco2026 import time_average
+from .massucco2026 import WHY_OU_EXPONENT, WHY_SHARED_B, time_average
 from .registry import register
 
 __all__ = ["RobustnessConfig", "RobustnessStudy", "records", "robustness_table", "spread"]
@@ -461,18 +467,20 @@ def records(summary: dict, config: RobustnessConfig) -> list:
         w0, v0 = next(iter(regs["ou"]["cells"][base]["windows"].items()))
         m, ci = _mean_ci(v0["b"])
         out.append(
-            record_test(
+            record_identity(
                 id="massucco2026-robustness-ou-exponent",
                 statement="under OU weights the time-averaged G^2 decays like 1/H, over draws of the "
                 "shared start",
                 source="2605.18870, Sec. 6 (O(1/H) stated)",
-                criterion=crit,
-                value=m,
-                ci95=ci,
-                samples=int(v0["b"]["count"]),
-                method=f"t interval over {v0['b']['count']} draws of (x0, D0) of the per-draw slopes, "
-                f"window {w0}",
-                robustness=checks_for(crit, "ou", "b"),
+                why=WHY_OU_EXPONENT,
+                result={
+                    "b_mean_over_draws": m,
+                    "b_ci95": list(ci),
+                    "draws": int(v0["b"]["count"]),
+                    "window": w0,
+                    "band_of_the_former_test": [float(lo), float(hi)],
+                    "robustness_fits": [c.model_dump() for c in checks_for(crit, "ou", "b")],
+                },
             )
         )
     pub = regs.get("osc_shared", {}).get("published", {})
@@ -490,6 +498,22 @@ def records(summary: dict, config: RobustnessConfig) -> list:
                 note=f"published {par} = {pub[par]}",
             )
             m, ci = _mean_ci(v0[par])
+            if par == "b":
+                out.append(
+                    record_identity(
+                        id="massucco2026-robustness-osc-shared-b",
+                        statement="the published fit's b of the oscillating regime is reproduced over "
+                        "draws of the shared start",
+                        source="2605.18870, Sec. 6 (oscillating regime: b = 0.005 [-0.06, 0.07])",
+                        why=WHY_SHARED_B,
+                        result={
+                            "b_mean_over_draws": m,
+                            "b_ci95": list(ci),
+                            "published_ci": list(pub["b_ci"]),
+                        },
+                    )
+                )
+                continue
             out.append(
                 record_test(
                     id=f"massucco2026-robustness-osc-shared-{par}",
