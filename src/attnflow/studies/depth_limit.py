@@ -35,13 +35,14 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ..analysis.fits import fit_depth_width
-from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_test
+from ..analysis.verdicts import Criterion, record_description, record_test
 from ..training.depth import contraction_task, sphere_clouds, train_adamw
 from ..training.residual import ResidualAttention, adjoint_variables, limit_flow, xavier_atoms
 from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import fit_robustness, robustness_checks
 from .multihead_common import jsonable, one_thread
 from .registry import study
-from .render import Column, Table
+from .render import Column, Table, ci_cells, ci_columns
 from .tasks import ComputeTask
 
 __all__ = ["DepthLimitConfig", "DepthLimitStudy", "records", "tables"]
@@ -428,13 +429,6 @@ _SRC_RATE = "2605.11059, main theorem: rate O(1/L + L^-1/3 H^-1/2), constants in
 _KEYS = (("init", "err_x"), ("init", "err_p"), ("trained", "err_x"), ("trained", "err_p"))
 
 
-def _checks(crit, choice, values, results, ci95=None) -> list:
-    """A robustness check, or none when the choice has no value (e.g. a fit that a small grid cannot make)."""
-    if not list(values):
-        return []
-    return [RobustnessCheck.from_values(crit, choice, list(values), list(results), ci95=ci95)]
-
-
 _DELTA_NOTE = (
     "Why inconclusive is the right reading: for i.i.d. heads the true exponent is exactly 1/2 "
     "asymptotically (a mean of H independent heads), i.e. on the boundary of the claim delta >= 1/2, so "
@@ -501,53 +495,20 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
             continue
         main = ok["init_x"]
         checks = [
-            *_checks(
-                crit,
-                "state and variable",
-                list(ok),
-                [f[par] for f in ok.values()],
-                ci95=[f[f"{par}_ci"] for f in ok.values()],
-            ),
-            *_checks(
-                crit,
-                "fit range: L >= 8",
-                [k for k in tail if par in tail[k]],
-                [f[par] for f in tail.values() if par in f],
-                ci95=[f[f"{par}_ci"] for f in tail.values() if par in f],
-            ),
+            *fit_robustness(crit, "state and variable", ok, par),
+            *fit_robustness(crit, "fit range: L >= 8", tail, par),
         ]
         seeds = sorted({r["seed"] for r in rows["init"] if "seed" in r})
         if len(seeds) > 1:
-            per_seed = [
-                _fit([r for r in rows["init"] if r.get("seed") == sd], "err_x", free=True) for sd in seeds
-            ]
-            ok_seed = [(sd, f) for sd, f in zip(seeds, per_seed, strict=True) if par in f]
-            checks += _checks(
-                crit,
-                "seed (init, x: one draw of the heads per fit)",
-                [sd for sd, _ in ok_seed],
-                [f[par] for _, f in ok_seed],
-                ci95=[f[f"{par}_ci"] for _, f in ok_seed],
-            )
-        if par == "delta":
-            h4 = {
-                k: f for k, f in _fits(rows["init"], rows["trained"], free=True, min_H=4).items() if par in f
+            per_seed = {
+                sd: _fit([r for r in rows["init"] if r.get("seed") == sd], "err_x", free=True) for sd in seeds
             }
-            checks += _checks(
-                crit,
-                "fit range: H >= 4 (and the H = inf reference)",
-                list(h4),
-                [f[par] for f in h4.values()],
-                ci95=[f[f"{par}_ci"] for f in h4.values()],
-            )
+            checks += fit_robustness(crit, "seed (init, x: one draw of the heads per fit)", per_seed, par)
+        if par == "delta":
+            h4 = _fits(rows["init"], rows["trained"], free=True, min_H=4)
+            checks += fit_robustness(crit, "fit range: H >= 4 (and the H = inf reference)", h4, par)
         if par != "delta":
-            checks += _checks(
-                crit,
-                "delta fixed at 1/2",
-                [k for k in fixed if par in fixed[k]],
-                [f[par] for f in fixed.values() if par in f],
-                ci95=[f[f"{par}_ci"] for f in fixed.values() if par in f],
-            )
+            checks += fit_robustness(crit, "delta fixed at 1/2", fixed, par)
         extra = {"free_fits": {k: [f[par], *f[f"{par}_ci"]] for k, f in ok.items()}}
         if par == "delta":
             extra["claim_inside_free_ci"] = {
@@ -597,7 +558,7 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
                 value=max(r["slope"] for r in slopes),
                 samples=len(slopes),
                 method="none: least-squares slopes over 3-4 values of n (seed means), no interval",
-                robustness=[*_checks(crit_n, "state", list(by_state), list(by_state.values()))],
+                robustness=[*robustness_checks(crit_n, "state", list(by_state), list(by_state.values()))],
                 extra={"n_max": max(max(r["n"]) for r in slopes)},
             )
         )
@@ -616,13 +577,8 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
     return out
 
 
-def _fit_cells(f: dict, params: tuple[str, ...]) -> dict:
-    """Each fitted parameter and its 95% interval (None when the grid was too small for a fit)."""
-    return {k: f.get(k) for p in params for k in (p, f"{p}_ci")}
-
-
 def _ci_columns(params: tuple[str, ...]) -> list[Column]:
-    return [c for p in params for c in (Column(p, fmt=".3g"), Column(f"{p}_ci", f"{p} 95% CI", ".3g"))]
+    return [c for p in params for c in ci_columns(p, fmt=".3g", ci_label=f"{p} 95% CI")]
 
 
 def tables(summary: dict, config: DepthLimitConfig) -> list[Table]:
@@ -635,9 +591,9 @@ def tables(summary: dict, config: DepthLimitConfig) -> list[Table]:
     fit_rows = [
         {
             "quantity": key,
-            **_fit_cells(f, fixed),
+            **ci_cells(f, *fixed),
             "rms_log_residual": f.get("rms_log_residual"),
-            **_fit_cells(free.get(key, {}), ("delta",)),
+            **ci_cells(free.get(key, {}), "delta"),
             "no_fit": f.get("error"),
         }
         for key, f in s["fits"].items()

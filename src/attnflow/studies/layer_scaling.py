@@ -37,9 +37,9 @@ from ..analysis.verdicts import record_description, record_identity
 from ..model.transformer import TransformerModel
 from ..observables import cluster_count_sensitivity, mean_pairwise_inner_product
 from .base import Study, StudyConfig, StudyResult, StudyRuns
-from .common import distinct_sorted, mean_sd, whole_steps
+from .common import distinct_sorted, enough_records, mean_sd
 from .registry import register
-from .render import Column, Table, verdicts_table
+from .render import Column, Table, ci_cells, ci_columns, verdicts_table
 
 __all__ = ["LayerScalingConfig", "LayerScalingStudy", "records", "tables"]
 
@@ -83,12 +83,7 @@ class LayerScalingConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = whole_steps(self.t1, self.dt)
-        if round(k) // self.record_every < 4:
-            raise ValueError(
-                f"the run must hold at least 4 records: got {round(k) // self.record_every}; lower "
-                "record_every or raise t1"
-            )
+        enough_records(self.t1, self.dt, self.record_every, 4)
         return self
 
 
@@ -267,12 +262,11 @@ def tables(summary: dict, config: LayerScalingConfig | None = None) -> list[Tabl
     fit = Table(
         columns=[
             Column("variant"),
-            Column("b", "b of M(T) in H", ".3f"),
-            Column("b_ci", "95% CI", ".3f"),
+            *ci_columns("b", "b of M(T) in H", ".3f"),
             Column("range", "H range", ".1f"),
         ],
         rows=[
-            {"variant": key, **{k: v["fit_M_T_vs_H"].get(k) for k in ("b", "b_ci", "range")}}
+            {"variant": key, **ci_cells(v["fit_M_T_vs_H"], "b"), "range": v["fit_M_T_vs_H"].get("range")}
             for key, v in summary["variants"].items()
         ],
         id="fit_in_H",

@@ -48,9 +48,9 @@ from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, 
 from ..model import tokens as tokens_mod
 from ..observables import strong_upper_gradient_sq
 from .base import Study, StudyConfig, StudyResult, StudyRuns
-from .common import distinct_sorted, mean_sd, whole_steps
+from .common import distinct_sorted, enough_records, mean_sd
 from .registry import register
-from .render import Column, Table
+from .render import Column, Table, ci_cells, ci_columns
 
 __all__ = ["LongtimeConfig", "LongtimeStudy", "records", "tables"]
 
@@ -114,13 +114,14 @@ class LongtimeConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = whole_steps(self.t1, self.dt)
-        records = round(k) // self.record_every
-        if records < 4 * max(self.spacings):
-            raise ValueError(
-                f"the run must hold at least 4 x max(spacings) records: got {records} records and "
-                f"spacings {self.spacings}; lower record_every or the spacings, or raise t1"
-            )
+        enough_records(
+            self.t1,
+            self.dt,
+            self.record_every,
+            4 * max(self.spacings),
+            rule=f"4 x max(spacings) = {4 * max(self.spacings)}",
+            fix=f"lower record_every or the spacings {self.spacings}, or raise t1",
+        )
         return self
 
 
@@ -430,8 +431,7 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
                 _regime_col(),
                 Column("length_pathwise_first_half", "length pathwise [0,T/2]", ".3g"),
                 Column("length_pathwise_second_half", "[T/2,T]", ".3g"),
-                Column("b", "b of length vs spacing", ".3f"),
-                Column("b_ci", "95% CI", ".3f"),
+                *ci_columns("b", "b of length vs spacing", ".3f"),
                 Column("length_in_law_exact_ot_first_half", "length in law, exact OT [0,T/2]", ".3g"),
                 Column("length_in_law_exact_ot_second_half", "[T/2,T]", ".3g"),
                 Column("length_in_law_first_half", "length in law, moment-matched Gaussian [0,T/2]", ".3g"),
@@ -447,8 +447,7 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
                         for k in ("length_in_law_exact_ot_first_half", "length_in_law_exact_ot_second_half")
                     },
                     **r,
-                    "b": r["fit_length_vs_spacing"].get("b"),
-                    "b_ci": r["fit_length_vs_spacing"].get("b_ci"),
+                    **ci_cells(r["fit_length_vs_spacing"], "b"),
                 }
                 for reg, r in regimes.items()
             ],
@@ -526,41 +525,39 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
         for reg, r in regimes.items()
         if "G2_late_half_pool" in r["stationarity"].get("period_pooled", {})
     ]
-    if pooled:
-        out.append(
-            Table(
-                columns=[
-                    _regime_col(),
-                    Column("G2_late", "pooled measure", ".3g"),
-                    Column("G2_late_half_pool", "half-resolution pool", ".3g"),
-                    Column("G2_late_iid_corrected", "i.i.d.-corrected (biased)", ".3g"),
-                    Column("pool_atoms", "atoms"),
-                ],
-                rows=pooled,
-                note="Period-pooled law: G^2(mu_T) of the pooled measure (the quadrature of the period "
-                "average), the same at half the records (quadrature error), and the old estimate with the "
-                "i.i.d. correction -c/K (a bias: the pooled heads are time-correlated atoms, not an i.i.d. "
-                "sample).",
-                id="period_pooled",
-            )
-        )
     bounds = [{"regime": reg, **r["dtE_bound"]} for reg, r in regimes.items() if r.get("dtE_bound")]
-    if bounds:
-        out.append(
-            Table(
-                columns=[
-                    _regime_col(),
-                    Column("C_sup", "sup C", ".4g"),
-                    Column("max_ratio", "max ratio", ".3g"),
-                    Column("median_ratio", "median ratio", ".3g"),
-                    Column("intervals"),
-                ],
-                rows=bounds,
-                note="abs(d_tE) <= C |Theta'_t| with the a-priori C = e^{max_h |D_h|_op} / 2 (derived): "
-                "ratios over the record intervals.",
-                id="dtE_bound",
-            )
-        )
+    optional = (
+        (
+            "period_pooled",
+            pooled,
+            [
+                ("G2_late", "pooled measure", ".3g"),
+                ("G2_late_half_pool", "half-resolution pool", ".3g"),
+                ("G2_late_iid_corrected", "i.i.d.-corrected (biased)", ".3g"),
+                ("pool_atoms", "atoms", ""),
+            ],
+            "Period-pooled law: G^2(mu_T) of the pooled measure (the quadrature of the period average), "
+            "the same at half the records (quadrature error), and the old estimate with the i.i.d. "
+            "correction -c/K (a bias: the pooled heads are time-correlated atoms, not an i.i.d. sample).",
+        ),
+        (
+            "dtE_bound",
+            bounds,
+            [
+                ("C_sup", "sup C", ".4g"),
+                ("max_ratio", "max ratio", ".3g"),
+                ("median_ratio", "median ratio", ".3g"),
+                ("intervals", "", ""),
+            ],
+            "abs(d_tE) <= C |Theta'_t| with the a-priori C = e^{max_h |D_h|_op} / 2 (derived): ratios over "
+            "the record intervals.",
+        ),
+    )
+    out += [
+        Table(columns=[_regime_col(), *(Column(*c) for c in cols)], rows=rows, note=note, id=tid)
+        for tid, rows, cols, note in optional
+        if rows
+    ]
     return out
 
 

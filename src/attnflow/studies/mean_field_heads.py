@@ -44,7 +44,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.theorems import draw_heads, fit_rate, gradient_mc_decomposition
-from ..analysis.verdicts import Criterion, RobustnessCheck, record_identity, record_test
+from ..analysis.verdicts import Criterion, record_identity, record_test
 from ..model import tokens as tokens_mod
 from ..observables import (
     sliced_wasserstein_sphere,
@@ -52,9 +52,9 @@ from ..observables import (
     wasserstein2,
 )
 from .base import Study, StudyConfig, StudyResult, StudyRuns
-from .common import distinct_sorted, mean_sd, whole_steps
+from .common import distinct_sorted, fit_robustness, mean_sd, robustness_checks, whole_steps
 from .registry import register
-from .render import Column, Table
+from .render import Column, Table, ci_cells, ci_columns
 from .tasks import ParticleRun
 
 __all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "inputs_file", "records", "tables"]
@@ -442,19 +442,14 @@ def _fit_cells(f: dict | None, prefix: str = "") -> dict:
     """The cells of a fit (``fit_rate``): exponent, its 95% interval, the H range; the reason when none."""
     f = f or {}
     return {
-        f"{prefix}b": f.get("b"),
-        f"{prefix}b_ci": f.get("b_ci"),
+        **ci_cells(f, "b", prefix=prefix),
         f"{prefix}range": f.get("range"),
         f"{prefix}no_fit": None if not f or "b" in f else f.get("error", "no fit"),
     }
 
 
 def _fit_columns(prefix: str = "", what: str = "fitted b") -> list[Column]:
-    return [
-        Column(f"{prefix}b", what, ".3f"),
-        Column(f"{prefix}b_ci", "95% CI", ".3f"),
-        Column(f"{prefix}range", "on H in", "g"),
-    ]
+    return [*ci_columns(f"{prefix}b", what, ".3f"), Column(f"{prefix}range", "on H in", "g")]
 
 
 def _no_fit_column(rows: list[dict], keys: tuple[str, ...]) -> list[Column]:
@@ -588,13 +583,6 @@ _SRC_MC = (
 )
 
 
-def _checks(crit, choice, values, results, ci95=None) -> list:
-    """A robustness check, or none when the choice has no value (e.g. a fit that a small grid cannot make)."""
-    if not list(values):
-        return []
-    return [RobustnessCheck.from_values(crit, choice, list(values), list(results), ci95=ci95)]
-
-
 def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
     """The verdict records of ``mean_field_heads`` from its summary.
 
@@ -626,29 +614,16 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
 
     def fit_checks(crit):
         tail = {k: v["fits_tail"]["W2_T"] for k, v in laws.items() if "b" in v["fits_tail"]["W2_T"]}
-        full = {k: v["fits"]["W2_T"] for k, v in laws.items() if "b" in v["fits"]["W2_T"]}
-        sw = {k: v["fits_tail"]["SW2_T"] for k, v in laws.items() if "b" in v["fits_tail"]["SW2_T"]}
         return tail, [
-            *_checks(
-                crit,
-                "head law",
-                list(tail),
-                [f["b"] for f in tail.values()],
-                ci95=[f["b_ci"] for f in tail.values()],
+            *fit_robustness(crit, "head law", tail, "b"),
+            *fit_robustness(
+                crit, "fit range: all H (from H = 1)", {k: v["fits"]["W2_T"] for k, v in laws.items()}, "b"
             ),
-            *_checks(
-                crit,
-                "fit range: all H (from H = 1)",
-                list(full),
-                [f["b"] for f in full.values()],
-                ci95=[f["b_ci"] for f in full.values()],
-            ),
-            *_checks(
+            *fit_robustness(
                 crit,
                 "estimator: sliced spherical W2",
-                list(sw),
-                [f["b"] for f in sw.values()],
-                ci95=[f["b_ci"] for f in sw.values()],
+                {k: v["fits_tail"]["SW2_T"] for k, v in laws.items()},
+                "b",
             ),
         ]
 
@@ -737,7 +712,7 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
                 f"divided by "
                 "the prediction (its own error neglected)",
                 robustness=[
-                    *_checks(
+                    *robustness_checks(
                         pred,
                         "law, cloud and H",
                         keys,
@@ -770,7 +745,9 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
                 samples=int(config.sec6_paths),
                 method=f"normal interval over {config.sec6_paths} paths of the time average over the window",
                 robustness=[
-                    *_checks(pred, "H", list(ratios), list(ratios.values()), ci95=list(cis.values()))
+                    *robustness_checks(
+                        pred, "H", list(ratios), list(ratios.values()), ci95=list(cis.values())
+                    )
                 ],
                 extra={
                     "outcome_by_H": {
