@@ -182,26 +182,26 @@ def test_no_study_module_writes_markdown_tables_by_hand(module):
 RENDERED = ["depth_limit", "jko_stability", "layer_scaling", "longtime", "mean_field_heads"]
 
 
-def test_committed_tables_are_rendered_from_the_committed_summaries():
-    dirs = [ROOT / "docs" / "studies" / name for name in RENDERED]
-    for d in dirs:  # each module builds its tables from the summary alone
-        assert hasattr(importlib.import_module(type(get_study(d.name)).__module__), "tables"), d.name
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "regen_tables.py"), "--check", *map(str, dirs)],
-        capture_output=True,
-        text=True,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-        },
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-
-
-def test_the_number_check_of_a_regenerated_page_names_what_vanished():
+def _regen_tables():
+    """``scripts/regen_tables.py`` as a module."""
     spec = importlib.util.spec_from_file_location("regen_tables", ROOT / "scripts" / "regen_tables.py")
     regen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(regen)
+    return regen
+
+
+def test_committed_tables_are_rendered_from_the_committed_summaries():
+    regen = _regen_tables()
+    for name in RENDERED:  # what `scripts/regen_tables.py --check docs/studies/NAME` checks
+        d = ROOT / "docs" / "studies" / name
+        assert hasattr(importlib.import_module(type(get_study(name)).__module__), "tables"), name
+        assert regen.regenerate(d) == (d / "table.md").read_text(), (
+            f"{d}/table.md is not the rendering of its summary.json: run scripts/regen_tables.py {d}"
+        )
+
+
+def test_the_number_check_of_a_regenerated_page_names_what_vanished():
+    regen = _regen_tables()
     assert regen.numbers("W2 = 0.25, b = -1.5e-03 [S^2, 64]; H_ref = 16384.") == [
         "0.25",
         "-1.5e-03",
@@ -211,3 +211,55 @@ def test_the_number_check_of_a_regenerated_page_names_what_vanished():
     old = "| 1.0 | 0.420 | 7.25 | 1925 s |"
     diff = regen.compare_numbers(old, "| 1 | 0.42 | 7.3 |", moved="took 1925 s")
     assert diff == {"moved": ["1925"], "reformatted": ["1.0", "0.420"], "vanished": ["7.25"]}
+
+
+def test_the_renderer_shows_sample_summaries_intervals_and_verdict_records():
+    from attnflow.analysis.verdicts import Criterion, record_identity, record_test
+    from attnflow.studies.render import (
+        Column,
+        Table,
+        ci_cells,
+        ci_columns,
+        markdown,
+        table_from_json,
+        verdicts_table,
+    )
+
+    t = Table(
+        columns=[Column("x", "mean x", ".3f"), *ci_columns("b", "slope", ".2f")],
+        rows=[
+            {"x": {"mean": 0.26213, "sd": 0.4912}, **ci_cells({"b": -0.5, "b_ci": [-0.61, -0.39]}, "b")},
+            {"x": None, **ci_cells({"error": "too few points"}, "b")},
+        ],
+    )
+    text = (
+        "| mean x | slope | 95% CI |\n|---|---|---|\n| 0.262 +- 0.49 | -0.50 | -0.61, -0.39 |\n|  |  |  |\n"
+    )
+    assert markdown([t]) == text
+    assert markdown([table_from_json(json.loads(json.dumps(t.to_json())))]) == text  # tables.json round trip
+    crit = Criterion(quantity="b", op="<", threshold=0.0, declared_in="config: criterion_b")
+    src = "2605.18870, Sec. 5"
+    recs = [
+        record_test(
+            id="x-rate",
+            statement="b < 0",
+            source=src,
+            criterion=crit,
+            value=-0.5,
+            ci95=(-0.61, -0.39),
+            samples=10,
+            method="t interval of the slope",
+        ),
+        record_identity(id="x-identity", statement="s", source=src, why="by construction", result={}),
+    ]
+    rows = verdicts_table(recs).rows
+    assert [(r["id"], r["verdict"], r["class"]) for r in rows] == [
+        ("x-rate", "holds", "test"),
+        ("x-identity", "identity", "identity"),
+    ]
+    assert (
+        rows[0]["criterion"] == "b < 0"
+        and rows[0]["value"] == -0.5
+        and list(rows[0]["ci95"]) == [-0.61, -0.39]
+    )
+    assert rows[1]["criterion"] is None and rows[1]["value"] is None
