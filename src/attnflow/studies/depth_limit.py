@@ -21,7 +21,8 @@ independent of the number of tokens n.
 * Token count: errors at a subgrid for n in ``n_sweep`` (same heads, new inputs), the log-log slope of the
   error against n per (L, H).
 
-It computes in ``analyse`` (``plan`` returns no runs).
+The work is two computation tasks on the run store (``init``, ``train``: :func:`depth_task`); ``analyse``
+reads their stored results and returns the tables (:func:`tables`) and verdict records (:func:`records`).
 """
 
 from __future__ import annotations
