@@ -416,8 +416,7 @@ class LongtimeStudy(Study):
         return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def _regime_col() -> Column:
-    return Column("regime")
+_REGIME = Column("regime")
 
 
 def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
@@ -428,7 +427,7 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
     out = [
         Table(
             columns=[
-                _regime_col(),
+                _REGIME,
                 Column("length_pathwise_first_half", "length pathwise [0,T/2]", ".3g"),
                 Column("length_pathwise_second_half", "[T/2,T]", ".3g"),
                 *ci_columns("b", "b of length vs spacing", ".3f"),
@@ -479,7 +478,7 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
     out += [
         Table(
             columns=[
-                _regime_col(),
+                _REGIME,
                 Column(
                     "law_distance_to_T_at", "distance in law to the law at T, at t = 0, T/4, T/2, 3T/4", ".3g"
                 ),
@@ -492,7 +491,7 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
         ),
         Table(
             columns=[
-                _regime_col(),
+                _REGIME,
                 Column("G2", "G^2 by quarter of [0, T]", ".3g"),
                 Column("Ghat2", "Ghat^2 by quarter", ".3g"),
             ],
@@ -508,7 +507,7 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
         ),
         Table(
             columns=[
-                _regime_col(),
+                _REGIME,
                 Column("note", "limit law Theta-bar"),
                 Column("G2_late", "G^2(mu_T; Theta-bar)", ".3g"),
                 Column("G2_random_median", "median G^2(random; Theta-bar)", ".3g"),
@@ -554,7 +553,7 @@ def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
         ),
     )
     out += [
-        Table(columns=[_regime_col(), *(Column(*c) for c in cols)], rows=rows, note=note, id=tid)
+        Table(columns=[_REGIME, *(Column(*c) for c in cols)], rows=rows, note=note, id=tid)
         for tid, rows, cols, note in optional
         if rows
     ]
