@@ -3,6 +3,7 @@ NumPy references, scipy solve_ivp, attnflow.simulate, finite differences and an 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -16,6 +17,7 @@ from attnflow.analysis.fits import fit_depth_width
 from attnflow.analysis.verdicts import read_records
 from attnflow.plot.studies import figures_for
 from attnflow.studies import get_study, run_study
+from attnflow.studies.render import markdown, table_from_json
 from attnflow.training.depth import contraction_task, mean_field_gradients, sphere_clouds, train_adamw
 from attnflow.training.residual import (
     ResidualAttention,
@@ -268,4 +270,9 @@ def test_quick_study(tmp_path):
         assert (tmp_path / "q" / f).read_bytes()[:4] == b"\x89PNG"
     # the work is two computation tasks on the run store (issue 30), read back by the analysis
     plan = get_study("depth_limit").plan(get_study("depth_limit").config(quick=True))
+    # table.md is the one renderer's Markdown of the Table specs kept in tables.json
+    specs = json.loads((tmp_path / "q" / "tables.json").read_text())["tables"]
+    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "q" / "table.md").read_text()
+    fits = next(t for t in specs if t["id"] == "fits")
+    assert [r["alpha"] for r in fits["rows"]] == [s["fits"][k]["alpha"] for k in s["fits"]]
     assert set(plan) == {"init", "train"} and {t.kind for t in plan.values()} == {"compute"}

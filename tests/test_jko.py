@@ -224,7 +224,16 @@ def test_quick_jko_stability_study(tmp_path):
             assert np.diff(E).min() >= -1e-12 * np.abs(E).max()
         if r["method"] == "jko":
             assert r["jko"]["jko_unconverged"] == 0 and r["jko"]["jko_max_residual"] <= 1e-9
-    assert (tmp_path / "j" / s["figures"]["jko_vs_euler"]).is_file()
+    assert (tmp_path / "j" / s["run"]["figures"]["jko_vs_euler"]).is_file()
+    # table.md is the one renderer's Markdown of the Table specs kept in tables.json
+    from attnflow.studies.render import markdown, table_from_json
+
+    specs = json.loads((tmp_path / "j" / "tables.json").read_text())["tables"]
+    assert [t["id"] for t in specs] == ["runs", "verdicts"]
+    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "j" / "table.md").read_text()
+    for row, r in zip(specs[0]["rows"], s["results"].values(), strict=True):
+        assert row["method"] == r["method"] and row["error_at_T"] == r["error_at_T"]
+        assert row["jko_iterations"] == (r["jko"]["jko_iterations"] if "jko" in r else None)
     with pytest.raises(StudyConfigError, match=r"tol: must be greater than 0; got 0.0"):
         get_study("jko_stability").config({"tol": 0.0}, quick=True)
     with pytest.raises(StudyConfigError, match=r"whole number of steps"):

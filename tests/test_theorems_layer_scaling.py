@@ -6,6 +6,7 @@ layer scaling c = 1/((t0 + t) sqrt H): M = mean|D|_F^2 (1/t0 - 1/(t0 + t)) / H (
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from numpy.testing import assert_allclose
 from attnflow import TransformerModel
 from attnflow.analysis.theorems import draw_heads, weight_budget
 from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies.render import markdown, table_from_json
 
 
 def test_weight_budget_of_frozen_heads_is_linear_in_depth():
@@ -71,3 +73,8 @@ def test_layer_scaling_quick_study(tmp_path):
         assert len(plain["per_H"][H]["sensitivity_mean_counts"]) == 30
     assert scaled["fit_M_T_vs_H"]["b"] < -0.5 < plain["fit_M_T_vs_H"]["b"]
     assert not math.isnan(plain["per_H"]["1"]["mean_inner_product_T"]["mean"])
+    # table.md is the one renderer's Markdown of the Table specs kept in tables.json
+    specs = json.loads((tmp_path / "ls" / "tables.json").read_text())["tables"]
+    assert [t["id"] for t in specs] == ["per_H", "fit_in_H", "verdicts"]
+    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "ls" / "table.md").read_text()
+    assert specs[0]["rows"][0]["M_T"] == plain["per_H"]["1"]["M_T"]["mean"]

@@ -7,6 +7,7 @@ in the record spacing (exponent -1/2); the frozen regime has zero length exactly
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -20,6 +21,7 @@ from attnflow.analysis.theorems import (
     head_metric_derivative,
 )
 from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies.render import markdown, table_from_json
 
 
 def test_gaussian_w2_commuting_covariances_closed_form():
@@ -93,6 +95,12 @@ def test_longtime_quick_study(tmp_path):
     for reg in r.values():
         assert set(reg["stationarity"]) and len(reg["G2_quarters"]) == 4
     assert "limit law Theta-bar" in (tmp_path / "lt" / "table.md").read_text()
+    # table.md is the one renderer's Markdown of the Table specs kept in tables.json
+    specs = json.loads((tmp_path / "lt" / "tables.json").read_text())["tables"]
+    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "lt" / "table.md").read_text()
+    lengths = next(t for t in specs if t["id"] == "lengths")
+    assert [row["regime"] for row in lengths["rows"]] == list(r)
+    assert lengths["rows"][0]["b"] == r["ou"]["fit_length_vs_spacing"]["b"]
 
 
 def test_ou_law_length_matches_gaussian_w2_of_the_exact_moments():

@@ -29,6 +29,7 @@ from attnflow.model import tokens as tokens_mod
 from attnflow.observables import strong_upper_gradient_sq
 from attnflow.observables.inputs import field_eval
 from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies.render import markdown, table_from_json
 
 
 # -- OT between head clouds ----------------------------------------------------------------------------
@@ -206,6 +207,11 @@ def test_mean_field_quick_study_runs_and_resumes(tmp_path):
     assert set(s["sec6_ou"]["per_H"]) == {"1", "2", "4"}
     table = (tmp_path / "mf" / "table.md").read_text()
     assert "W2(mu^H_T, mu^ref_T) exact" in table and "Sec. 6 OU regime" in table
+    # table.md is the one renderer's Markdown of the Table specs kept in tables.json
+    specs = json.loads((tmp_path / "mf" / "tables.json").read_text())["tables"]
+    assert [t["id"] for t in specs] == ["rates", "per_H", "sec6", "sec6_fits"]
+    assert markdown([table_from_json(t) for t in specs]) == table
+    assert specs[1]["rows"][0]["W2_T"] == s["laws"]["symmetric_gaussian"]["per_H"]["1"]["W2_T"]
     again = run_study("mean_field_heads", tmp_path / "mf", quick=True, params=params, workers=1)
     assert all(r.get("skipped") for r in again["runs"].values())
     assert json.loads((tmp_path / "mf" / "summary.json").read_text())["laws"] == json.loads(

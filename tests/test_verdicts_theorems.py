@@ -428,6 +428,8 @@ def test_committed_records_regenerate():
             "massucco2026",
             "massucco2026_robustness",
             "real_model",
+            "jko_stability",
+            "layer_scaling",
         }
     ]
     assert mine, "no committed summary of these studies carries records"

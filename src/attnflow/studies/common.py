@@ -1,16 +1,28 @@
-"""Helpers shared by the registered studies: the whole-step rule of a study config, mean and spread."""
+"""Helpers shared by the registered studies: the whole-step rule of a study config, mean and spread, the
+robustness checks of a verdict record over a choice."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from ..analysis.verdicts import Criterion, RobustnessCheck
 from ..simulation import n_steps_for
 from .base import StudyAnalysis
 
-__all__ = ["distinct_sorted", "finish_analysis", "mean_sd", "positive_distinct", "value_tag", "whole_steps"]
+__all__ = [
+    "distinct_sorted",
+    "enough_records",
+    "finish_analysis",
+    "fit_robustness",
+    "mean_sd",
+    "positive_distinct",
+    "robustness_checks",
+    "value_tag",
+    "whole_steps",
+]
 
 
 def whole_steps(t1: float, dt: float, prefix: str = "") -> int:
@@ -27,6 +39,29 @@ def whole_steps(t1: float, dt: float, prefix: str = "") -> int:
     except ValueError as exc:
         k = max(1, round(float(t1) / float(dt)))
         raise ValueError(f"{prefix}t1 / {prefix}dt: {exc}; or choose {prefix}dt = {float(t1) / k:g}") from exc
+
+
+def enough_records(
+    t1: float,
+    dt: float,
+    every: int,
+    minimum: int,
+    *,
+    rule: str = "",
+    fix: str = "lower record_every or raise t1",
+) -> int:
+    """The records of a study's runs (``whole_steps(t1, dt) // every``), refused below ``minimum`` (the
+    message names the ``rule``, default the minimum, the count and the ``fix``).
+
+    Examples
+    --------
+    >>> enough_records(1.0, 0.05, 2, 4)
+    10
+    """
+    records = whole_steps(t1, dt) // every
+    if records < minimum:
+        raise ValueError(f"the run must hold at least {rule or minimum} records: got {records}; {fix}")
+    return records
 
 
 def value_tag(value: float) -> str:
@@ -76,3 +111,20 @@ def finish_analysis(
         files = figures(summary, out_dir)
         summary["figures"] = files
     return StudyAnalysis(summary=summary, table=table(summary), figures=files)
+
+
+def robustness_checks(crit: Criterion, choice: str, values, results, ci95=None) -> list[RobustnessCheck]:
+    """``[RobustnessCheck.from_values(...)]``, or ``[]`` when the choice has no value (e.g. a fit that a
+    small grid cannot make)."""
+    if not list(values):
+        return []
+    return [RobustnessCheck.from_values(crit, choice, list(values), list(results), ci95=ci95)]
+
+
+def fit_robustness(crit: Criterion, choice: str, fits: Mapping, param: str) -> list[RobustnessCheck]:
+    """The robustness check of fitted parameter ``param`` over ``fits`` ({value of the choice: fit}), each
+    with its 95% interval ``<param>_ci``; fits without ``param`` (not made) are left out."""
+    ok = {k: f for k, f in fits.items() if param in f}
+    return robustness_checks(
+        crit, choice, list(ok), [f[param] for f in ok.values()], ci95=[f[f"{param}_ci"] for f in ok.values()]
+    )

@@ -21,14 +21,14 @@ independent of the number of tokens n.
 * Token count: errors at a subgrid for n in ``n_sweep`` (same heads, new inputs), the log-log slope of the
   error against n per (L, H).
 
-It computes in ``analyse`` (``plan`` returns no runs).
+The work is two computation tasks on the run store (``init``, ``train``: :func:`depth_task`); ``analyse``
+reads their stored results and returns the tables (:func:`tables`) and verdict records (:func:`records`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,16 +36,17 @@ import torch
 from pydantic import Field, PositiveFloat, conint
 
 from ..analysis.fits import fit_depth_width
-from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_test
+from ..analysis.verdicts import Criterion, record_description, record_test
 from ..training.depth import contraction_task, sphere_clouds, train_adamw
 from ..training.residual import ResidualAttention, adjoint_variables, limit_flow, xavier_atoms
-from .base import Study, StudyConfig, StudyRuns
-from .common import finish_analysis
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import fit_robustness, robustness_checks
 from .multihead_common import jsonable, one_thread
 from .registry import study
+from .render import Column, Table, ci_cells, ci_columns
 from .tasks import ComputeTask
 
-__all__ = ["DepthLimitConfig", "DepthLimitStudy", "records"]
+__all__ = ["DepthLimitConfig", "DepthLimitStudy", "records", "tables"]
 
 _IntList = list[conint(ge=1)]
 
@@ -247,7 +248,7 @@ class DepthLimitStudy(Study):
             "train": ComputeTask(fn=fn, params={"part": "train", "config": cfg}, cost_s=140.0),
         }
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         init, trained = runs.result("init"), runs.result("train")
         init_rows, train_rows, n_rows = init["init_rows"], trained["train_rows"], trained["n_rows"]
@@ -257,6 +258,7 @@ class DepthLimitStudy(Study):
             "n_sweep_s": trained["n_wall_s"],
         }
         cpu = {"init_s": init["cpu_s"], "train_s": trained["train_cpu_s"], "n_sweep_s": trained["n_cpu_s"]}
+        slopes = _n_slopes(n_rows)
         summary = {
             "config_note": (
                 f"heads iid uniform on {c.atoms} Xavier-uniform atoms (gain {c.gain}) in R^{c.d}; "
@@ -274,26 +276,15 @@ class DepthLimitStudy(Study):
             "trained_ref_correction": trained["trained_ref_correction"],
             "trained_ref_spread": trained["trained_ref_spread"],
             "trained_ref_loss": trained["trained_ref_loss"],
-            "fits": {
-                "init_x": _fit(init_rows, "err_x"),
-                "init_p": _fit(init_rows, "err_p"),
-                "trained_x": _fit(train_rows, "err_x"),
-                "trained_p": _fit(train_rows, "err_p"),
-            },
-            "n_slopes": _n_slopes(n_rows),
-            "n_slope_max": max((r["slope"] for r in _n_slopes(n_rows)), default=None),
+            "fits": _fits(init_rows, train_rows),
+            "n_slopes": slopes,
+            "n_slope_max": max((r["slope"] for r in slopes), default=None),
             "timing_s": timing,
             "cpu_s": cpu,
-        }
-        summary["fits_free_delta"] = {
-            "init_x": _fit(init_rows, "err_x", free=True),
-            "init_p": _fit(init_rows, "err_p", free=True),
-            "trained_x": _fit(train_rows, "err_x", free=True),
-            "trained_p": _fit(train_rows, "err_p", free=True),
+            "fits_free_delta": _fits(init_rows, train_rows, free=True),
         }
         summary = jsonable(summary)
-        summary["verdicts"] = [r.to_json() for r in records(summary, c)]
-        return finish_analysis(summary, _table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, c), tables=tables(summary, c))
 
     @staticmethod
     def _reference_nets(atoms, Lr: int, train: dict | None) -> tuple[list[ResidualAttention], float | None]:
@@ -402,6 +393,12 @@ def _fit(rows: list[dict], key: str, *, free: bool = False, min_L: int = 0, min_
         return {"error": str(exc)}
 
 
+def _fits(init_rows: list[dict], train_rows: list[dict], **kw) -> dict:
+    """The four fits (``init_x``, ``init_p``, ``trained_x``, ``trained_p``) of the seed-mean errors."""
+    rows = {"init": init_rows, "trained": train_rows}
+    return {f"{st}_{v[4:]}": _fit(rows[st], v, **kw) for st, v in _KEYS}
+
+
 def _n_slopes(rows: list[dict]) -> list[dict]:
     """Least-squares slope of log error against log n per (state, L, H, variable)."""
     out = []
@@ -433,13 +430,6 @@ _SRC_RATE = "2605.11059, main theorem: rate O(1/L + L^-1/3 H^-1/2), constants in
 _KEYS = (("init", "err_x"), ("init", "err_p"), ("trained", "err_x"), ("trained", "err_p"))
 
 
-def _checks(crit, choice, values, results, ci95=None) -> list:
-    """A robustness check, or none when the choice has no value (e.g. a fit that a small grid cannot make)."""
-    if not list(values):
-        return []
-    return [RobustnessCheck.from_values(crit, choice, list(values), list(results), ci95=ci95)]
-
-
 _DELTA_NOTE = (
     "Why inconclusive is the right reading: for i.i.d. heads the true exponent is exactly 1/2 "
     "asymptotically (a mean of H independent heads), i.e. on the boundary of the claim delta >= 1/2, so "
@@ -461,9 +451,9 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
     every slope of log error against log n <= ``criterion_n_slope_max``.
     """
     rows = {"init": summary["init_rows"], "trained": summary["train_rows"]}
-    free = {f"{st}_{v[4:]}": _fit(rows[st], v, free=True) for st, v in _KEYS}
-    tail = {f"{st}_{v[4:]}": _fit(rows[st], v, free=True, min_L=8) for st, v in _KEYS}
-    fixed = {f"{st}_{v[4:]}": _fit(rows[st], v) for st, v in _KEYS}
+    free = _fits(rows["init"], rows["trained"], free=True)
+    tail = _fits(rows["init"], rows["trained"], free=True, min_L=8)
+    fixed = _fits(rows["init"], rows["trained"])
     tol = float(config.criterion_exponent_tolerance)
     out = []
     specs = (
@@ -506,54 +496,20 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
             continue
         main = ok["init_x"]
         checks = [
-            *_checks(
-                crit,
-                "state and variable",
-                list(ok),
-                [f[par] for f in ok.values()],
-                ci95=[f[f"{par}_ci"] for f in ok.values()],
-            ),
-            *_checks(
-                crit,
-                "fit range: L >= 8",
-                [k for k in tail if par in tail[k]],
-                [f[par] for f in tail.values() if par in f],
-                ci95=[f[f"{par}_ci"] for f in tail.values() if par in f],
-            ),
+            *fit_robustness(crit, "state and variable", ok, par),
+            *fit_robustness(crit, "fit range: L >= 8", tail, par),
         ]
         seeds = sorted({r["seed"] for r in rows["init"] if "seed" in r})
         if len(seeds) > 1:
-            per_seed = [
-                _fit([r for r in rows["init"] if r.get("seed") == sd], "err_x", free=True) for sd in seeds
-            ]
-            ok_seed = [(sd, f) for sd, f in zip(seeds, per_seed, strict=True) if par in f]
-            checks += _checks(
-                crit,
-                "seed (init, x: one draw of the heads per fit)",
-                [sd for sd, _ in ok_seed],
-                [f[par] for _, f in ok_seed],
-                ci95=[f[f"{par}_ci"] for _, f in ok_seed],
-            )
-        if par == "delta":
-            h4 = {
-                k: f for k, f in ((f"{st}_{v[4:]}", _fit(rows[st], v, free=True, min_H=4)) for st, v in _KEYS)
+            per_seed = {
+                sd: _fit([r for r in rows["init"] if r.get("seed") == sd], "err_x", free=True) for sd in seeds
             }
-            h4 = {k: f for k, f in h4.items() if par in f}
-            checks += _checks(
-                crit,
-                "fit range: H >= 4 (and the H = inf reference)",
-                list(h4),
-                [f[par] for f in h4.values()],
-                ci95=[f[f"{par}_ci"] for f in h4.values()],
-            )
+            checks += fit_robustness(crit, "seed (init, x: one draw of the heads per fit)", per_seed, par)
+        if par == "delta":
+            h4 = _fits(rows["init"], rows["trained"], free=True, min_H=4)
+            checks += fit_robustness(crit, "fit range: H >= 4 (and the H = inf reference)", h4, par)
         if par != "delta":
-            checks += _checks(
-                crit,
-                "delta fixed at 1/2",
-                [k for k in fixed if par in fixed[k]],
-                [f[par] for f in fixed.values() if par in f],
-                ci95=[f[f"{par}_ci"] for f in fixed.values() if par in f],
-            )
+            checks += fit_robustness(crit, "delta fixed at 1/2", fixed, par)
         extra = {"free_fits": {k: [f[par], *f[f"{par}_ci"]] for k, f in ok.items()}}
         if par == "delta":
             extra["claim_inside_free_ci"] = {
@@ -603,7 +559,7 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
                 value=max(r["slope"] for r in slopes),
                 samples=len(slopes),
                 method="none: least-squares slopes over 3-4 values of n (seed means), no interval",
-                robustness=[*_checks(crit_n, "state", list(by_state), list(by_state.values()))],
+                robustness=[*robustness_checks(crit_n, "state", list(by_state), list(by_state.values()))],
                 extra={"n_max": max(max(r["n"]) for r in slopes)},
             )
         )
@@ -622,81 +578,118 @@ def records(summary: dict, config: DepthLimitConfig) -> list:
     return out
 
 
-def _round(v: float | None) -> float | None:
-    return None if v is None else round(v, 3)
+def _ci_columns(params: tuple[str, ...]) -> list[Column]:
+    return [c for p in params for c in ci_columns(p, fmt=".3g", ci_label=f"{p} 95% CI")]
 
 
-def _fmt_ci(f: dict, k: str) -> str:
-    lo, hi = f[f"{k}_ci"]
-    return f"{f[k]:.3g} [{lo:.3g}, {hi:.3g}]"
-
-
-def _table(s: dict) -> str:
-    lines = [
-        "Fits e(L, H) = a L^-alpha + b L^-gamma H^-1/2 (95% intervals) of the seed-mean uniform errors; "
-        "claim: alpha = 1, gamma = 1/3 (upper bound).",
-        "",
-        "| quantity | a | alpha | b | gamma | rms log residual | delta fitted free (same law, H^-delta) |",
-        "|---|---|---|---|---|---|---|",
-    ]
+def tables(summary: dict, config: DepthLimitConfig) -> list[Table]:
+    """The fits with their intervals, the accuracy of the references, the seed-mean uniform errors per
+    (H, L), the token-count slopes and the times (pure: from the summary's numbers)."""
+    s = summary
+    fixed = ("a", "alpha", "b", "gamma")
     free = s.get("fits_free_delta", {})
-    for key, f in s["fits"].items():
-        if "error" in f:
-            lines.append(f"| {key} | - | - | - | - | - | not fitted: {f['error']} |")
-            continue
-        fd = free.get(key, {})
-        lines.append(
-            f"| {key} | {_fmt_ci(f, 'a')} | {_fmt_ci(f, 'alpha')} | {_fmt_ci(f, 'b')} | "
-            f"{_fmt_ci(f, 'gamma')} | "
-            f"{f['rms_log_residual']:.3f} | {_fmt_ci(fd, 'delta') if 'delta_ci' in fd else '-'} |"
-        )
-    lines += [
-        "",
-        f"Reference accuracy: RK4 half-step difference {s['rk4_half_step_difference']:.2e}; Richardson "
-        f"extrapolation at init vs the exact limit {s['richardson_error_at_init']:.2e} (x), "
-        f"{s['richardson_error_at_init_p']:.2e} (p); trained reference correction |x(2Lr) - x(Lr)| = "
-        f"{s['trained_ref_correction']:.2e}; spread of the extrapolations from (Lr/2, Lr) and (Lr, 2Lr): "
-        f"{s['richardson_spread_at_init'][0]:.2e} / {s['richardson_spread_at_init'][1]:.2e} (x / p) at "
-        "init, "
-        f"{s['trained_ref_spread'][0]:.2e} / {s['trained_ref_spread'][1]:.2e} trained; trained reference "
-        f"loss {s['trained_ref_loss']:.4g}.",
-        "",
-        "Uniform errors (seed mean), x / p:",
-        "",
+    has_free = any("delta" in f for f in free.values())
+    fit_rows = [
+        {
+            "quantity": key,
+            **ci_cells(f, *fixed),
+            "rms_log_residual": f.get("rms_log_residual"),
+            **ci_cells(free.get(key, {}), "delta"),
+            "no_fit": f.get("error"),
+        }
+        for key, f in s["fits"].items()
+    ]
+    out = [
+        Table(
+            columns=[
+                Column("quantity"),
+                *_ci_columns(fixed),
+                Column("rms_log_residual", "rms log residual", ".3f"),
+                *(_ci_columns(("delta",)) if has_free else []),
+                *([Column("no_fit", "not fitted")] if any(r["no_fit"] for r in fit_rows) else []),
+            ],
+            rows=fit_rows,
+            note="Fits e(L, H) = a L^-alpha + b L^-gamma H^-1/2 (95% intervals) of the seed-mean uniform "
+            "errors; claim: alpha = 1, gamma = 1/3 (upper bound)."
+            + (" delta: the H exponent fitted free (same law, H^-delta)." if has_free else ""),
+            id="fits",
+        ),
+        Table(
+            columns=[Column("reference"), Column("x", fmt=".2e"), Column("p", fmt=".2e")],
+            rows=[
+                {"reference": "RK4 half-step difference", "x": s["rk4_half_step_difference"], "p": None},
+                {
+                    "reference": "Richardson extrapolation at init vs the exact limit",
+                    "x": s["richardson_error_at_init"],
+                    "p": s["richardson_error_at_init_p"],
+                },
+                {
+                    "reference": "trained reference correction |x(2Lr) - x(Lr)|",
+                    "x": s["trained_ref_correction"],
+                    "p": None,
+                },
+                {
+                    "reference": "spread of the extrapolations from (Lr/2, Lr) and (Lr, 2Lr), at init",
+                    "x": s["richardson_spread_at_init"][0],
+                    "p": s["richardson_spread_at_init"][1],
+                },
+                {
+                    "reference": "spread of the extrapolations from (Lr/2, Lr) and (Lr, 2Lr), trained",
+                    "x": s["trained_ref_spread"][0],
+                    "p": s["trained_ref_spread"][1],
+                },
+            ],
+            title="Reference accuracy",
+            note=f"Trained reference loss {s['trained_ref_loss']:.4g}.",
+            id="references",
+        ),
     ]
     for state, rows in (("init", s["init_rows"]), ("trained", s["train_rows"])):
         Ls = sorted({r["L"] for r in rows})
-        Hs = list(dict.fromkeys(r["H"] for r in rows))
-        lines += [
-            f"**{state}**",
-            "",
-            "| H \\ L | " + " | ".join(map(str, Ls)) + " |",
-            "|---" * (len(Ls) + 1) + "|",
-        ]
-        for H in Hs:
-            cells = []
-            for L in Ls:
-                sub = [r for r in rows if r["L"] == L and r["H"] == H]
-                cells.append(
-                    f"{np.mean([r['err_x'] for r in sub]):.2e} / {np.mean([r['err_p'] for r in sub]):.2e}"
-                    if sub
-                    else "-"
+        for var, name in (("err_x", "x"), ("err_p", "p")):
+            grid = []
+            for H in dict.fromkeys(r["H"] for r in rows):
+                cells = {}
+                for L in Ls:
+                    sub = [r[var] for r in rows if r["L"] == L and r["H"] == H]
+                    cells[f"L{L}"] = float(np.mean(sub)) if sub else None
+                grid.append({"H": H, **cells})
+            out.append(
+                Table(
+                    columns=[Column("H", "H \\ L"), *(Column(f"L{L}", str(L), ".2e") for L in Ls)],
+                    rows=grid,
+                    title=f"Uniform error of {name}, {state} (seed mean)",
+                    id=f"errors_{state}_{name}",
                 )
-            lines.append(f"| {H} | " + " | ".join(cells) + " |")
-        lines.append("")
-    lines += [
-        "Token count: slopes of log error against log n (verdict record depth-limit-n-independent; "
-        f"largest slope {_round(s['n_slope_max'])}).",
-        "",
-        "| state | L | H | variable | n | slope | max/min |",
-        "|---|---|---|---|---|---|---|",
+            )
+    largest = s["n_slope_max"]
+    out += [
+        Table(
+            columns=[
+                Column("state"),
+                Column("L"),
+                Column("H"),
+                Column("var", "variable"),
+                Column("n"),
+                Column("slope", fmt=".3f"),
+                Column("max_over_min", "max/min", ".2f"),
+            ],
+            rows=s["n_slopes"],
+            title="Token count",
+            note="Slopes of log error against log n (verdict record depth-limit-n-independent: every slope "
+            f"<= {config.criterion_n_slope_max:g}; largest slope "
+            f"{'-' if largest is None else round(largest, 3)}).",
+            id="n_slopes",
+        ),
+        Table(
+            columns=[
+                Column("block"),
+                Column("wall", "wall time (s)", ".0f"),
+                Column("cpu", "CPU time (s)", ".0f"),
+            ],
+            rows=[{"block": k, "wall": v, "cpu": s["cpu_s"].get(k)} for k, v in s["timing_s"].items()],
+            note="CPU time on one thread.",
+            id="timing",
+        ),
     ]
-    for r in s["n_slopes"]:
-        lines.append(
-            f"| {r['state']} | {r['L']} | {r['H']} | {r['var']} | {r['n']} | {r['slope']:.3f} | "
-            f"{r['max_over_min']:.2f} |"
-        )
-    lines.append("")
-    lines.append("Wall time (s): " + ", ".join(f"{k} {v:.0f}" for k, v in s["timing_s"].items()))
-    lines.append("CPU time, one thread (s): " + ", ".join(f"{k} {v:.0f}" for k, v in s["cpu_s"].items()))
-    return "\n".join(lines) + "\n"
+    return out

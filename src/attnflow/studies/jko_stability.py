@@ -13,7 +13,6 @@ which Euler stays monotone), JKO's iterations and residuals, and the distance at
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -21,14 +20,16 @@ import numpy as np
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.verdicts import record_description, record_identity
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import finish_analysis, positive_distinct, value_tag, whole_steps
-from .multihead_common import verdict_table
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import positive_distinct, value_tag, whole_steps
 from .registry import register
+from .render import Column, Table, verdicts_table
 
-__all__ = ["JKOStabilityConfig", "JKOStabilityStudy", "jko_records"]
+__all__ = ["JKOStabilityConfig", "JKOStabilityStudy", "records", "tables"]
 
 METHODS = ("euler", "jko")
+#: the JKO solver statistics recorded per run (the integrator's ``integrator_<key>`` variables)
+_JKO_KEYS = ("jko_iterations", "jko_max_iterations", "jko_max_residual", "jko_unconverged")
 
 
 class JKOStabilityConfig(StudyConfig):
@@ -111,14 +112,7 @@ class JKOStabilityStudy(Study):
         out["reference"]["record"]["every"] = max(1, whole_steps(config.t1, config.reference_dt) // 200)
         return out
 
-    def analyse(
-        self,
-        config: JKOStabilityConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: JKOStabilityConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         ref = runs.open("reference")
         x_ref = np.asarray(ref.positions.values[:, -1])
         res = {}
@@ -139,15 +133,7 @@ class JKOStabilityStudy(Study):
                     "energy": E[0].tolist(),
                 }
                 if method == "jko":
-                    r["jko"] = {
-                        k: float(ds[f"integrator_{k}"].values[-1])
-                        for k in (
-                            "jko_iterations",
-                            "jko_max_iterations",
-                            "jko_max_residual",
-                            "jko_unconverged",
-                        )
-                    }
+                    r["jko"] = {k: float(ds[f"integrator_{k}"].values[-1]) for k in _JKO_KEYS}
                 res[name] = r
         euler_ok = [r["dt"] for r in res.values() if r["method"] == "euler" and r["monotone"]]
         euler_limit = max(euler_ok) if euler_ok else min(config.dts)
@@ -172,11 +158,10 @@ class JKOStabilityStudy(Study):
                 "max_iter": config.max_iter,
             },
         }
-        summary["verdicts"] = [r.to_json() for r in jko_records(summary)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def jko_records(summary: dict) -> list:
+def records(summary: dict, config: JKOStabilityConfig | None = None) -> list:
     """The verdict records (pure: computed from the summary's numbers).
 
     The JKO step's monotone energy is an **identity**: the step minimises -s E + W^2/(2 tau) by a descent
@@ -215,35 +200,36 @@ def jko_records(summary: dict) -> list:
     ]
 
 
-def markdown_table(summary: dict) -> str:
-    """Monotonicity, error at T and JKO solver statistics per method and step, as Markdown."""
+def tables(summary: dict, config: JKOStabilityConfig | None = None) -> list[Table]:
+    """Monotonicity, error at T and JKO solver statistics per method and step, then the verdict records
+    (pure: from the summary's numbers)."""
     s = summary["sizes"]
-    lines = [
+    note = (
         f"Sizes: {s['attention']}, beta = {s['beta']:g}, ascent, n = {s['n']} on S^2, {s['paths']} paths, "
         f"T = {s['T']:g}; JKO tol = {s['tol']:g}, cap {s['max_iter']}. Explicit Euler limit (largest "
         f"monotone dt of the grid): {summary['euler_limit']:g}; JKO monotone at every dt: "
         f"{summary['jko_monotone_at_every_dt']} (up to {summary['largest_dt_over_euler_limit']:.3g} x the "
-        "limit).",
-        "",
-        "| method | dt | monotone | min step increment of E | E(T) | max error at T vs rk4 | JKO iterations "
-        "(total / max per step) | JKO max residual | unconverged |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in summary["results"].values():
-        j = r.get("jko")
-        jt = (
-            f"{j['jko_iterations']:.0f} / {j['jko_max_iterations']:.0f} | {j['jko_max_residual']:.2g} "
-            f"| {j['jko_unconverged']:.0f}"
-            if j
-            else "- | - | -"
-        )
-        lines.append(
-            f"| {r['method']} | {r['dt']:g} | {r['monotone']} | {r['min_energy_increment']:.3g} "
-            f"| {r['energy_T']:.6g} | {r['error_at_T']:.3g} | {jt} |"
-        )
-    if summary.get("verdicts"):
-        lines += ["", *verdict_table(summary["verdicts"])]
-    return "\n".join(lines) + "\n"
+        "limit)."
+    )
+    no_jko = dict.fromkeys(_JKO_KEYS)
+    runs = Table(
+        columns=[
+            Column("method"),
+            Column("dt", fmt="g"),
+            Column("monotone"),
+            Column("min_energy_increment", "min step increment of E", ".3g"),
+            Column("energy_T", "E(T)", ".6g"),
+            Column("error_at_T", "max error at T vs rk4", ".3g"),
+            Column("jko_iterations", "JKO iterations (total)", ".0f"),
+            Column("jko_max_iterations", "JKO iterations (max per step)", ".0f"),
+            Column("jko_max_residual", "JKO max residual", ".2g"),
+            Column("jko_unconverged", "unconverged", ".0f"),
+        ],
+        rows=[{**r, **no_jko, **r.get("jko", {})} for r in summary["results"].values()],
+        note=note,
+        id="runs",
+    )
+    return [runs, verdicts_table(records(summary, config))]
 
 
 register(JKOStabilityStudy())

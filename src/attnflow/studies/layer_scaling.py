@@ -25,7 +25,6 @@ of H, which is the paper's statement.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -37,12 +36,12 @@ from ..analysis.theorems import fit_rate, weight_budget
 from ..analysis.verdicts import record_description, record_identity
 from ..model.transformer import TransformerModel
 from ..observables import cluster_count_sensitivity, mean_pairwise_inner_product
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
-from .multihead_common import verdict_table
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import distinct_sorted, enough_records, mean_sd
 from .registry import register
+from .render import Column, Table, ci_cells, ci_columns, verdicts_table
 
-__all__ = ["LayerScalingConfig", "LayerScalingStudy", "layer_scaling_records"]
+__all__ = ["LayerScalingConfig", "LayerScalingStudy", "records", "tables"]
 
 _WEIGHTS = {
     "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
@@ -84,12 +83,7 @@ class LayerScalingConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = whole_steps(self.t1, self.dt)
-        if round(k) // self.record_every < 4:
-            raise ValueError(
-                f"the run must hold at least 4 records: got {round(k) // self.record_every}; lower "
-                "record_every or raise t1"
-            )
+        enough_records(self.t1, self.dt, self.record_every, 4)
         return self
 
 
@@ -164,14 +158,7 @@ class LayerScalingStudy(Study):
             "times": times.tolist(),
         }
 
-    def analyse(
-        self,
-        config: LayerScalingConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: LayerScalingConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         res: dict[str, dict] = {}
         for direction in config.directions:
             for scaled in (False, True):
@@ -197,11 +184,10 @@ class LayerScalingStudy(Study):
             "note": "M uses the effective heads c(t) D_h and the normalised head law (1/H) sum_h; with "
             "Theta as a sum of H Dirac masses multiply by H. depth exponent = log(M(T)/M(T/2))/log 2.",
         }
-        summary["verdicts"] = [r.to_json() for r in layer_scaling_records(summary)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def layer_scaling_records(summary: dict) -> list:
+def records(summary: dict, config: LayerScalingConfig | None = None) -> list:
     """The verdict records (pure: computed from the summary's numbers).
 
     Both statements about M_theta are **identities**: M_theta(t) = int_0^t c(tau)^2 mean|D|^2 dtau is the
@@ -241,36 +227,51 @@ def layer_scaling_records(summary: dict) -> list:
     ]
 
 
-def markdown_table(summary: dict) -> str:
-    """M_theta, its depth exponent and H exponent, and clustering at T per variant and H, as Markdown."""
+def tables(summary: dict, config: LayerScalingConfig | None = None) -> list[Table]:
+    """M_theta, its depth exponent and clustering at T per variant and H; the exponent of M(T) in H per
+    variant; the verdict records (pure: from the summary's numbers)."""
     s = summary["sizes"]
-    lines = [
-        f"Sizes: n = {s['n']} tokens on S^2 (octahedral start), {s['weights']} weights, {s['paths']} paths, "
-        f"depth T = {s['T']:g}, dt = {s['dt']:g}, t0 = {s['t0']:g}, H in {s['H']}.",
-        "",
-        "| variant | H | M(T/2) | M(T) | depth exponent | R(T) | mean <x_i,x_j> at T | clusters at "
-        + ", ".join(f"{t:g}" for t in TABLE_THRESHOLDS)
-        + " rad |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for key, v in summary["variants"].items():
-        for H, r in v["per_H"].items():
-            cc = ", ".join(f"{c['mean']:.3g}" for c in r["cluster_counts_T"].values())
-            lines.append(
-                f"| {key} | {H} | {r['M_half']['mean']:.3g} | {r['M_T']['mean']:.3g} "
-                f"| {r['depth_exponent']['mean']:.3f} | {r['R_T']['mean']:.3g} "
-                f"| {r['mean_inner_product_T']['mean']:.3f} +- {r['mean_inner_product_T']['sd']:.2g} | {cc} |"
-            )
-    lines += ["", "| variant | b of M(T) in H [95% CI] |", "|---|---|"]
-    for key, v in summary["variants"].items():
-        f = v["fit_M_T_vs_H"]
-        fb = (
-            f"{f['b']:.3f} [{f['b_ci'][0]:.3f}, {f['b_ci'][1]:.3f}] on H in {f['range']}" if "b" in f else "-"
-        )
-        lines.append(f"| {key} | {fb} |")
-    if summary.get("verdicts"):
-        lines += ["", *verdict_table(summary["verdicts"])]
-    return "\n".join(lines) + "\n"
+    per_h = Table(
+        columns=[
+            Column("variant"),
+            Column("H"),
+            Column("M_half", "M(T/2)", ".3g"),
+            Column("M_T", "M(T)", ".3g"),
+            Column("depth_exponent", "depth exponent", ".3f"),
+            Column("R_T", "R(T)", ".3g"),
+            Column("mean_inner_product_T", "mean <x_i,x_j> at T", ".3f"),
+            Column(
+                "clusters", "clusters at " + ", ".join(f"{t:g}" for t in TABLE_THRESHOLDS) + " rad", ".3g"
+            ),
+        ],
+        rows=[
+            {
+                "variant": key,
+                "H": int(H),
+                **{k: r[k]["mean"] for k in ("M_half", "M_T", "depth_exponent", "R_T")},
+                "mean_inner_product_T": r["mean_inner_product_T"],
+                "clusters": [c["mean"] for c in r["cluster_counts_T"].values()],
+            }
+            for key, v in summary["variants"].items()
+            for H, r in v["per_H"].items()
+        ],
+        note=f"Sizes: n = {s['n']} tokens on S^2 (octahedral start), {s['weights']} weights, {s['paths']} "
+        f"paths, depth T = {s['T']:g}, dt = {s['dt']:g}, t0 = {s['t0']:g}, H in {s['H']}.",
+        id="per_H",
+    )
+    fit = Table(
+        columns=[
+            Column("variant"),
+            *ci_columns("b", "b of M(T) in H", ".3f"),
+            Column("range", "H range", ".1f"),
+        ],
+        rows=[
+            {"variant": key, **ci_cells(v["fit_M_T_vs_H"], "b"), "range": v["fit_M_T_vs_H"].get("range")}
+            for key, v in summary["variants"].items()
+        ],
+        id="fit_in_H",
+    )
+    return [per_h, fit, verdicts_table(records(summary, config))]
 
 
 register(LayerScalingStudy())

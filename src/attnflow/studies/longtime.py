@@ -28,7 +28,6 @@ runs ``paths`` paths with the heads recorded (``record.heads: true``) and measur
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -48,11 +47,12 @@ from ..analysis.theorems import (
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
 from ..model import tokens as tokens_mod
 from ..observables import strong_upper_gradient_sq
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import distinct_sorted, enough_records, mean_sd
 from .registry import register
+from .render import Column, Table, ci_cells, ci_columns
 
-__all__ = ["LongtimeConfig", "LongtimeStudy", "records"]
+__all__ = ["LongtimeConfig", "LongtimeStudy", "records", "tables"]
 
 REGIMES = ("ou", "osc_shared", "osc_per_head", "frozen")
 _WEIGHTS = {
@@ -114,13 +114,14 @@ class LongtimeConfig(StudyConfig):
 
     @model_validator(mode="after")
     def _steps(self):
-        k = whole_steps(self.t1, self.dt)
-        records = round(k) // self.record_every
-        if records < 4 * max(self.spacings):
-            raise ValueError(
-                f"the run must hold at least 4 x max(spacings) records: got {records} records and "
-                f"spacings {self.spacings}; lower record_every or the spacings, or raise t1"
-            )
+        enough_records(
+            self.t1,
+            self.dt,
+            self.record_every,
+            4 * max(self.spacings),
+            rule=f"4 x max(spacings) = {4 * max(self.spacings)}",
+            fix=f"lower record_every or the spacings {self.spacings}, or raise t1",
+        )
         return self
 
 
@@ -395,14 +396,7 @@ class LongtimeStudy(Study):
             "stationarity": stat,
         }
 
-    def analyse(
-        self,
-        config: LongtimeConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: LongtimeConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         regimes = {reg: self._regime(config, reg, runs) for reg in config.regimes}
         summary = {
             "regimes": regimes,
@@ -419,109 +413,151 @@ class LongtimeStudy(Study):
             "fit_note": "length(T) = a spacing^b over the record spacings; 95% t intervals. b = -1/2: a "
             "Brownian (infinite-length) path; b = 0: a rectifiable path",
         }
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def _f(x: dict) -> str:
-    return f"{x['mean']:.3g} +- {x['sd']:.2g}"
+_REGIME = Column("regime")
 
 
-def markdown_table(summary: dict) -> str:
-    """Lengths, energy derivative, G^2 decay and the stationarity test per regime, as Markdown."""
-    s = summary["sizes"]
-    lines = [
-        f"Sizes: n = {s['n']} tokens on S^2 (octahedral start), H = {s['H']} heads, {s['paths']} paths per "
-        f"regime, T = {s['T']:g}, dt = {s['dt']:g}, records every {s['record_dt']:g}, {s['direction']}.",
-        "",
-        "| regime | length pathwise [0,T/2] | [T/2,T] | b of length vs spacing [95% CI] "
-        "| length in law, exact OT [0,T/2] | [T/2,T] | length in law, moment-matched Gaussian [0,T/2] "
-        "| [T/2,T] | int_0^T d_sE | int abs(d_sE) over [T/2,T] |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for reg, r in summary["regimes"].items():
-        f = r["fit_length_vs_spacing"]
-        fb = f"{f['b']:.3f} [{f['b_ci'][0]:.3f}, {f['b_ci'][1]:.3f}]" if "b" in f else "-"
-        lines.append(
-            f"| {reg} | {_f(r['length_pathwise_first_half'])} "
-            f"| {_f(r['length_pathwise_second_half'])} | {fb} "
-            f"| {r.get('length_in_law_exact_ot_first_half', float('nan')):.3g} "
-            f"| {r.get('length_in_law_exact_ot_second_half', float('nan')):.3g} "
-            f"| {r['length_in_law_first_half']:.3g} | {r['length_in_law_second_half']:.3g} "
-            f"| {_f(r['int_dtE_T'])} | {_f(r['int_abs_dtE_second_half'])} |"
+def tables(summary: dict, config: LongtimeConfig | None = None) -> list[Table]:
+    """Lengths, energy derivative, distance in law, G^2 decay, the stationarity test per regime, and the
+    a-priori bound on abs(d_tE) (pure: from the summary's numbers). Sample summaries read ``mean +- sd``
+    over the paths."""
+    s, regimes = summary["sizes"], summary["regimes"]
+    out = [
+        Table(
+            columns=[
+                _REGIME,
+                Column("length_pathwise_first_half", "length pathwise [0,T/2]", ".3g"),
+                Column("length_pathwise_second_half", "[T/2,T]", ".3g"),
+                *ci_columns("b", "b of length vs spacing", ".3f"),
+                Column("length_in_law_exact_ot_first_half", "length in law, exact OT [0,T/2]", ".3g"),
+                Column("length_in_law_exact_ot_second_half", "[T/2,T]", ".3g"),
+                Column("length_in_law_first_half", "length in law, moment-matched Gaussian [0,T/2]", ".3g"),
+                Column("length_in_law_second_half", "[T/2,T]", ".3g"),
+                Column("int_dtE_T", "int_0^T d_sE", ".3g"),
+                Column("int_abs_dtE_second_half", "int abs(d_sE) over [T/2,T]", ".3g"),
+            ],
+            rows=[
+                {
+                    "regime": reg,
+                    **{
+                        k: r.get(k)
+                        for k in ("length_in_law_exact_ot_first_half", "length_in_law_exact_ot_second_half")
+                    },
+                    **r,
+                    **ci_cells(r["fit_length_vs_spacing"], "b"),
+                }
+                for reg, r in regimes.items()
+            ],
+            note=f"Sizes: n = {s['n']} tokens on S^2 (octahedral start), H = {s['H']} heads, {s['paths']} "
+            f"paths per regime, T = {s['T']:g}, dt = {s['dt']:g}, records every {s['record_dt']:g}, "
+            f"{s['direction']}. {summary.get('fit_note', '')}",
+            id="lengths",
         )
-    ou = summary["regimes"].get("ou")
-    if ou and "length_in_law_exact_T" in ou:
-        lines += [
-            "",
-            "OU in law, exact marginal (derived closed form): length "
-            f"{ou['length_in_law_exact_first_half']:.3g} "
-            f"on [0, T/2], {ou['length_in_law_exact_second_half']:.3g} on [T/2, T], "
-            f"{ou['length_in_law_exact_infinity']:.4g} on [0, inf). The sample estimates above (the heads "
-            "pooled over paths, exact OT or moment-matched) move by their own Monte Carlo noise, a rough "
-            "path of size (paths H)^-1/2 per record. Oscillating weights with per-head phases: the "
-            "moment-matched Gaussian sees no motion (the equally spaced phases keep the mean and covariance "
-            "of the pooled heads constant) while exact OT sees the heads move.",
-        ]
-    lines += ["", "| regime | distance in law to the law at T, at t = 0, T/4, T/2, 3T/4 |", "|---|---|"]
-    for reg, r in summary["regimes"].items():
-        lines.append(f"| {reg} | {', '.join(f'{v:.3g}' for v in r['law_distance_to_T_at'].values())} |")
-    lines += ["", "| regime | G^2 by quarter of [0, T] | Ghat^2 by quarter |", "|---|---|---|"]
-    for reg, r in summary["regimes"].items():
-        g = ", ".join(f"{q['mean']:.3g}" for q in r["G2_quarters"])
-        gh = ", ".join(f"{q['mean']:.3g}" for q in r["Ghat2_quarters"])
-        lines.append(f"| {reg} | {g} | {gh} |")
-    lines += [
-        "",
-        "| regime | limit law Theta-bar | G^2(mu_T; Theta-bar) | median G^2(random; Theta-bar) | ratio "
-        "| G^2(mu_0; Theta-bar) | ratio to mu_0 |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for reg, r in summary["regimes"].items():
-        for st in r["stationarity"].values():
-            lines.append(
-                f"| {reg} | {st['note']} | {_f(st['G2_late'])} | {st['G2_random_median']:.3g} "
-                f"| {st['ratio']:.3g} "
-                f"| {_f(st['G2_initial_cloud'])} | {st['ratio_to_initial']:.3g} |"
+    ou = regimes.get("ou")
+    if ou and "length_in_law_exact_T" in ou:
+        out.append(
+            Table(
+                columns=[
+                    Column("length_in_law_exact_first_half", "[0, T/2]", ".3g"),
+                    Column("length_in_law_exact_second_half", "[T/2, T]", ".3g"),
+                    Column("length_in_law_exact_infinity", "[0, inf)", ".4g"),
+                ],
+                rows=[ou],
+                title="OU: length in law of the exact marginal (derived closed form)",
+                note="The sample estimates of the first table (the heads pooled over paths, exact OT or "
+                "moment-matched) move by their own Monte Carlo noise, a rough path of size (paths H)^-1/2 "
+                "per record. Oscillating weights with per-head phases: the moment-matched Gaussian sees no "
+                "motion (the equally spaced phases keep the mean and covariance of the pooled heads "
+                "constant) while exact OT sees the heads move.",
+                id="ou_exact_law",
             )
-    pooled = {
-        reg: r["stationarity"]["period_pooled"]
-        for reg, r in summary["regimes"].items()
+        )
+    out += [
+        Table(
+            columns=[
+                _REGIME,
+                Column(
+                    "law_distance_to_T_at", "distance in law to the law at T, at t = 0, T/4, T/2, 3T/4", ".3g"
+                ),
+            ],
+            rows=[
+                {"regime": reg, "law_distance_to_T_at": list(r["law_distance_to_T_at"].values())}
+                for reg, r in regimes.items()
+            ],
+            id="law_distance",
+        ),
+        Table(
+            columns=[
+                _REGIME,
+                Column("G2", "G^2 by quarter of [0, T]", ".3g"),
+                Column("Ghat2", "Ghat^2 by quarter", ".3g"),
+            ],
+            rows=[
+                {
+                    "regime": reg,
+                    "G2": [q["mean"] for q in r["G2_quarters"]],
+                    "Ghat2": [q["mean"] for q in r["Ghat2_quarters"]],
+                }
+                for reg, r in regimes.items()
+            ],
+            id="g2_quarters",
+        ),
+        Table(
+            columns=[
+                _REGIME,
+                Column("note", "limit law Theta-bar"),
+                Column("G2_late", "G^2(mu_T; Theta-bar)", ".3g"),
+                Column("G2_random_median", "median G^2(random; Theta-bar)", ".3g"),
+                Column("ratio", fmt=".3g"),
+                Column("G2_initial_cloud", "G^2(mu_0; Theta-bar)", ".3g"),
+                Column("ratio_to_initial", "ratio to mu_0", ".3g"),
+            ],
+            rows=[{"regime": reg, **st} for reg, r in regimes.items() for st in r["stationarity"].values()],
+            id="stationarity",
+        ),
+    ]
+    pooled = [
+        {"regime": reg, **r["stationarity"]["period_pooled"]}
+        for reg, r in regimes.items()
         if "G2_late_half_pool" in r["stationarity"].get("period_pooled", {})
-    }
-    if pooled:
-        lines += [
-            "",
+    ]
+    bounds = [{"regime": reg, **r["dtE_bound"]} for reg, r in regimes.items() if r.get("dtE_bound")]
+    optional = (
+        (
+            "period_pooled",
+            pooled,
+            [
+                ("G2_late", "pooled measure", ".3g"),
+                ("G2_late_half_pool", "half-resolution pool", ".3g"),
+                ("G2_late_iid_corrected", "i.i.d.-corrected (biased)", ".3g"),
+                ("pool_atoms", "atoms", ""),
+            ],
             "Period-pooled law: G^2(mu_T) of the pooled measure (the quadrature of the period average), "
-            "the same "
-            "at half the records (quadrature error), and the old estimate with the i.i.d. correction -c/K (a "
-            "bias: the pooled heads are time-correlated atoms, not an i.i.d. sample):",
-            "",
-            "| regime | pooled measure | half-resolution pool | i.i.d.-corrected (biased) | atoms |",
-            "|---|---|---|---|---|",
-        ]
-        for reg, st in pooled.items():
-            lines.append(
-                f"| {reg} | {_f(st['G2_late'])} | {_f(st['G2_late_half_pool'])} "
-                f"| {_f(st['G2_late_iid_corrected'])} | {st['pool_atoms']} |"
-            )
-    bounds = {reg: r["dtE_bound"] for reg, r in summary["regimes"].items() if r.get("dtE_bound")}
-    if bounds:
-        lines += [
-            "",
-            "abs(d_tE) <= C |Theta'_t| with the a-priori C = e^{max_h |D_h|_op} / 2 (derived): ratios "
-            "over the "
-            "record intervals",
-            "",
-            "| regime | sup C | max ratio | median ratio | intervals |",
-            "|---|---|---|---|---|",
-        ]
-        for reg, b in bounds.items():
-            lines.append(
-                f"| {reg} | {b['C_sup']:.4g} | {b['max_ratio']:.3g} | {b['median_ratio']:.3g} | "
-                f"{b['intervals']} |"
-            )
-    return "\n".join(lines) + "\n"
+            "the same at half the records (quadrature error), and the old estimate with the i.i.d. "
+            "correction -c/K (a bias: the pooled heads are time-correlated atoms, not an i.i.d. sample).",
+        ),
+        (
+            "dtE_bound",
+            bounds,
+            [
+                ("C_sup", "sup C", ".4g"),
+                ("max_ratio", "max ratio", ".3g"),
+                ("median_ratio", "median ratio", ".3g"),
+                ("intervals", "", ""),
+            ],
+            "abs(d_tE) <= C |Theta'_t| with the a-priori C = e^{max_h |D_h|_op} / 2 (derived): ratios over "
+            "the record intervals.",
+        ),
+    )
+    out += [
+        Table(columns=[_REGIME, *(Column(*c) for c in cols)], rows=rows, note=note, id=tid)
+        for tid, rows, cols, note in optional
+        if rows
+    ]
+    return out
 
 
 # -- verdict records ---------------------------------------------------------------------------------------

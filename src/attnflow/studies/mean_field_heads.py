@@ -36,7 +36,6 @@ import hashlib
 import itertools
 import math
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -45,19 +44,29 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.theorems import draw_heads, fit_rate, gradient_mc_decomposition
-from ..analysis.verdicts import Criterion, RobustnessCheck, record_identity, record_test
+from ..analysis.verdicts import Criterion, record_identity, record_test
 from ..model import tokens as tokens_mod
 from ..observables import (
     sliced_wasserstein_sphere,
     strong_upper_gradient_sq,
     wasserstein2,
 )
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import distinct_sorted, finish_analysis, mean_sd, whole_steps
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import distinct_sorted, fit_robustness, mean_sd, robustness_checks, whole_steps
 from .registry import register
+from .render import Column, Table, ci_cells, ci_columns
 from .tasks import ParticleRun
 
-__all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "inputs_file", "records"]
+__all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "inputs_file", "records", "tables"]
+
+#: the quantities whose rate in H is fitted: name in the table, expected exponent b
+RATES = {
+    "W2_T": ("W2(mu^H_T, mu^ref_T) exact", "-1/2"),
+    "SW2_T": ("sliced spherical W2 at T", "-1/2"),
+    "absdE_T": ("abs(E^H_T - E^ref_T) per draw", "-1/2"),
+    "dE_mc_mean_T": ("abs(<E^H_T> - E^ref_T) (MC mean)", "-1 (bias) until MC noise"),
+    "absdG2_T": ("abs(G^2_T - G^2_ref,T) per draw", "-1/2"),
+}
 
 
 # -- head laws ---------------------------------------------------------------------------------------
@@ -322,26 +331,13 @@ class MeanFieldHeadsStudy(Study):
             }
         Hs = np.array(config.H, float)
         hi = config.H_ref / config.fit_margin
-        fits = {
-            "W2_T": fit_rate(Hs, [per_H[str(h)]["W2_T"]["mean"] for h in config.H], hi=hi),
-            "SW2_T": fit_rate(Hs, [per_H[str(h)]["SW2_T"]["mean"] for h in config.H], hi=hi),
-            "absdE_T": fit_rate(Hs, [per_H[str(h)]["absdE_T"]["mean"] for h in config.H], hi=hi),
-            "dE_mc_mean_T": fit_rate(Hs, [per_H[str(h)]["dE_mc_mean_T"] for h in config.H], hi=hi),
-            "absdG2_T": fit_rate(Hs, [per_H[str(h)]["absdG2_T"]["mean"] for h in config.H], hi=hi),
-        }
+
+        def series(q: str) -> list[float]:
+            return [v["mean"] if isinstance(v := per_H[str(h)][q], dict) else v for h in config.H]
+
+        fits = {q: fit_rate(Hs, series(q), hi=hi) for q in RATES}
         # the same rates on the large-H tail, where W2 is far from its O(1) saturation on the sphere
-        fits_tail = {
-            q: fit_rate(
-                Hs,
-                [
-                    per_H[str(h)][q]["mean"] if isinstance(per_H[str(h)][q], dict) else per_H[str(h)][q]
-                    for h in config.H
-                ],
-                lo=config.fit_tail_min,
-                hi=hi,
-            )
-            for q in fits
-        }
+        fits_tail = {q: fit_rate(Hs, series(q), lo=config.fit_tail_min, hi=hi) for q in RATES}
         # G^2 at frozen tokens: fresh draws per H; the excess over the mean-field value against c/H
         frozen: dict[str, dict] = {}
         big = torch.as_tensor(self._heads(config, k, config.mf_sample, 1, salt=777_777 + k))[0]
@@ -418,14 +414,7 @@ class MeanFieldHeadsStudy(Study):
             "fit_predicted": fit_rate(Hs, [rows[str(h)]["G2_predicted"] for h in config.sec6_H]),
         }
 
-    def analyse(
-        self,
-        config: MeanFieldHeadsConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: MeanFieldHeadsConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         laws = {self._key(config, k): self._law_part(config, k, runs) for k in range(len(config.laws))}
         summary = {
             "laws": laws,
@@ -446,89 +435,145 @@ class MeanFieldHeadsStudy(Study):
             "intervals; expected b = -1/2 per draw (W2, |E - E_ref|), -1 for the G^2 excess at frozen "
             "tokens (derived: E G^2(mu; Theta^H) = G2_inf + c/H)",
         }
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def _ci(f: dict) -> str:
-    if "b" not in f:
-        return f"- ({f.get('error', 'no fit')})"
-    lo, hi = f["range"]
-    return f"{f['b']:.3f} [{f['b_ci'][0]:.3f}, {f['b_ci'][1]:.3f}] on H in [{lo:g}, {hi:g}]"
-
-
-def markdown_table(summary: dict) -> str:
-    """The rate table (per law and quantity), the per-H table and the Sec. 6 comparison, as Markdown."""
-    s = summary["sizes"]
-    lines = [
-        f"Sizes: n = {s['n']} tokens on S^{s['d'] - 1}, frozen heads, T = {s['T']:g}, dt = {s['dt']:g}, "
-        f"{s['paths']} head draws per H, H in {s['H']}, reference H_ref = {s['H_ref']} (one draw), "
-        f"{s['g2_draws']} fresh draws per H for G^2 at frozen tokens; G2_inf and c from "
-        f"{s['mf_sample']} heads.",
-        "",
-        "| law | quantity | expected b | fitted b [95% CI] on all H; on the large-H tail |",
-        "|---|---|---|---|",
-    ]
-    expected = {
-        "W2_T": "-1/2",
-        "SW2_T": "-1/2",
-        "absdE_T": "-1/2",
-        "dE_mc_mean_T": "-1 (bias) until MC noise",
-        "absdG2_T": "-1/2",
+def _fit_cells(f: dict | None, prefix: str = "") -> dict:
+    """The cells of a fit (``fit_rate``): exponent, its 95% interval, the H range; the reason when none."""
+    f = f or {}
+    return {
+        **ci_cells(f, "b", prefix=prefix),
+        f"{prefix}range": f.get("range"),
+        f"{prefix}no_fit": None if not f or "b" in f else f.get("error", "no fit"),
     }
-    names = {
-        "W2_T": "W2(mu^H_T, mu^ref_T) exact",
-        "SW2_T": "sliced spherical W2 at T",
-        "absdE_T": "abs(E^H_T - E^ref_T) per draw",
-        "dE_mc_mean_T": "abs(<E^H_T> - E^ref_T) (MC mean)",
-        "absdG2_T": "abs(G^2_T - G^2_ref,T) per draw",
-    }
-    for key, part in summary["laws"].items():
+
+
+def _fit_columns(prefix: str = "", what: str = "fitted b") -> list[Column]:
+    return [*ci_columns(f"{prefix}b", what, ".3f"), Column(f"{prefix}range", "on H in", "g")]
+
+
+def _no_fit_column(rows: list[dict], keys: tuple[str, ...]) -> list[Column]:
+    """A column of the reasons a fit was not made, when some row has one."""
+    if any(r[k] for r in rows for k in keys):
+        for r in rows:
+            r["no_fit"] = "; ".join(r[k] for k in keys if r[k])
+        return [Column("no_fit", "not fitted")]
+    return []
+
+
+def tables(summary: dict, config: MeanFieldHeadsConfig | None = None) -> list[Table]:
+    """The rates in H (per law and quantity), the per-H numbers and the Sec. 6 comparison (pure: from the
+    summary's numbers). Sample summaries read ``mean +- sd`` over the head draws (paths for Sec. 6)."""
+    s, laws = summary["sizes"], summary["laws"]
+    rate_rows = []
+    for key, part in laws.items():
         for q, f in part["fits"].items():
             tail = part.get("fits_tail", {}).get(q)
-            lines.append(f"| {key} | {names[q]} | {expected[q]} | {_ci(f)}; {_ci(tail) if tail else ''} |")
+            rate_rows.append(
+                {
+                    "law": key,
+                    "quantity": RATES[q][0],
+                    "expected": RATES[q][1],
+                    **_fit_cells(f),
+                    **_fit_cells(tail, "tail_"),
+                }
+            )
         for label, fr in part["frozen_tokens_G2"].items():
-            lines.append(f"| {key} | G^2 excess at frozen tokens ({label}) | -1 | {_ci(fr['fit_excess'])} |")
-    lines += [
-        "",
-        "| law | H | W2_T | SW2_T | abs dE_T | abs(<E> - E_ref) | G^2_T "
-        "| G^2 at ref cloud, measured / (G2_inf + c/H) |",
-        "|---|---|---|---|---|---|---|---|",
+            rate_rows.append(
+                {
+                    "law": key,
+                    "quantity": f"G^2 excess at frozen tokens ({label})",
+                    "expected": "-1",
+                    **_fit_cells(fr["fit_excess"]),
+                    **_fit_cells(None, "tail_"),
+                }
+            )
+    out = [
+        Table(
+            columns=[
+                Column("law"),
+                Column("quantity"),
+                Column("expected", "expected b"),
+                *_fit_columns(what="fitted b, all H"),
+                *_fit_columns("tail_", "fitted b, large-H tail"),
+                *_no_fit_column(rate_rows, ("no_fit", "tail_no_fit")),
+            ],
+            rows=rate_rows,
+            note=f"Sizes: n = {s['n']} tokens on S^{s['d'] - 1}, frozen heads, T = {s['T']:g}, "
+            f"dt = {s['dt']:g}, {s['paths']} head draws per H, H in {s['H']}, reference H_ref = "
+            f"{s['H_ref']} (one draw), "
+            f"{s['g2_draws']} fresh draws per H for G^2 at frozen tokens; G2_inf and c from "
+            f"{s['mf_sample']} heads. {summary.get('fit_note', '')}",
+            id="rates",
+        )
     ]
-    for key, part in summary["laws"].items():
+    per_h_rows = []
+    for key, part in laws.items():
         fr = part["frozen_tokens_G2"]["reference_T"]
         for i, H in enumerate(part["H"]):
             r = part["per_H"][str(H)]
-            lines.append(
-                f"| {key} | {H} | {r['W2_T']['mean']:.3g} +- {r['W2_T']['sd']:.2g} "
-                f"| {r['SW2_T']['mean']:.3g} "
-                f"| {r['absdE_T']['mean']:.3g} | {r['dE_mc_mean_T']:.3g} +- {r['dE_mc_mean_se_T']:.2g} "
-                f"| {r['G2_T']['mean']:.3g} | {fr['G2_mean'][i]:.3g} / {fr['predicted'][i]:.3g} |"
+            per_h_rows.append(
+                {
+                    "law": key,
+                    "H": H,
+                    **r,
+                    "SW2_T": r["SW2_T"]["mean"],
+                    "absdE_T": r["absdE_T"]["mean"],
+                    "G2_T": r["G2_T"]["mean"],
+                    "G2_ref_cloud": fr["G2_mean"][i],
+                    "G2_ref_cloud_predicted": fr["predicted"][i],
+                }
             )
+    out.append(
+        Table(
+            columns=[
+                Column("law"),
+                Column("H"),
+                Column("W2_T", fmt=".3g"),
+                Column("SW2_T", fmt=".3g"),
+                Column("absdE_T", "abs dE_T", ".3g"),
+                Column("dE_mc_mean_T", "abs(<E> - E_ref)", ".3g"),
+                Column("dE_mc_mean_se_T", "its s.e.", ".2g"),
+                Column("G2_T", "G^2_T", ".3g"),
+                Column("G2_ref_cloud", "G^2 at ref cloud, measured", ".3g"),
+                Column("G2_ref_cloud_predicted", "predicted G2_inf + c/H", ".3g"),
+            ],
+            rows=per_h_rows,
+            id="per_H",
+        )
+    )
     sec6 = summary.get("sec6_ou")
     if sec6:
-        lines += [
-            "",
-            "Sec. 6 OU regime: late-time G^2 (second half, ledger integral) against the derived Monte Carlo "
-            "prediction G2_inf(mu_t) + c(mu_t)/H on the run's own late clouds (fresh OU-stationary heads).",
-            "",
-            "| H | G^2 measured | G2_inf | c | predicted | measured / predicted |",
-            "|---|---|---|---|---|---|",
-        ]
-        for H in sec6["H"]:
-            r = sec6["per_H"][str(H)]
-            m = r["G2_late_measured"]
-            lines.append(
-                f"| {H} | {m['mean']:.3g} +- {m['sd']:.2g} | {r['G2_inf_on_clouds']:.3g} "
-                f"| {r['c_on_clouds']:.3g} "
-                f"| {r['G2_predicted']:.3g} | {r['ratio_measured_to_predicted']:.2f} |"
+        out.append(
+            Table(
+                columns=[
+                    Column("H"),
+                    Column("G2_late_measured", "G^2 measured", ".3g"),
+                    Column("G2_inf_on_clouds", "G2_inf", ".3g"),
+                    Column("c_on_clouds", "c", ".3g"),
+                    Column("G2_predicted", "predicted", ".3g"),
+                    Column("ratio_measured_to_predicted", "measured / predicted", ".2f"),
+                ],
+                rows=[{"H": H, **sec6["per_H"][str(H)]} for H in sec6["H"]],
+                note="Sec. 6 OU regime: late-time G^2 (second half, ledger integral) against the derived "
+                "Monte Carlo prediction G2_inf(mu_t) + c(mu_t)/H on the run's own late clouds (fresh "
+                "OU-stationary heads).",
+                id="sec6",
             )
-        lines += [
-            "",
-            f"Fitted b of the measured G^2: {_ci(sec6['fit_measured'])}; of the prediction: "
-            f"{_ci(sec6['fit_predicted'])}.",
+        )
+        fit_rows = [
+            {"series": name, **_fit_cells(sec6[key])}
+            for name, key in (("measured G^2", "fit_measured"), ("prediction", "fit_predicted"))
         ]
-    return "\n".join(lines) + "\n"
+        out.append(
+            Table(
+                columns=[Column("series"), *_fit_columns(), *_no_fit_column(fit_rows, ("no_fit",))],
+                rows=fit_rows,
+                note="Sec. 6 OU regime: the exponent b of the late-time G^2 = a H^b.",
+                id="sec6_fits",
+            )
+        )
+    return out
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
@@ -536,13 +581,6 @@ _SRC_52 = "2605.18870, Sec. 5.2 (finite H: Theta^H -> Theta, u^H_t -> u_t)"
 _SRC_MC = (
     "derived: attnflow.analysis.theorems.gradient_mc_decomposition (variance of a sample mean over heads)"
 )
-
-
-def _checks(crit, choice, values, results, ci95=None) -> list:
-    """A robustness check, or none when the choice has no value (e.g. a fit that a small grid cannot make)."""
-    if not list(values):
-        return []
-    return [RobustnessCheck.from_values(crit, choice, list(values), list(results), ci95=ci95)]
 
 
 def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
@@ -576,29 +614,16 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
 
     def fit_checks(crit):
         tail = {k: v["fits_tail"]["W2_T"] for k, v in laws.items() if "b" in v["fits_tail"]["W2_T"]}
-        full = {k: v["fits"]["W2_T"] for k, v in laws.items() if "b" in v["fits"]["W2_T"]}
-        sw = {k: v["fits_tail"]["SW2_T"] for k, v in laws.items() if "b" in v["fits_tail"]["SW2_T"]}
         return tail, [
-            *_checks(
-                crit,
-                "head law",
-                list(tail),
-                [f["b"] for f in tail.values()],
-                ci95=[f["b_ci"] for f in tail.values()],
+            *fit_robustness(crit, "head law", tail, "b"),
+            *fit_robustness(
+                crit, "fit range: all H (from H = 1)", {k: v["fits"]["W2_T"] for k, v in laws.items()}, "b"
             ),
-            *_checks(
-                crit,
-                "fit range: all H (from H = 1)",
-                list(full),
-                [f["b"] for f in full.values()],
-                ci95=[f["b_ci"] for f in full.values()],
-            ),
-            *_checks(
+            *fit_robustness(
                 crit,
                 "estimator: sliced spherical W2",
-                list(sw),
-                [f["b"] for f in sw.values()],
-                ci95=[f["b_ci"] for f in sw.values()],
+                {k: v["fits_tail"]["SW2_T"] for k, v in laws.items()},
+                "b",
             ),
         ]
 
@@ -687,7 +712,7 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
                 f"divided by "
                 "the prediction (its own error neglected)",
                 robustness=[
-                    *_checks(
+                    *robustness_checks(
                         pred,
                         "law, cloud and H",
                         keys,
@@ -720,7 +745,9 @@ def records(summary: dict, config: MeanFieldHeadsConfig) -> list:
                 samples=int(config.sec6_paths),
                 method=f"normal interval over {config.sec6_paths} paths of the time average over the window",
                 robustness=[
-                    *_checks(pred, "H", list(ratios), list(ratios.values()), ci95=list(cis.values()))
+                    *robustness_checks(
+                        pred, "H", list(ratios), list(ratios.values()), ci95=list(cis.values())
+                    )
                 ],
                 extra={
                     "outcome_by_H": {
