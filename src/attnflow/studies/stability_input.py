@@ -30,7 +30,6 @@ Token clouds and heads are written under ``inputs_dir`` as in ``mean_field_heads
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -43,12 +42,13 @@ from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, 
 from ..model import tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import finish_analysis, mean_sd, positive_distinct, value_tag, whole_steps
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import mean_sd, positive_distinct, value_tag, whole_steps
 from .mean_field_heads import inputs_file
 from .registry import register
+from .render import Column, Table
 
-__all__ = ["StabilityInputConfig", "StabilityInputStudy", "records"]
+__all__ = ["StabilityInputConfig", "StabilityInputStudy", "records", "tables"]
 
 _WEIGHTS = {
     "frozen": {"process": "constant"},
@@ -275,14 +275,7 @@ class StabilityInputStudy(Study):
             "times": times.tolist(),
         }
 
-    def analyse(
-        self,
-        config: StabilityInputConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: StabilityInputConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         _, D, cases = self._inputs(config)
         res = {
             f"{direction}_{reg}": self._one(config, direction, reg, runs, D, cases)
@@ -306,43 +299,70 @@ class StabilityInputStudy(Study):
             "rate R(T)/T and M_theta(T)/T are derived (NOTES.md §8) from the effective heads c(t) D_h (c = 1 "
             "without layer scaling)",
         }
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def markdown_table(summary: dict) -> str:
+def tables(summary: dict, config: StabilityInputConfig | None = None) -> list[Table]:
     """Per variant and case: W2 at 0 and T, the fitted C2 [95% CI] and C1, the a-priori rates; linear
-    response across eta."""
+    response across eta (a pure function of the summary; ``config`` is unused)."""
     s = summary["sizes"]
-    lines = [
-        f"Sizes: n = {s['n']} tokens on S^2 (octahedral), H = {s['H']} heads (one draw, shared), "
+    variants = summary["variants"]
+    gronwall = Table(
+        id="gronwall",
+        title="Gronwall fit per variant and perturbation",
+        columns=[
+            Column("variant"),
+            Column("case"),
+            Column("W2_0", "W2(0)", ".3g"),
+            Column("W2_T", "W2(T)", ".3g"),
+            Column("C2", "C2, path mean", ".3f"),
+            Column("C2_ci", "envelope of per-path 95% CIs", ".3f"),
+            Column("C1", "C1", ".3g"),
+            Column("max_ratio", "max W/(W0 e^{C2 t})", ".3g"),
+            Column("R", "R(T)/T (derived)", ".3g"),
+            Column("M", "M(T)/T", ".3g"),
+        ],
+        rows=[
+            {
+                "variant": key,
+                "case": case,
+                "W2_0": r["W2_0"]["mean"],
+                "W2_T": r["W2_T"]["mean"],
+                "C2": r["C2"] if r["C2_ci"] else None,
+                "C2_ci": r["C2_ci"] or None,
+                "C1": r["C1"],
+                "max_ratio": r["max_ratio"],
+                "R": v["R_T"] / v["T"],
+                "M": v["M_T"] / v["T"],
+            }
+            for key, v in variants.items()
+            for case, r in v["rows"].items()
+        ],
+        note=f"Sizes: n = {s['n']} tokens on S^2 (octahedral), H = {s['H']} heads (one draw, shared), "
         f"T = {s['T']:g}, layer scaling t0 = {s.get('layer_scaling')}, "
         f"dt = {s['dt']:g}, etas {s['etas']}, OU with {s['noise_paths']} noise paths.",
-        "",
-        "| variant | case | W2(0) | W2(T) | C2, path mean [envelope of per-path 95% CIs] | C1 "
-        "| max W/(W0 e^{C2 t}) | R(T)/T (derived) | M(T)/T |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for key, v in summary["variants"].items():
-        for case, r in v["rows"].items():
-            c2 = f"{r['C2']:.3f} [{r['C2_ci'][0]:.3f}, {r['C2_ci'][1]:.3f}]" if r["C2_ci"] else "-"
-            lines.append(
-                f"| {key} | {case} | {r['W2_0']['mean']:.3g} | {r['W2_T']['mean']:.3g} | {c2} "
-                f"| {r['C1']:.3g} "
-                f"| {r['max_ratio']:.3g} | {v['R_T'] / v['T']:.3g} | {v['M_T'] / v['T']:.3g} |"
-            )
-    lines += [
-        "",
-        "| variant | shape | W2(T)/W2(0) for increasing eta | relative change between consecutive etas |",
-        "|---|---|---|---|",
-    ]
-    for key, v in summary["variants"].items():
-        for shape, lr in v["linear_response"].items():
-            lines.append(
-                f"| {key} | {shape} | {', '.join(f'{a:.4g}' for a in lr['amplification_T'])} "
-                f"| {', '.join(f'{r:.1e}' for r in lr['relative_change'])} |"
-            )
-    return "\n".join(lines) + "\n"
+    )
+    linear = Table(
+        id="linear_response",
+        title="Linear response across eta",
+        columns=[
+            Column("variant"),
+            Column("shape"),
+            Column("amplification", "W2(T)/W2(0) for increasing eta", ".4g"),
+            Column("change", "relative change between consecutive etas", ".1e"),
+        ],
+        rows=[
+            {
+                "variant": key,
+                "shape": shape,
+                "amplification": lr["amplification_T"],
+                "change": lr["relative_change"],
+            }
+            for key, v in variants.items()
+            for shape, lr in v["linear_response"].items()
+        ],
+    )
+    return [gronwall, linear]
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
