@@ -1,24 +1,22 @@
-"""Rebuild the tables of committed study results from their ``summary.json`` (no rerun), and check that
-every number of the old ``table.md`` is still on the new page.
+"""Rebuild the ``table.md`` of committed study results from their ``summary.json`` (no rerun), and check
+that no number of the old page is lost.
 
 Usage (from the repository root, with the package on the path)::
 
-    python scripts/regen_tables.py docs/studies/noise_phase [docs/studies/stability_input ...]
-    python scripts/regen_tables.py --check docs/studies/noise_phase   # write nothing; exit 1 if stale
+    python scripts/regen_tables.py docs/studies/longtime [docs/studies/jko_stability ...]
+    python scripts/regen_tables.py --check docs/studies/longtime   # exit 1 if table.md is out of date
 
 For each study directory it reads ``study.json`` (which study, its config) and ``summary.json`` (the
-numbers), calls the study module's ``tables(summary, config)`` (the table specs its analysis returns,
-:class:`attnflow.studies.render.Table`), renders them with :func:`attnflow.studies.render.markdown` into
-``table.md`` and stores the specs in ``tables.json`` (what the runner writes after a run). The config is
-the committed one; fields that did not exist when the study ran take their defaults.
+numbers), calls the study module's ``tables(summary, config)`` (the :class:`~attnflow.studies.Table`
+specs its analysis returns) and renders them with the one renderer (:func:`attnflow.studies.render.markdown`).
+The config is the committed one; fields that did not exist when the study ran take their declared defaults.
+Only studies whose module defines ``tables`` are handled.
 
-A hand-written preamble of the old page (a leading italic paragraph ``_..._`` saying how the committed
-run was made: not a table, and nothing the study's code writes) moves to the study's ``explain.md``,
-under ``## The committed run`` (:func:`split_preamble`).
-
-Before writing, the numeric tokens of the old and the new page are compared (:func:`vanished`): a number
-of the old page that neither the new one nor the moved preamble prints is listed (the page may change
-format, its numbers may not) and the exit status is 1 unless ``--allow-vanished`` is given.
+Before writing, every numeric token of the old page is looked up in the new one: a token found as the
+same text is kept; one found only as the same value in another format (``1.0`` as ``1``) is listed as
+reformatted; one found in the text of ``--moved-to`` (default ``explain.md``: prose moved out of the
+table, such as a provenance line) as moved; one found in none of these ways is listed as vanished, and
+the page is not written unless ``--allow-vanished`` is given (the vanished tokens are printed either way).
 """
 
 from __future__ import annotations
@@ -26,75 +24,43 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import re
 import sys
 from pathlib import Path
 
-#: a number as a table prints it: 3, -0.25, 1.5e-06, 12% (the percent sign is dropped)
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+#: a number as it is written in a table: sign, digits, decimals, exponent (``-1.5e-03``, ``64``, ``.5``)
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
 
-def numbers(text: str) -> list[float]:
-    """The numeric tokens of ``text`` as floats, in order (``+3.1%`` -> 3.1, ``1e-06`` -> 1e-06)."""
-    out = []
-    for tok in NUMBER.findall(text):
-        try:
-            out.append(float(tok))
-        except ValueError:
+def numbers(text: str) -> list[str]:
+    """The numeric tokens of ``text`` (not the digits inside names such as ``W2`` or ``S^2``)."""
+    return NUMBER.findall(text)
+
+
+def compare_numbers(old: str, new: str, moved: str = "") -> dict[str, list[str]]:
+    """The numeric tokens of ``old`` missing from ``new`` as text: ``moved`` (in the text ``moved``, e.g. a
+    provenance line moved to ``explain.md``), ``reformatted`` (the same value is in ``new`` to the token's
+    precision) and ``vanished`` (none of these)."""
+    new_tokens = set(numbers(new))
+    new_values = [float(t) for t in new_tokens]
+    moved_tokens = set(numbers(moved))
+    out: dict[str, list[str]] = {"moved": [], "reformatted": [], "vanished": []}
+    for tok in dict.fromkeys(numbers(old)):
+        if tok in new_tokens:
             continue
+        if tok in moved_tokens:
+            out["moved"].append(tok)
+            continue
+        v = float(tok)
+        digits = len(re.sub(r"[^0-9]", "", tok.split("e")[0].split("E")[0]).lstrip("0")) or 1
+        tol = 5 * abs(v) * 10.0**-digits  # about half a unit of the token's last significant digit
+        same = any(abs(w - v) <= tol for w in new_values)
+        out["reformatted" if same else "vanished"].append(tok)
     return out
 
 
-def vanished(old: str, new: str) -> list[float]:
-    """The numbers of ``old`` that ``new`` does not print (equal as floats; the sign counts), sorted.
-
-    Examples
-    --------
-    >>> vanished("| a | 0.25 +- 0.01 |", "| a | 0.25 | 0.01 |")
-    []
-    >>> vanished("b = -1.0 and 3%", "b = -1")
-    [3.0]
-    """
-    have = {v for v in numbers(new) if math.isfinite(v)}
-    return sorted({v for v in numbers(old) if math.isfinite(v) and v not in have})
-
-
-def split_preamble(text: str) -> tuple[str, str]:
-    r"""(the leading italic paragraph of ``text``, the rest); ``""`` when it has none.
-
-    Examples
-    --------
-    >>> split_preamble("_Full run: 42 runs._\n\n| a |\n")
-    ('_Full run: 42 runs._', '| a |\n')
-    """
-    head, sep, rest = text.partition("\n\n")
-    if sep and head.startswith("_") and head.rstrip().endswith("_"):
-        return head.strip(), rest
-    return "", text
-
-
-EXPLAIN_SECTION = "## The committed run"
-
-
-def move_preamble(study_dir: Path, preamble: str) -> None:
-    """Put ``preamble`` into ``study_dir/explain.md`` under :data:`EXPLAIN_SECTION`, after its title
-    (once)."""
-    path = study_dir / "explain.md"
-    text = path.read_text() if path.is_file() else ""
-    if preamble in text:
-        return
-    block = f"{EXPLAIN_SECTION}\n\n{preamble}\n\n"
-    title, sep, rest = text.partition("\n\n")
-    if text.startswith("# ") and sep:
-        text = f"{title}\n\n{block}{rest}"
-    else:
-        text = block + text
-    path.write_text(text)
-
-
-def new_tables(study_dir: Path) -> tuple[str, dict]:
-    """The Markdown and the ``tables.json`` data of ``study_dir``'s committed summary."""
+def regenerate(study_dir: Path) -> str:
+    """The Markdown of the tables of ``study_dir`` rendered from its committed summary."""
     from attnflow.studies import get_study
     from attnflow.studies.render import markdown
 
@@ -107,48 +73,47 @@ def new_tables(study_dir: Path) -> tuple[str, dict]:
         raise SystemExit(f"{study_dir}: study {meta['study']!r} has no tables(summary, config) function")
     fields = study.Config.model_fields
     config = study.Config.model_validate({k: v for k, v in meta.get("config", {}).items() if k in fields})
-    specs = build(summary, config)
-    return markdown(specs), {"tables": [t.to_json() for t in specs]}
+    return markdown(build(summary, config))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="committed study directories (docs/studies/NAME)")
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is out of date")
+    ap.add_argument("--check", action="store_true", help="only report directories whose table.md differs")
+    ap.add_argument("--allow-vanished", action="store_true", help="write even if numbers vanished")
     ap.add_argument(
-        "--allow-vanished", action="store_true", help="write a page even when numbers of the old one vanish"
+        "--moved-to",
+        default="explain.md",
+        help="a file of the study directory that may hold numbers moved out of table.md (prose such as a "
+        "provenance line; default explain.md)",
     )
     args = ap.parse_args(argv)
     bad = 0
     for d in args.dirs:
-        md, data = new_tables(d)
-        old = (d / "table.md").read_text() if (d / "table.md").is_file() else ""
-        preamble, _ = split_preamble(old)
-        lost = vanished(old, md + "\n" + preamble)
-        if preamble:
-            print(f"{d}: the hand-written preamble of table.md moves to explain.md ({EXPLAIN_SECTION})")
-        if lost:
-            print(f"{d}: {len(lost)} numbers of the old table.md are not on the new page: {lost}")
-        else:
-            count = len(set(numbers(old)))
-            print(f"{d}: all {count} distinct numbers of the old table.md are on the new page")
-        stored = (d / "tables.json").read_text() if (d / "tables.json").is_file() else None
-        fresh = json.dumps(data, indent=1) + "\n"
-        if old == md and stored == fresh:
-            print(f"{d}: up to date")
+        new = regenerate(d)
+        path = d / "table.md"
+        old = path.read_text() if path.is_file() else ""
+        if old == new:
+            print(f"{d}: table.md up to date ({len(numbers(new))} numbers)")
             continue
         if args.check:
-            print(f"{d}: table.md or tables.json differs from a regeneration")
             bad += 1
+            print(f"{d}: table.md differs from a regeneration; run scripts/regen_tables.py {d}")
             continue
-        if lost and not args.allow_vanished:
+        other = d / args.moved_to
+        diff = compare_numbers(old, new, other.read_text() if other.is_file() else "")
+        print(
+            f"{d}: {len(set(numbers(old)))} distinct numbers in the old table.md, "
+            f"{len(diff['moved'])} moved to {args.moved_to} {diff['moved']}, "
+            f"{len(diff['reformatted'])} reformatted {diff['reformatted']}, "
+            f"{len(diff['vanished'])} vanished {diff['vanished']}"
+        )
+        if diff["vanished"] and not args.allow_vanished:
             bad += 1
+            print(f"{d}: not written (numbers vanished)")
             continue
-        if preamble:
-            move_preamble(d, preamble)
-        (d / "table.md").write_text(md)
-        (d / "tables.json").write_text(fresh)
-        print(f"{d}: wrote table.md ({len(data['tables'])} tables) and tables.json")
+        path.write_text(new)
+        print(f"{d}: wrote table.md")
     return 1 if bad else 0
 
 

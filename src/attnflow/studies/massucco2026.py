@@ -190,18 +190,23 @@ def _fit_row(reg: dict) -> dict:
 
 
 def _spread_row(label: str, H: str, row: dict) -> dict:
-    """Means and spreads of one run; a one-path (deterministic) run has no spread (empty cells)."""
+    """Means (+- their spread over paths) of one run; a one-path (deterministic) run shows its values."""
     many = row["paths"] > 1
-    out = {"regime": label, "H": int(H), "paths": row["paths"]}
-    for key, mean, spread in (
-        ("G2", row["G2_mean"], row["G2_se"]),
-        ("Ghat2", row["Ghat2_mean"], row["Ghat2_se"]),
-        ("Rp", row["residual_paper_T"]["mean"], row["residual_paper_T"]["std"]),
-        ("Rx", row["residual_exact_T"]["mean"], row["residual_exact_T"]["std"]),
-        ("dE", row["dE_T"]["mean"], row["dE_T"]["std"]),
-    ):
-        out[key], out[f"{key}_pm"] = mean, (spread if many else None)
-    return out
+
+    def pm(mean: float, spread: float):
+        return {"mean": mean, "sd": spread} if many else mean
+
+    return {
+        "regime": label,
+        "H": int(H),
+        "paths": row["paths"],
+        "G2": pm(row["G2_mean"], row["G2_se"]),
+        "Ghat2": pm(row["Ghat2_mean"], row["Ghat2_se"]),
+        **{
+            key: pm(row[var]["mean"], row[var]["std"])
+            for key, var in (("Rp", "residual_paper_T"), ("Rx", "residual_exact_T"), ("dE", "dE_T"))
+        },
+    }
 
 
 def tables(summary: dict, config: ReproductionConfig | None = None) -> list[Table]:
@@ -250,7 +255,6 @@ def tables(summary: dict, config: ReproductionConfig | None = None) -> list[Tabl
         rows=[_fit_row(r) for r in regs],
         note=fit_note,
     )
-    mean, pm = ".3g", ".2g"
     per_h = Table(
         id="per_H",
         title="Time averages and the energy ledger per regime and H",
@@ -258,16 +262,11 @@ def tables(summary: dict, config: ReproductionConfig | None = None) -> list[Tabl
             Column("regime"),
             Column("H"),
             Column("paths"),
-            Column("G2", "G^2", mean),
-            Column("G2_pm", "+- se", pm),
-            Column("Ghat2", "Ghat^2", mean),
-            Column("Ghat2_pm", "+- se", pm),
-            Column("Rp", "R_paper(T)", mean),
-            Column("Rp_pm", "+- sd", pm),
-            Column("Rx", "R_exact(T)", mean),
-            Column("Rx_pm", "+- sd", pm),
-            Column("dE", "E_T - E_0", mean),
-            Column("dE_pm", "+- sd", pm),
+            Column("G2", "G^2", ".3g"),
+            Column("Ghat2", "Ghat^2", ".3g"),
+            Column("Rp", "R_paper(T)", ".3g"),
+            Column("Rx", "R_exact(T)", ".3g"),
+            Column("dE", "E_T - E_0", ".3g"),
         ],
         rows=[_spread_row(r["label"], H, row) for r in regs for H, row in r["per_H"].items()],
         note="Time averages of G^2 and Ghat^2 over the window (mean +- standard error over paths), the "

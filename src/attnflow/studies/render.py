@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Column", "Table", "cell_text", "html", "markdown", "table_from_json"]
+__all__ = ["Column", "Table", "cell_text", "html", "markdown", "table_from_json", "verdicts_table"]
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,18 @@ def table_from_json(data: Mapping[str, Any]) -> Table:
 
 def cell_text(value: Any, fmt: str = "") -> str:
     """The text of one cell: None -> empty, a bool -> yes / no, a number with ``fmt`` (default ``.4g``
-    for floats), a list joined by commas."""
+    for floats), a list joined by commas, a sample summary ``{"mean": m, "sd": s}`` as ``m +- s`` (the mean
+    with ``fmt``, the standard deviation to two significant digits).
+
+    Examples
+    --------
+    >>> cell_text({"mean": 0.26213, "sd": 0.4912}, ".3f"), cell_text([1.75, 7.25], ".3g")
+    ('0.262 +- 0.49', '1.75, 7.25')
+    """
     if value is None:
         return ""
+    if isinstance(value, Mapping) and set(value) == {"mean", "sd"}:
+        return f"{cell_text(value['mean'], fmt)} +- {cell_text(value['sd'], '.2g')}"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -159,3 +168,64 @@ def html(tables: Iterable[Table]) -> str:
         )
         out.append(f'<table class="study-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
     return "\n".join(out) + ("\n" if out else "")
+
+
+def verdicts_table(records: Iterable[Any], *, title: str = "", note: str = "") -> Table:
+    """The verdict records of a study (:mod:`attnflow.analysis.verdicts`, records or their JSON) as a
+    table: id, verdict, class, criterion, value, 95% interval, and each robustness choice with its values,
+    results and outcomes.
+
+    Examples
+    --------
+    >>> rec = {"id": "x-rate", "verdict": "holds", "class": "test", "robustness": [],
+    ...        "criterion": {"quantity": "b", "op": "<", "threshold": 0.0},
+    ...        "result": {"value": -0.51, "ci95": [-0.6, -0.42]}}
+    >>> print(markdown([verdicts_table([rec])]))
+    | verdict | outcome | class | criterion | value | 95% CI | robustness |
+    |---|---|---|---|---|---|---|
+    | x-rate | holds | test | b < 0 | -0.51 | -0.6, -0.42 |  |
+    <BLANKLINE>
+    """
+
+    def num(x: Any) -> str:
+        return cell_text(x, ".3g") if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+
+    rows = []
+    for rec in records:
+        j = rec.to_json() if hasattr(rec, "to_json") else rec
+        crit = j.get("criterion")
+        rows.append(
+            {
+                "id": j["id"],
+                "verdict": j["verdict"],
+                "class": j["class"],
+                "criterion": None
+                if not crit
+                else f"{crit['quantity']} {crit['op']} {num(crit['threshold'])}",
+                "value": j["result"].get("value"),
+                "ci95": j["result"].get("ci95"),
+                "robustness": "; ".join(
+                    f"{ch['choice']}: "
+                    + ", ".join(
+                        f"{v}: {'-' if x is None else num(x)} ({o})"
+                        for v, x, o in zip(ch["values"], ch["results"], ch["outcomes"], strict=True)
+                    )
+                    for ch in j["robustness"]
+                ),
+            }
+        )
+    return Table(
+        columns=[
+            Column("id", "verdict"),
+            Column("verdict", "outcome"),
+            Column("class"),
+            Column("criterion"),
+            Column("value", fmt=".3g"),
+            Column("ci95", "95% CI", ".3g"),
+            Column("robustness"),
+        ],
+        rows=rows,
+        title=title,
+        note=note,
+        id="verdicts",
+    )

@@ -24,7 +24,8 @@ index: the weight process does not see the tokens), and measures
 
 The deterministic regimes (frozen, oscillating) hold every cloud as a path of one run; OU needs one run
 per cloud (path p of every run sees the same noise), with ``noise_paths`` noise realisations each.
-Token clouds and heads are written under ``inputs_dir`` as in ``mean_field_heads``.
+Token clouds and heads are inputs of the runs (:class:`~attnflow.studies.tasks.ParticleRun`), written into
+each run's own directory: nothing is written outside the study directory.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import mean_sd, positive_distinct, value_tag, whole_steps
-from .mean_field_heads import inputs_file
 from .registry import register
 from .render import Column, Table
+from .tasks import ParticleRun
 
 __all__ = ["StabilityInputConfig", "StabilityInputStudy", "records", "tables"]
 
@@ -91,9 +92,6 @@ class StabilityInputConfig(StudyConfig):
         examples=[1.0],
     )
     seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
-    inputs_dir: str | None = Field(
-        None, description="where token and head arrays are written (None: <tmp>/attnflow_study_inputs)"
-    )
     criterion_bound_fraction: float = Field(
         1.0,
         gt=0,
@@ -167,16 +165,17 @@ class StabilityInputStudy(Study):
     def _case_name(shape: str, eta: float) -> str:
         return f"{shape}_eta{value_tag(eta)}"
 
-    def plan(self, config: StabilityInputConfig) -> dict[str, dict]:
+    def plan(self, config: StabilityInputConfig) -> dict[str, ParticleRun]:
         clouds, D, cases = self._clouds(config)
-        hfile = inputs_file(D, config.inputs_dir)
         out = {}
+        # the token clouds and the heads are written into each run's own directory (ParticleRun.inputs)
+        tokens = {"init": "file", "path": "(input)"}
         for direction in config.directions:
             for reg in config.regimes:
                 base = {
                     "model": {"direction": direction, "layer_scaling": config.layer_scaling},
                     "weights": _WEIGHTS[reg],
-                    "heads": {"init": "file", "H": config.H, "path": hfile},
+                    "heads": {"init": "file", "H": config.H, "path": "(input)"},
                     "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
                     "record": {"every": config.record_every, "heads": reg != "frozen"},
                     "seed": config.seed,
@@ -186,20 +185,12 @@ class StabilityInputStudy(Study):
                     for k, cloud in enumerate(clouds):
                         tag = "base" if k == 0 else self._case_name(*cases[k - 1])
                         name = f"{direction}_{reg}_{tag}"
-                        out[name] = {
-                            **base,
-                            "name": name,
-                            "tokens": {"init": "file", "path": inputs_file(cloud, config.inputs_dir)},
-                            "paths": config.noise_paths,
-                        }
+                        cfg = {**base, "name": name, "tokens": tokens, "paths": config.noise_paths}
+                        out[name] = ParticleRun(cfg, inputs={"tokens.path": cloud, "heads.path": D})
                 else:
                     name = f"{direction}_{reg}"
-                    out[name] = {
-                        **base,
-                        "name": name,
-                        "tokens": {"init": "file", "path": inputs_file(clouds, config.inputs_dir)},
-                        "paths": len(clouds),
-                    }
+                    cfg = {**base, "name": name, "tokens": tokens, "paths": len(clouds)}
+                    out[name] = ParticleRun(cfg, inputs={"tokens.path": clouds, "heads.path": D})
         return out
 
     # -- analysis --------------------------------------------------------------------------------------
