@@ -15,7 +15,7 @@ from attnflow.studies.render import markdown, table_from_json
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow  # seconds of CPU: eight computations (Lie, JKO orders, heat kernel, memory, first variation)
+@pytest.mark.slow  # seconds of CPU: eight computations (Lie and JKO orders, heat kernel, memory, ...)
 def test_quick_numerics_checks_study(tmp_path):
     s = run_study("numerics_checks", tmp_path / "nc", quick=True, workers=1)
     assert s["run"]["status"] == "done" and set(s["results"]) == {
