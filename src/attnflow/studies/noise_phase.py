@@ -249,6 +249,11 @@ class NoisePhaseStudy(Study):
         return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
+#: the columns that name a case (sphere, kernel, beta)
+_CASE = (Column("sphere"), Column("kernel"), Column("beta", "beta", "g"))
+_KEYS = ("sphere", "kernel", "beta")
+
+
 def tables(summary: dict, config: NoisePhaseConfig | None = None) -> list[Table]:
     """Predicted and fitted eps_c per case, and the measured n<|m|^2> per ratio (a pure function of the
     summary; ``config`` is unused)."""
@@ -260,10 +265,7 @@ def tables(summary: dict, config: NoisePhaseConfig | None = None) -> list[Table]
         ok = f.get("eps_c") is not None
         fits.append(
             {
-                **{
-                    k: c[k]
-                    for k in ("sphere", "kernel", "beta", "eps_c_predicted", "eps_c_predicted_finite_n")
-                },
+                **{k: c[k] for k in (*_KEYS, "eps_c_predicted", "eps_c_predicted_finite_n")},
                 "fitted": f["eps_c"] if ok else None,
                 "ci": f["eps_c_ci"] if ok else None,
                 "rel": c["rel_error_vs_finite_n"] if ok else None,
@@ -275,9 +277,7 @@ def tables(summary: dict, config: NoisePhaseConfig | None = None) -> list[Table]
         id="eps_c",
         title="Critical noise eps_c: predicted and fitted",
         columns=[
-            Column("sphere"),
-            Column("kernel"),
-            Column("beta", "beta", "g"),
+            *_CASE,
             Column("eps_c_predicted", "eps_c mean field", ".4g"),
             Column("eps_c_predicted_finite_n", "eps_c finite n", ".4g"),
             Column("fitted", "eps_c fitted", ".4g"),
@@ -295,9 +295,7 @@ def tables(summary: dict, config: NoisePhaseConfig | None = None) -> list[Table]
         id="per_ratio",
         title="n<|m|^2> per noise level",
         columns=[
-            Column("sphere"),
-            Column("kernel"),
-            Column("beta", "beta", "g"),
+            *_CASE,
             Column("ratio", "ratio eps/eps_c", "g"),
             Column("n_m2", "n<|m|^2> (+- se)", ".3g"),
             Column("predicted", "predicted eps/(eps-eps_c)", ".3g"),
@@ -305,9 +303,7 @@ def tables(summary: dict, config: NoisePhaseConfig | None = None) -> list[Table]
         ],
         rows=[
             {
-                "sphere": c["sphere"],
-                "kernel": c["kernel"],
-                "beta": c["beta"],
+                **{k: c[k] for k in _KEYS},
                 "ratio": float(r),
                 "n_m2": {"mean": v["n_m2"]["mean"], "sd": v["n_m2_se"]},
                 "predicted": v["predicted_n_m2"] if v["predicted_n_m2"] is not None else "ordered",

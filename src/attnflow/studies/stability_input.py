@@ -58,7 +58,25 @@ _WEIGHTS = {
 }
 
 
-class StabilityInputConfig(StudyConfig):
+class SphereRunsConfig(StudyConfig):
+    """The runs of the stability studies: ``n`` octahedral tokens on S^2 and ``H`` heads of one draw."""
+
+    n: int = Field(32, ge=2, description="tokens (>= 2) on S^2", examples=[32])
+    H: PositiveInt = Field(4, description="heads", examples=[4])
+    noise_paths: PositiveInt = Field(2, description="noise realisations of the OU runs", examples=[2])
+    t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
+    dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
+    record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
+    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
+
+    def tokens_and_heads(self) -> tuple[np.ndarray, np.ndarray]:
+        """The unperturbed token cloud x0 [n, 3] (octahedral, from ``seed``) and heads D [H, 3, 3]
+        (symmetric Gaussian, from ``seed + 11``)."""
+        x0 = tokens_mod.octahedral(1, self.n, 3, seed=self.seed)[0].numpy()
+        return x0, draw_heads("symmetric_gaussian", 1, self.H, 3, seed=self.seed + 11)[0]
+
+
+class StabilityInputConfig(SphereRunsConfig):
     """Parameters of ``stability_input``; the defaults are the committed full run (docs/studies)."""
 
     etas: list[float] = Field(
@@ -79,19 +97,12 @@ class StabilityInputConfig(StudyConfig):
     directions: list[Literal["ascent", "descent"]] = Field(
         ["ascent", "descent"], min_length=1, description="token directions", examples=[["ascent"]]
     )
-    n: int = Field(32, ge=2, description="tokens (>= 2) on S^2", examples=[32])
-    H: PositiveInt = Field(4, description="heads", examples=[4])
-    noise_paths: PositiveInt = Field(2, description="noise realisations of the OU runs", examples=[2])
-    t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
-    dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
-    record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
     layer_scaling: float | None = Field(
         None,
         gt=0,
         description="t0 of the layer scaling c(t) = 1/((t0 + t) sqrt H) of Sec. 5 (None: no scaling)",
         examples=[1.0],
     )
-    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
     criterion_bound_fraction: float = Field(
         1.0,
         gt=0,
@@ -151,8 +162,7 @@ class StabilityInputStudy(Study):
 
     # -- inputs ----------------------------------------------------------------------------------------
     def _inputs(self, config: StabilityInputConfig) -> tuple[np.ndarray, np.ndarray, list[tuple[str, float]]]:
-        x0 = tokens_mod.octahedral(1, config.n, 3, seed=config.seed)[0].numpy()
-        D = draw_heads("symmetric_gaussian", 1, config.H, 3, seed=config.seed + 11)[0]
+        x0, D = config.tokens_and_heads()
         cases = [(shape, eta) for shape in config.shapes for eta in config.etas]
         return x0, D, cases
 

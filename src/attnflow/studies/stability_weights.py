@@ -38,18 +38,18 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.theorems import draw_heads, fit_rate
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_test
-from ..model import tokens as tokens_mod
 from ..observables import wasserstein2
-from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .base import Study, StudyResult, StudyRuns
 from .common import mean_sd, positive_distinct, value_tag, whole_steps
 from .registry import register
 from .render import Column, Table
+from .stability_input import SphereRunsConfig
 from .tasks import ParticleRun
 
 __all__ = ["StabilityWeightsConfig", "StabilityWeightsStudy", "records", "tables"]
 
 
-class StabilityWeightsConfig(StudyConfig):
+class StabilityWeightsConfig(SphereRunsConfig):
     """Parameters of ``stability_weights``; the defaults are the committed full run (docs/studies)."""
 
     epsilons: list[float] = Field(
@@ -97,13 +97,9 @@ class StabilityWeightsConfig(StudyConfig):
     direction: Literal["ascent", "descent"] = Field(
         "descent", description="the token direction", examples=["descent"]
     )
-    n: int = Field(32, ge=2, description="tokens (>= 2) on S^2", examples=[32])
+    # n, t1, dt, record_every, seed: SphereRunsConfig's (the same runs as stability_input)
     H: PositiveInt = Field(8, description="heads", examples=[8])
     noise_paths: PositiveInt = Field(4, description="noise realisations of the OU runs", examples=[4])
-    t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
-    dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
-    record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
-    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
 
     @field_validator("epsilons")
     @classmethod
@@ -164,8 +160,7 @@ class StabilityWeightsStudy(Study):
         }
 
     def _inputs(self, config: StabilityWeightsConfig):
-        x0 = tokens_mod.octahedral(1, config.n, 3, seed=config.seed)[0].numpy()
-        D = draw_heads("symmetric_gaussian", 1, config.H, 3, seed=config.seed + 11)[0]
+        x0, D = config.tokens_and_heads()
         Z = draw_heads("symmetric_gaussian", 1, config.H, 3, seed=config.seed + 12, scale=0.5)[0]
         return x0, D, Z
 
