@@ -7,10 +7,10 @@ Usage (from the repository root, with the package on the path)::
     python scripts/regen_tables.py --check docs/studies/longtime   # exit 1 if table.md is out of date
 
 For each study directory it reads ``study.json`` (which study, its config) and ``summary.json`` (the
-numbers), calls the study module's ``tables(summary, config)`` (the :class:`~attnflow.studies.Table`
-specs its analysis returns) and renders them with the one renderer (:func:`attnflow.studies.render.markdown`).
-The config is the committed one; fields that did not exist when the study ran take their declared defaults.
-Only studies whose module defines ``tables`` are handled.
+numbers), calls the study module's ``tables(summary, config)`` (or ``tables(summary)``: the
+:class:`~attnflow.studies.Table` specs its analysis returns) and renders them with the one renderer
+(:func:`attnflow.studies.render.markdown`). The config is the committed one; fields that did not exist
+when the study ran take their declared defaults. Only studies whose module defines ``tables`` are handled.
 
 Before writing, every numeric token of the old page is looked up in the new one: a token found as the
 same text is kept; one found only as the same value in another format (``1.0`` as ``1``) is listed as
@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import re
 import sys
 from pathlib import Path
 
 #: a number as it is written in a table: sign, digits, decimals, exponent (``-1.5e-03``, ``64``, ``.5``)
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+NUMBER = re.compile(r"(?<![\w.^])[-+]?(?:\d+\.\d+|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\w|\.\d)")
 
 
 def numbers(text: str) -> list[str]:
@@ -73,7 +74,8 @@ def regenerate(study_dir: Path) -> str:
         raise SystemExit(f"{study_dir}: study {meta['study']!r} has no tables(summary, config) function")
     fields = study.Config.model_fields
     config = study.Config.model_validate({k: v for k, v in meta.get("config", {}).items() if k in fields})
-    return markdown(build(summary, config))
+    takes_config = len(inspect.signature(build).parameters) > 1
+    return markdown(build(summary, config) if takes_config else build(summary))
 
 
 def main(argv: list[str] | None = None) -> int:

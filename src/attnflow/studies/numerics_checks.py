@@ -91,7 +91,7 @@ class NumericsChecksConfig(StudyConfig):
     heat_kernel_band: float = Field(
         0.02,
         gt=0,
-        description="|E P_l - heat kernel| must be below this (the walk's weak bias is O(dt): "
+        description="abs(E P_l - heat kernel) must be below this (the walk's weak bias is O(dt): "
         "0.003 at dt = 0.05)",
         examples=[0.02],
     )
