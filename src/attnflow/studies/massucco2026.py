@@ -185,7 +185,7 @@ def _fit_row(reg: dict) -> dict:
     return {
         "regime": reg["label"],
         **{k: f.get(k) for k in ("a", "a_ci", "b", "b_ci", "r")},
-        **{f"pub_{k}": pub.get(k) for k in ("a", "a_ci", "b", "b_ci")},
+        **{f"pub_{k}": pub.get(k) for k in ("a", "a_ci", "b", "b_ci", "r")},
     }
 
 
@@ -251,6 +251,7 @@ def tables(summary: dict, config: ReproductionConfig | None = None) -> list[Tabl
             Column("pub_a_ci", "published CI of a"),
             Column("pub_b", "published b"),
             Column("pub_b_ci", "published CI of b"),
+            Column("pub_r", "published r"),
         ],
         rows=[_fit_row(r) for r in regs],
         note=fit_note,
