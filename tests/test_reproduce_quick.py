@@ -174,3 +174,20 @@ def test_markdown_tables_list_every_regime_and_head_count(quick):
         for H, row in reg["per_H"].items():
             assert f"| {reg['label']} | {H} | {row['paths']} | {row['G2_mean']:.3g}" in text
     assert "| 0.373 | 0.27, 0.54 | 0.005 | -0.06, 0.07 |" in text  # the published oscillating fit
+
+
+def test_tables_say_why_a_regime_has_no_fit_and_show_no_spread_for_one_path():
+    from attnflow.studies.massucco2026 import tables
+
+    ms = {"mean": 0.5, "std": 0.25}
+    row = {"paths": 1, "G2_mean": 0.125, "G2_se": float("nan"), "Ghat2_mean": 0.25, "Ghat2_se": float("nan")}
+    row |= {"residual_paper_T": ms, "residual_exact_T": ms, "dE_T": ms}
+    reg = {"label": "OU", "fit_G2": {"error": "a fit needs 3 head counts: got 1"}, "per_H": {"10": row}}
+    fit, per_h = tables({"regimes": {"ou": reg}})
+    assert "No fit (too few head counts): OU: a fit needs 3 head counts: got 1." in fit.note
+    assert [fit.rows[0][k] for k in ("a", "b", "r", "pub_a")] == [None, None, None, None]
+    text = markdown([fit, per_h])
+    assert "| OU |  |  |  |  |  |" in text
+    assert "| OU | 10 | 1 | 0.125 | 0.25 | 0.5 | 0.5 | 0.5 |" in text  # one path: no +- spread
+    row["paths"], row["G2_se"] = 4, 0.0625
+    assert "| OU | 10 | 4 | 0.125 +- 0.062 |" in markdown(tables({"regimes": {"ou": reg}}))
