@@ -52,7 +52,7 @@ from ..experiments.reproduce import (
 from .base import FigureCallback, Study, StudyConfig, StudyResult, StudyRuns
 from .errors import StudyConfigError
 from .registry import get_study, register
-from .render import Column, Table, markdown
+from .render import Column, Table, ci_cells, ci_columns, markdown
 from .runner import run_study
 
 __all__ = [
@@ -184,8 +184,10 @@ def _fit_row(reg: dict) -> dict:
     f, pub = reg["fit_G2"], reg.get("published") or {}
     return {
         "regime": reg["label"],
-        **{k: f.get(k) for k in ("a", "a_ci", "b", "b_ci", "r")},
-        **{f"pub_{k}": pub.get(k) for k in ("a", "a_ci", "b", "b_ci", "r")},
+        **ci_cells(f, "a", "b"),
+        "r": f.get("r"),
+        **ci_cells(pub, "a", "b", prefix="pub_"),
+        "pub_r": pub.get("r"),
     }
 
 
@@ -242,15 +244,11 @@ def tables(summary: dict, config: ReproductionConfig | None = None) -> list[Tabl
         title="Fit k(H) = a H^b of the time-averaged G^2",
         columns=[
             Column("regime"),
-            Column("a", "a", ".3g"),
-            Column("a_ci", "95% CI of a", ".3g"),
-            Column("b", "b", ".3g"),
-            Column("b_ci", "95% CI of b", ".3g"),
+            *ci_columns("a", "a", ".3g", ci_label="95% CI of a"),
+            *ci_columns("b", "b", ".3g", ci_label="95% CI of b"),
             Column("r", "r", ".2f"),
-            Column("pub_a", "published a"),
-            Column("pub_a_ci", "published CI of a"),
-            Column("pub_b", "published b"),
-            Column("pub_b_ci", "published CI of b"),
+            *ci_columns("pub_a", "published a", ci_label="published CI of a"),
+            *ci_columns("pub_b", "published b", ci_label="published CI of b"),
             Column("pub_r", "published r"),
         ],
         rows=[_fit_row(r) for r in regs],

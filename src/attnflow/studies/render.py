@@ -30,7 +30,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Column", "Table", "cell_text", "html", "markdown", "table_from_json", "verdicts_table"]
+__all__ = [
+    "Column",
+    "Table",
+    "cell_text",
+    "ci_cells",
+    "ci_columns",
+    "html",
+    "markdown",
+    "table_from_json",
+    "verdicts_table",
+]
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,25 @@ class Table:
             "columns": [asdict(c) for c in self.columns],
             "rows": [{c.key: row[c.key] for c in self.columns} for row in self.rows],
         }
+
+
+def ci_columns(key: str, label: str = "", fmt: str = "", *, ci_label: str = "95% CI") -> list[Column]:
+    """A value and its 95% interval: the columns ``key`` and ``<key>_ci`` (a ``[low, high]`` pair in the
+    row, shown as ``low, high``); :func:`ci_cells` gives their cells from a fit."""
+    return [Column(key, label, fmt), Column(f"{key}_ci", ci_label, fmt)]
+
+
+def ci_cells(fit: Mapping[str, Any], *params: str, prefix: str = "") -> dict:
+    """The cells of :func:`ci_columns` for each fitted parameter of ``params``: ``fit[p]`` and its
+    interval ``fit[p + "_ci"]`` under the keys ``prefix + p`` and ``prefix + p + "_ci"`` (None when the fit
+    lacks them, e.g. a fit that was not made).
+
+    Examples
+    --------
+    >>> ci_cells({"b": -0.5, "b_ci": [-0.6, -0.4]}, "b", prefix="tail_")
+    {'tail_b': -0.5, 'tail_b_ci': [-0.6, -0.4]}
+    """
+    return {f"{prefix}{k}": fit.get(k) for p in params for k in (p, f"{p}_ci")}
 
 
 def table_from_json(data: Mapping[str, Any]) -> Table:

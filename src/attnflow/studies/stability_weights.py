@@ -42,7 +42,7 @@ from ..observables import wasserstein2
 from .base import Study, StudyResult, StudyRuns
 from .common import mean_sd, positive_distinct, value_tag, whole_steps
 from .registry import register
-from .render import Column, Table
+from .render import Column, Table, ci_cells, ci_columns
 from .stability_input import SphereRunsConfig
 from .tasks import ParticleRun
 
@@ -302,8 +302,7 @@ def tables(summary: dict, config: StabilityWeightsConfig | None = None) -> list[
                     "kind": kind,
                     "quantity": q,
                     "values": [v[q]["mean"] for v in r["per_eps"].values()],
-                    "b": f.get("b"),
-                    "b_ci": f.get("b_ci") if "b" in f else None,
+                    **ci_cells(f, "b"),
                     "range": f.get("range") if "b" in f else None,
                 }
             )
@@ -315,8 +314,7 @@ def tables(summary: dict, config: StabilityWeightsConfig | None = None) -> list[
                 Column("kind"),
                 Column("quantity"),
                 Column("values", "values for increasing eps", ".3g"),
-                Column("b", "b (expected 1)", ".3f"),
-                Column("b_ci", "95% CI of b", ".3f"),
+                *ci_columns("b", "b (expected 1)", ".3f", ci_label="95% CI of b"),
                 Column("range", "fitted on eps in", "g"),
             ],
             rows=rows,
