@@ -19,6 +19,7 @@ from scipy.special import eval_gegenbauer, iv
 from attnflow.analysis import critical_token_noise, fit_critical_noise, funk_hecke_eigenvalue, growth_rate
 from attnflow.plot.studies import figures_for
 from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies.render import markdown, table_from_json
 
 
 def _eigen_by_quadrature(l: int, beta: float, d: int) -> float:
@@ -110,8 +111,13 @@ def test_quick_noise_phase_study(tmp_path):
         assert v["n_m2"]["mean"] > 0 and 0 <= v["order_parameter"]["mean"] <= 1
     table = (tmp_path / "np" / "table.md").read_text()
     assert "| S^1 | usa | 1 |" in table and "eps_c fitted" in table
-    assert set(summary["figures"]) == {"phase", "fluctuations"}
-    assert all((tmp_path / "np" / f).is_file() for f in summary["figures"].values())
+    # rendered from the Table specs of the analysis (issue 30), stored in tables.json
+    specs = json.loads((tmp_path / "np" / "tables.json").read_text())["tables"]
+    assert [t["id"] for t in specs] == ["eps_c", "per_ratio"]
+    assert table == markdown([table_from_json(t) for t in specs])
+    figures = summary["run"]["figures"]  # the runner's record (issue 30)
+    assert set(figures) == {"phase", "fluctuations"}
+    assert all((tmp_path / "np" / f).is_file() for f in figures.values())
     assert out is not None
     study = get_study("noise_phase")
     seeds = [c["seed"] for c in study.plan(study.config(quick=True)).values()]

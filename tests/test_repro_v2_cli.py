@@ -20,6 +20,7 @@ from attnflow.plot.reproduction import view_direction
 from attnflow.plot.runs import animate_run, run_title
 from attnflow.studies import run_study
 from attnflow.studies.massucco2026_robustness import RobustnessStudy, spread
+from attnflow.studies.render import markdown, table_from_json
 
 runner = CliRunner()
 
@@ -165,7 +166,11 @@ def test_robustness_quick_variant(robustness):
     assert set(osc["cells"]) == {s["base_cell"], "n12_dt0p005"} and osc["cells"]["n12_dt0p005"]["draws"] == 1
     assert "ou" in s["regimes"] and set(s["regimes"]["ou"]["cells"]) == {s["base_cell"]}
     table = (out / "table.md").read_text()
-    assert "| osc_shared | 12, 0.01 | [T/2, T] | 2 |" in table
+    assert "| osc_shared | 12 | 0.01 | [T/2, T] | 2 |" in table
+    # rendered from the Table specs of the analysis (issue 30): one table per fitted parameter
+    specs = json.loads((out / "tables.json").read_text())["tables"]
+    assert [t["id"] for t in specs] == ["a", "b", "r"]
+    assert table == markdown([table_from_json(t) for t in specs])
     json.dumps(s)  # the summary is plain JSON
 
 

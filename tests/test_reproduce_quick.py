@@ -15,6 +15,7 @@ from attnflow.experiments import read_meta
 from attnflow.experiments.reproduce import available_reproductions, load_manifest, regime_configs
 from attnflow.plot.reproduction import plot_all
 from attnflow.studies import markdown_tables, reproduce
+from attnflow.studies.render import markdown, table_from_json
 
 PNG = b"\x89PNG\r\n\x1a\n"
 REGIMES = ("ou", "osc_per_head", "osc_shared")
@@ -39,6 +40,10 @@ def test_outputs_exist_and_figures_are_small_pngs(quick):
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["regimes"].keys() == summary["regimes"].keys()
     assert (out / "table.md").read_text() == markdown_tables(summary)
+    # table.md is rendered from the Table specs of the analysis (issue 30), stored in tables.json
+    specs = json.loads((out / "tables.json").read_text())["tables"]
+    assert [t["id"] for t in specs] == ["fit", "per_H"]
+    assert (out / "table.md").read_text() == markdown([table_from_json(t) for t in specs])
     for key in REGIMES:
         for h in (1, 10, 100):
             assert (out / "runs" / f"{key}_H{h}" / "data.zarr").is_dir()
@@ -47,7 +52,7 @@ def test_outputs_exist_and_figures_are_small_pngs(quick):
 def test_summary_keys(quick):
     _, s = quick
     assert s["quick"] is True and s["name"] == "massucco2026"
-    assert {"window", "T", "regimes", "published", "figures"} <= s.keys()
+    assert {"window", "T", "regimes", "published"} <= s.keys() and s["run"]["figures"] == s["figures"]
     # the runner's record lives under "run" (issue 30), its wall time in run_log.json; both still read flat
     assert "versions" in s["run"] and s["wall_time_s"] > 0
     assert s["window"] == [0.5, 1.0]  # second half of T = 1
@@ -120,9 +125,10 @@ def test_cli_alias_and_study_show_on_the_same_directory(quick):
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["run"]["study"] == "massucco2026" and on_disk["run"]["status"] == "done"
     assert on_disk["regimes"]["ou"]["fit_G2"] == s["regimes"]["ou"]["fit_G2"]
-    assert on_disk["figures"]["fig2"] == "fig2_G2.png"
-    assert on_disk["figures"]["fig1_ou"] == "fig1_tokens_ou.png"
-    assert on_disk["figures"]["fig3_osc_shared"] == "fig3_ledger_osc_shared.png"
+    figures = on_disk["run"]["figures"]  # the runner's record (issue 30)
+    assert figures["fig2"] == "fig2_G2.png"
+    assert figures["fig1_ou"] == "fig1_tokens_ou.png"
+    assert figures["fig3_osc_shared"] == "fig3_ledger_osc_shared.png"
     res = CliRunner().invoke(app, ["study", "show", str(out)])
     assert res.exit_code == 0 and "status: done (9 done" in res.output
     assert markdown_tables(on_disk) in res.output
@@ -167,4 +173,21 @@ def test_markdown_tables_list_every_regime_and_head_count(quick):
     for reg in summary["regimes"].values():
         for H, row in reg["per_H"].items():
             assert f"| {reg['label']} | {H} | {row['paths']} | {row['G2_mean']:.3g}" in text
-    assert "a = 0.373 [0.27, 0.54], b = 0.005 [-0.06, 0.07]" in text  # the published oscillating fit
+    assert "| 0.373 | 0.27, 0.54 | 0.005 | -0.06, 0.07 |" in text  # the published oscillating fit
+
+
+def test_tables_say_why_a_regime_has_no_fit_and_show_no_spread_for_one_path():
+    from attnflow.studies.massucco2026 import tables
+
+    ms = {"mean": 0.5, "std": 0.25}
+    row = {"paths": 1, "G2_mean": 0.125, "G2_se": float("nan"), "Ghat2_mean": 0.25, "Ghat2_se": float("nan")}
+    row |= {"residual_paper_T": ms, "residual_exact_T": ms, "dE_T": ms}
+    reg = {"label": "OU", "fit_G2": {"error": "a fit needs 3 head counts: got 1"}, "per_H": {"10": row}}
+    fit, per_h = tables({"regimes": {"ou": reg}})
+    assert "No fit (too few head counts): OU: a fit needs 3 head counts: got 1." in fit.note
+    assert [fit.rows[0][k] for k in ("a", "b", "r", "pub_a")] == [None, None, None, None]
+    text = markdown([fit, per_h])
+    assert "| OU |  |  |  |  |  |" in text
+    assert "| OU | 10 | 1 | 0.125 | 0.25 | 0.5 | 0.5 | 0.5 |" in text  # one path: no +- spread
+    row["paths"], row["G2_se"] = 4, 0.0625
+    assert "| OU | 10 | 4 | 0.125 +- 0.062 |" in markdown(tables({"regimes": {"ou": reg}}))

@@ -95,9 +95,37 @@ def test_stability_input_refuses_bad_parameters(params, match):
         get_study("stability_input").config(params, quick=True)
 
 
-def test_stability_input_quick_study(tmp_path):
-    params = {"etas": [1e-5, 1e-2, 1e-1], "shapes": ["random"], "inputs_dir": str(tmp_path / "in")}
-    s = run_study("stability_input", tmp_path / "si", quick=True, params=params, workers=1)
+def _written_inside(tmp_path, monkeypatch, run):
+    """Run ``run()`` with the system temp dir redirected; assert nothing was written outside the study
+    directory ``tmp_path/study`` (issue 30: the token and head arrays go into the run directories), and
+    that its table.md is the rendering of its Table specs (tables.json)."""
+    import json
+    import tempfile
+
+    from attnflow.studies.render import markdown, table_from_json
+
+    sys_tmp = tmp_path / "system_tmp"
+    sys_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sys_tmp))
+    s = run()
+    assert list(sys_tmp.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "study",
+        "system_tmp",
+    ]
+    inputs = sorted((tmp_path / "study" / "runs").glob("*/inputs/*.npy"))
+    assert inputs, "the runs read their token and head arrays from their own directories"
+    specs = json.loads((tmp_path / "study" / "tables.json").read_text())["tables"]
+    assert (tmp_path / "study" / "table.md").read_text() == markdown([table_from_json(t) for t in specs])
+    return s
+
+
+def test_stability_input_quick_study(tmp_path, monkeypatch):
+    params = {"etas": [1e-5, 1e-2, 1e-1], "shapes": ["random"]}
+    s = _written_inside(
+        tmp_path,
+        monkeypatch,
+        lambda: run_study("stability_input", tmp_path / "study", quick=True, params=params, workers=1),
+    )
     for key, v in s["variants"].items():
         rows = v["rows"]
         r = rows["random_eta1em05"]
@@ -110,8 +138,8 @@ def test_stability_input_quick_study(tmp_path):
     # the OU runs of base and perturbed clouds share the weight noise: identical recorded heads
     from attnflow.experiments import open_run
 
-    a = open_run(tmp_path / "si" / "runs" / "ascent_ou_base").heads.values
-    b = open_run(tmp_path / "si" / "runs" / "ascent_ou_random_eta1em05").heads.values
+    a = open_run(tmp_path / "study" / "runs" / "ascent_ou_base").heads.values
+    b = open_run(tmp_path / "study" / "runs" / "ascent_ou_random_eta1em05").heads.values
     assert_allclose(a, b, rtol=0, atol=0)
 
 
@@ -131,9 +159,12 @@ def test_stability_weights_refuses_bad_parameters(params, match):
         get_study("stability_weights").config(params, quick=True)
 
 
-def test_stability_weights_quick_study_has_linear_rates(tmp_path):
-    params = {"inputs_dir": str(tmp_path / "in")}
-    s = run_study("stability_weights", tmp_path / "sw", quick=True, params=params, workers=1)
+def test_stability_weights_quick_study_has_linear_rates(tmp_path, monkeypatch):
+    s = _written_inside(
+        tmp_path,
+        monkeypatch,
+        lambda: run_study("stability_weights", tmp_path / "study", quick=True, workers=1),
+    )
     for kind in ("heads", "noise"):
         f = s["kinds"][kind]["fits"]
         for q in ("abs_dE_T", "W2_T"):
@@ -146,9 +177,7 @@ def test_stability_weights_quick_study_has_linear_rates(tmp_path):
 def test_stability_input_with_layer_scaling_uses_the_effective_heads(tmp_path):
     # frozen heads, c(t) = 1/((t0 + t) sqrt H): M_theta(T) = mean|D|^2 (1/t0 - 1/(t0 + T)) / H (trapezoid)
     params = {"etas": [1e-5, 1e-3], "shapes": ["random"], "regimes": ["frozen"], "layer_scaling": 0.5}
-    s = run_study(
-        "stability_input", tmp_path / "sl", quick=True, params={**params, "inputs_dir": str(tmp_path)}
-    )
+    s = run_study("stability_input", tmp_path / "sl", quick=True, params=params)
     v = s["variants"]["ascent_frozen"]
     D = draw_heads("symmetric_gaussian", 1, 2, 3, seed=11)[0]  # the study's heads (seed + 11, H = 2)
     ms = np.mean(np.sum(D**2, axis=(1, 2)))

@@ -318,10 +318,14 @@ def regime_figures(key: str, runs: dict, summary: dict, out_dir: Path, *, snapsh
     return files
 
 
-def plot_all(datasets: dict, summary: dict, out_dir: Path, *, snapshot_times) -> dict:
-    """Draw Fig. 1 and Fig. 3 per regime and Fig. 2 for all regimes into ``out_dir``; returns
-    {figure: file name}. A ``summary`` with ``partial: true`` (one regime finished while the study goes
-    on) gets its regime figures only."""
+def plot_all(data: dict, out_dir: Path) -> dict:
+    """The figure callback of a reproduction study (the one signature, ``figures(data, out_dir)``): draw
+    Fig. 1 and Fig. 3 per regime and Fig. 2 for all regimes into ``out_dir``; returns {figure: file name}.
+
+    ``data`` holds ``datasets`` (regime -> H -> stored run), ``summary`` (the study's numbers) and
+    ``snapshot_times`` (the times of Fig. 1). A ``summary`` with ``partial: true`` (one regime finished
+    while the study goes on) gets its regime figures only."""
+    datasets, summary, snapshot_times = data["datasets"], data["summary"], data["snapshot_times"]
     out_dir = Path(out_dir)
     files = {}
     for key, runs in datasets.items():

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -49,9 +49,10 @@ from ..experiments.reproduce import (
     load_preset,
     regime_configs,
 )
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .base import FigureCallback, Study, StudyConfig, StudyResult, StudyRuns
 from .errors import StudyConfigError
 from .registry import get_study, register
+from .render import Column, Table, ci_cells, ci_columns, markdown
 from .runner import run_study
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "reproduce",
     "reproduction_study",
     "summarise_run",
+    "tables",
     "time_average",
 ]
 
@@ -178,64 +180,104 @@ def _run_wall(meta: dict) -> float | None:
     return None
 
 
-def markdown_tables(summary: dict) -> str:
-    """The fit table and the per-H table of a reproduction summary, as markdown.
+def _fit_row(reg: dict) -> dict:
+    f, pub = reg["fit_G2"], reg.get("published") or {}
+    return {
+        "regime": reg["label"],
+        **ci_cells(f, "a", "b"),
+        "r": f.get("r"),
+        **ci_cells(pub, "a", "b", prefix="pub_"),
+        "pub_r": pub.get("r"),
+    }
+
+
+def _spread_row(label: str, H: str, row: dict) -> dict:
+    """Means (+- their spread over paths) of one run; a one-path (deterministic) run shows its values."""
+    many = row["paths"] > 1
+
+    def pm(mean: float, spread: float):
+        return {"mean": mean, "sd": spread} if many else mean
+
+    return {
+        "regime": label,
+        "H": int(H),
+        "paths": row["paths"],
+        "G2": pm(row["G2_mean"], row["G2_se"]),
+        "Ghat2": pm(row["Ghat2_mean"], row["Ghat2_se"]),
+        **{
+            key: pm(row[var]["mean"], row[var]["std"])
+            for key, var in (("Rp", "residual_paper_T"), ("Rx", "residual_exact_T"), ("dE", "dE_T"))
+        },
+    }
+
+
+def tables(summary: dict, config: ReproductionConfig | None = None) -> list[Table]:
+    """The table specs of a reproduction summary (a pure function of it; the runner renders them).
 
     Parameters
     ----------
     summary : dict
         What :func:`reproduce` returns (or ``json.load`` of its ``summary.json``).
+    config : ReproductionConfig or None
+        Unused: the summary holds every number of the tables (the signature of every study's ``tables``).
 
     Returns
     -------
-    str
-        Two tables: k(H) = a H^b fitted to the time-averaged G^2 per regime, next to the published
-        values where the paper prints them; and per (regime, H) the time averages of G^2 and Ghat^2
-        (mean +- standard error over paths) and the residuals of identity (147) at T (mean +- sd); a
-        one-path (deterministic) run shows its values alone.
+    list of Table
+        The fit k(H) = a H^b of the time-averaged G^2 per regime, next to the published values where
+        the paper prints them; and per (regime, H) the time averages of G^2 and Ghat^2 (mean and standard
+        error over paths), the residuals of identity (147) at T and the energy change (mean and sd over
+        paths); a one-path (deterministic) run shows its values alone.
     """
-
-    def ci(v):
-        return f"[{v[0]:.3g}, {v[1]:.3g}]"
-
-    lines = [
-        "| regime | a | 95% CI of a | b | 95% CI of b | r | published |",
-        "|---|---|---|---|---|---|---|",
+    regs = list(summary["regimes"].values())
+    errors = [f"{r['label']}: {r['fit_G2']['error']}" for r in regs if "error" in r["fit_G2"]]
+    pub_notes = [
+        f"{r['label']}: {r['published']['note']}" for r in regs if (r.get("published") or {}).get("note")
     ]
-    for reg in summary["regimes"].values():
-        f = reg["fit_G2"]
-        pub = reg.get("published") or {}
-        if "a" in pub:
-            ptxt = f"a = {pub['a']} {ci(pub['a_ci'])}, b = {pub['b']} {ci(pub['b_ci'])}"
-        elif "b" in pub:
-            ptxt = f"b ~ {pub['b']} (stated, no fit printed)"
-        else:
-            ptxt = "-"
-        if "a" in f:
-            lines.append(
-                f"| {reg['label']} | {f['a']:.3g} | {ci(f['a_ci'])} | {f['b']:.3g} | {ci(f['b_ci'])} "
-                f"| {f['r']:.2f} | {ptxt} |"
-            )
-        else:  # too few head counts for a fit: say why instead of a number
-            lines.append(f"| {reg['label']} | - | {f.get('error', 'no fit')} | - | - | - | {ptxt} |")
-    lines += [
-        "",
-        "| regime | H | paths | G^2 | Ghat^2 | R_paper(T) | R_exact(T) | E_T - E_0 |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for reg in summary["regimes"].values():
-        for H, row in reg["per_H"].items():
-            rp, rx, de = row["residual_paper_T"], row["residual_exact_T"], row["dE_T"]
-            if row["paths"] > 1:
-                pm = lambda m, e: f"{m:.3g} +- {e:.2g}"  # noqa: E731 - mean +- spread over paths
-            else:  # one deterministic path: no spread to print
-                pm = lambda m, e: f"{m:.3g}"  # noqa: E731
-            lines.append(
-                f"| {reg['label']} | {H} | {row['paths']} | {pm(row['G2_mean'], row['G2_se'])} "
-                f"| {pm(row['Ghat2_mean'], row['Ghat2_se'])} | {pm(rp['mean'], rp['std'])} "
-                f"| {pm(rx['mean'], rx['std'])} | {pm(de['mean'], de['std'])} |"
-            )
-    return "\n".join(lines) + "\n"
+    fit_note = (
+        "95% t intervals. Published: the values Sec. 6 prints (empty where it prints none). "
+        + "".join(f"{n}. " for n in pub_notes)
+        + ("No fit (too few head counts): " + "; ".join(errors) + "." if errors else "")
+    ).strip()
+    fit = Table(
+        id="fit",
+        title="Fit k(H) = a H^b of the time-averaged G^2",
+        columns=[
+            Column("regime"),
+            *ci_columns("a", "a", ".3g", ci_label="95% CI of a"),
+            *ci_columns("b", "b", ".3g", ci_label="95% CI of b"),
+            Column("r", "r", ".2f"),
+            *ci_columns("pub_a", "published a", ci_label="published CI of a"),
+            *ci_columns("pub_b", "published b", ci_label="published CI of b"),
+            Column("pub_r", "published r"),
+        ],
+        rows=[_fit_row(r) for r in regs],
+        note=fit_note,
+    )
+    per_h = Table(
+        id="per_H",
+        title="Time averages and the energy ledger per regime and H",
+        columns=[
+            Column("regime"),
+            Column("H"),
+            Column("paths"),
+            Column("G2", "G^2", ".3g"),
+            Column("Ghat2", "Ghat^2", ".3g"),
+            Column("Rp", "R_paper(T)", ".3g"),
+            Column("Rx", "R_exact(T)", ".3g"),
+            Column("dE", "E_T - E_0", ".3g"),
+        ],
+        rows=[_spread_row(r["label"], H, row) for r in regs for H, row in r["per_H"].items()],
+        note="Time averages of G^2 and Ghat^2 over the window (mean +- standard error over paths), the "
+        "residuals of identity (147) at T and E_T - E_0 (mean +- sd over paths); a one-path "
+        "(deterministic) run has no spread.",
+    )
+    return [fit, per_h]
+
+
+def markdown_tables(summary: dict) -> str:
+    """The Markdown of :func:`tables` (what the runner writes to ``table.md``)."""
+    return markdown(tables(summary))
 
 
 # -- the study ---------------------------------------------------------------------------------------
@@ -292,6 +334,9 @@ class ReproductionStudy(Study):
         self._window(config, float(cfgs[0][2]["integrator"]["t1"]))  # a bad window fails before any run
         return {f"{key}_H{h}": cfg for key, h, cfg in cfgs}
 
+    def _snapshots(self, T: float) -> list[float]:
+        return [f * T for f in self.manifest.get("snapshot_fraction", [0.0, 0.8, 0.9, 1.0])]
+
     def after_run(
         self,
         config: ReproductionConfig,
@@ -299,7 +344,7 @@ class ReproductionStudy(Study):
         out_dir: Path,
         name: str,
         *,
-        figures: Callable[..., dict] | None = None,
+        figures: FigureCallback | None = None,
     ) -> dict:
         """Once every run of ``name``'s regime is done, draw that regime's figures (Figs. 1 and 3) at once,
         while the other regimes still run; a figure that fails only warns (the analysis draws all again).
@@ -318,24 +363,17 @@ class ReproductionStudy(Study):
             return {}
         label = next(r.get("label", key) for r in self.manifest["regimes"] if r["key"] == key)
         T = float(cfgs[0][2]["integrator"]["t1"])
-        snaps = [f * T for f in self.manifest.get("snapshot_fraction", [0.0, 0.8, 0.9, 1.0])]
         try:
             datasets = {key: {h: runs.open(n) for h, n in mine}}
             rows = {str(h): {"init": runs.configs[n].init} for h, n in mine}
             part = {"partial": True, "regimes": {key: {"label": label, "per_H": rows}}}
-            return figures(datasets, part, out_dir, snapshot_times=snaps)
+            data = {"datasets": datasets, "summary": part, "snapshot_times": self._snapshots(T)}
+            return figures(data, out_dir)
         except Exception as exc:  # noqa: BLE001 - a figure must not stop the runs
             warnings.warn(f"the figures of regime {key!r} failed ({type(exc).__name__}: {exc})", stacklevel=2)
             return {}
 
-    def analyse(
-        self,
-        config: ReproductionConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: ReproductionConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         man = self.manifest
         cfgs = self._cfgs(config)
         T = float(cfgs[0][2]["integrator"]["t1"])
@@ -412,13 +450,13 @@ class ReproductionStudy(Study):
         summary["run_wall_time_s"] = float(
             sum(s["wall_time_s"] for r in regimes.values() for s in r["per_H"].values())
         )
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        files: dict[str, str] = {}
-        if figures is not None:
-            snaps = [f * T for f in man.get("snapshot_fraction", [0.0, 0.8, 0.9, 1.0])]
-            files = figures(datasets, summary, out_dir, snapshot_times=snaps)
-            summary["figures"] = files
-        return StudyAnalysis(summary=summary, table=markdown_tables(summary), figures=files)
+        return StudyResult(
+            summary=summary,
+            verdicts=records(summary, config),
+            tables=tables(summary),
+            # the figures read the stored runs: figures(data, out_dir) with data as below
+            figure_data={"datasets": datasets, "summary": summary, "snapshot_times": self._snapshots(T)},
+        )
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
@@ -580,7 +618,7 @@ def reproduce(
     n: int | None = None,
     t1: float | None = None,
     H: Sequence[int] | None = None,
-    figures: Callable[..., dict] | None = None,
+    figures: FigureCallback | None = None,
     device: str | None = None,
 ) -> dict:
     """Rerun every (regime, variant, H) of a reproduction manifest, fit, plot and summarise.
@@ -606,9 +644,10 @@ def reproduce(
     paths, n, t1, H : optional overrides
         Reduced or enlarged runs (recorded in the summary).
     figures : callable or None
-        ``figures(datasets, summary, out_dir, snapshot_times=...) -> dict`` draws the figures
-        (the CLI passes :func:`attnflow.plot.reproduction.plot_all`; the study layer does not import the
-        plotting layer above it). None: no figures.
+        ``figures(data, out_dir) -> dict`` draws the figures, ``data`` holding ``datasets`` (regime -> H
+        -> stored run), ``summary`` and ``snapshot_times`` (the CLI passes
+        :func:`attnflow.plot.reproduction.plot_all`; the study layer does not import the plotting layer
+        above it). None: no figures.
     device : str or None
         Run on this device (checked before anything runs; :func:`attnflow.studies.run_study`).
 

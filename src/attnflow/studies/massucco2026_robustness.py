@@ -27,7 +27,6 @@ come from the ledger integrals (:func:`attnflow.studies.massucco2026.time_averag
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -44,12 +43,13 @@ from ..analysis.verdicts import (
 )
 from ..experiments.builder import ESTIMATORS, estimator
 from ..experiments.reproduce import load_manifest, regime_configs
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import distinct_sorted, finish_analysis, value_tag, whole_steps
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import distinct_sorted, value_tag, whole_steps
 from .massucco2026 import WHY_OU_EXPONENT, WHY_SHARED_B, time_average
 from .registry import register
+from .render import Column, Table
 
-__all__ = ["RobustnessConfig", "RobustnessStudy", "records", "robustness_table", "spread"]
+__all__ = ["RobustnessConfig", "RobustnessStudy", "records", "spread", "tables"]
 
 REGIMES = ("ou", "osc_shared", "osc_per_head")
 #: the published numbers the spreads are compared with (Sec. 6)
@@ -274,14 +274,7 @@ class RobustnessStudy(Study):
     def plan(self, config: RobustnessConfig) -> dict[str, dict]:
         return {name: cfg for name, *_, cfg in self._planned(config)}
 
-    def analyse(
-        self,
-        config: RobustnessConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: RobustnessConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         windows = config.windows()
         # G^2 time average per (regime, cell, draw, window, H): mean over the paths of the draw
         g2: dict = {}
@@ -368,43 +361,59 @@ class RobustnessStudy(Study):
             "regimes": regimes,
             "run_time_s": wall,
         }
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, robustness_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def robustness_table(summary: dict) -> str:
-    """Markdown: the spread of a, b and r over draws per (regime, cell, window), and the published checks."""
-
-    def sp(s: dict) -> str:
-        if not s.get("count"):
-            return "-"
-        return f"{s['mean']:.3g} +- {s['sd']:.2g} [{s['min']:.3g}, {s['max']:.3g}]"
-
-    lines = [
-        "Spread over draws of the shared (x0, D0): mean +- sd [min, max].",
-        "",
-        "| regime | n, dt | window | draws | a | b | r | published inside [min, max]? "
-        "| draws whose 95% CI holds it |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for reg, rr in summary["regimes"].items():
-        for cell, cc in rr["cells"].items():
-            c = summary["cells"][cell]
-            for wl, w in cc["windows"].items():
-                inside, frac = [], []
-                for p in ("a", "b", "r"):
-                    chk = w.get(f"vs_published_{p}")
-                    if chk and "inside_min_max" in chk:
-                        inside.append(
-                            f"{p}* = {chk['published']:g}: {'yes' if chk['inside_min_max'] else 'no'}"
-                        )
-                    if chk and "fraction_ci_contains" in chk:
-                        frac.append(f"{p}*: {chk['fraction_ci_contains']:.0%}")
-                lines.append(
-                    f"| {reg} | {c['n']}, {c['dt']:g} | {wl} | {cc['draws']} | {sp(w['a'])} | {sp(w['b'])} "
-                    f"| {sp(w['r'])} | {'; '.join(inside) or '-'} | {'; '.join(frac) or '-'} |"
-                )
-    return "\n".join(lines) + "\n"
+def tables(summary: dict, config: RobustnessConfig | None = None) -> list[Table]:
+    """The spread over draws of a, b and r per (regime, cell, window), one table per parameter, with the
+    published value where there is one (a pure function of the summary; ``config`` is unused)."""
+    out = []
+    for p in ("a", "b", "r"):
+        rows = []
+        for reg, rr in summary["regimes"].items():
+            for cell, cc in rr["cells"].items():
+                c = summary["cells"][cell]
+                for wl, w in cc["windows"].items():
+                    st, chk = w[p], w.get(f"vs_published_{p}") or {}
+                    rows.append(
+                        {
+                            "regime": reg,
+                            "n": c["n"],
+                            "dt": c["dt"],
+                            "window": wl,
+                            "draws": cc["draws"],
+                            **{k: st.get(k) for k in ("mean", "sd", "min", "max")},
+                            "published": chk.get("published"),
+                            "inside": chk.get("inside_min_max"),
+                            "ci_holds": chk.get("fraction_ci_contains"),
+                        }
+                    )
+        columns = [
+            Column("regime"),
+            Column("n"),
+            Column("dt", "dt", "g"),
+            Column("window"),
+            Column("draws"),
+            Column("mean", "mean", ".3g"),
+            Column("sd", "sd", ".2g"),
+            Column("min", "min", ".3g"),
+            Column("max", "max", ".3g"),
+            Column("published", "published", "g"),
+            Column("inside", "published inside [min, max]?"),
+        ]
+        if p != "r":  # the fits' own intervals are of a and b
+            columns.append(Column("ci_holds", "draws whose 95% CI holds it", ".0%"))
+        out.append(
+            Table(
+                id=p,
+                title=f"{p} of the fit G^2 = a H^b: spread over draws",
+                columns=columns,
+                rows=rows,
+                note=f"Spread of {p} over the draws of the shared (x0, D0): mean, sd, min and max; the "
+                "published value of Sec. 6 where there is one (empty: none).",
+            )
+        )
+    return out
 
 
 # -- verdict records ---------------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ mean-field and the finite-n predictions.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -38,11 +37,12 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 from ..analysis.noise_stability import critical_token_noise, fit_critical_noise
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_test
 from ..observables import mean_pairwise_inner_product
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import distinct_sorted, finish_analysis, mean_sd, positive_distinct, value_tag
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import distinct_sorted, mean_sd, positive_distinct, value_tag
 from .registry import register
+from .render import Column, Table
 
-__all__ = ["NoisePhaseConfig", "NoisePhaseStudy", "records"]
+__all__ = ["NoisePhaseConfig", "NoisePhaseStudy", "records", "tables"]
 
 
 class NoisePhaseConfig(StudyConfig):
@@ -195,14 +195,7 @@ class NoisePhaseStudy(Study):
             "times": times.tolist(),
         }
 
-    def analyse(
-        self,
-        config: NoisePhaseConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: NoisePhaseConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         cases = {}
         for d in config.dims:
             for kernel in config.kernels:
@@ -253,48 +246,74 @@ class NoisePhaseStudy(Study):
             "half and the paths; fit 1/(n<|m|^2>) = a + b/eps over the runs with n<|m|^2> <= disordered_max, "
             "eps_c = -b/a; derived prediction n<|m|^2> = eps/(eps - eps_c).",
         }
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def markdown_table(summary: dict) -> str:
-    """Predicted and fitted eps_c per case, and the measured n<|m|^2> per ratio, as Markdown."""
+#: the columns that name a case (sphere, kernel, beta)
+_CASE = (Column("sphere"), Column("kernel"), Column("beta", "beta", "g"))
+_KEYS = ("sphere", "kernel", "beta")
+
+
+def tables(summary: dict, config: NoisePhaseConfig | None = None) -> list[Table]:
+    """Predicted and fitted eps_c per case, and the measured n<|m|^2> per ratio (a pure function of the
+    summary; ``config`` is unused)."""
     s = summary["sizes"]
-    lines = [
-        f"Sizes: n = {s['n']} tokens, {s['paths']} paths, one identity head, ascent, uniform start, "
+    cases = list(summary["cases"].values())
+    fits = []
+    for c in cases:
+        f = c["fit"]
+        ok = f.get("eps_c") is not None
+        fits.append(
+            {
+                **{k: c[k] for k in (*_KEYS, "eps_c_predicted", "eps_c_predicted_finite_n")},
+                "fitted": f["eps_c"] if ok else None,
+                "ci": f["eps_c_ci"] if ok else None,
+                "rel": c["rel_error_vs_finite_n"] if ok else None,
+                "points": f["points"] if ok else f.get("note"),
+                "ordered": c["ratios_measured_ordered"],
+            }
+        )
+    fit = Table(
+        id="eps_c",
+        title="Critical noise eps_c: predicted and fitted",
+        columns=[
+            *_CASE,
+            Column("eps_c_predicted", "eps_c mean field", ".4g"),
+            Column("eps_c_predicted_finite_n", "eps_c finite n", ".4g"),
+            Column("fitted", "eps_c fitted", ".4g"),
+            Column("ci", "95% CI", ".4g"),
+            Column("rel", "rel. err.", "+.1%"),
+            Column("points", "runs fitted"),
+            Column("ordered", "ordered at ratios", "g"),
+        ],
+        rows=fits,
+        note=f"Sizes: n = {s['n']} tokens, {s['paths']} paths, one identity head, ascent, uniform start, "
         f"T = {s['t_units']:g}/eps_c, {s['steps']} Euler steps (eps dt <= {s['eps_dt_max']:.3g}); fit over "
         f"runs with n<|m|^2> <= {s['disordered_max']:g}.",
-        "",
-        "| sphere | kernel | beta | eps_c mean field | eps_c finite n | eps_c fitted [95% CI] | rel. err. "
-        "| runs fitted | ordered at ratios |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in summary["cases"].values():
-        f = c["fit"]
-        if f.get("eps_c") is not None:
-            fit = f"{f['eps_c']:.4g} [{f['eps_c_ci'][0]:.4g}, {f['eps_c_ci'][1]:.4g}]"
-            rel = f"{c['rel_error_vs_finite_n']:+.1%}"
-            pts = str(f["points"])
-        else:
-            fit, rel, pts = "-", "-", f.get("note", "-")
-        lines.append(
-            f"| {c['sphere']} | {c['kernel']} | {c['beta']:g} | {c['eps_c_predicted']:.4g} "
-            f"| {c['eps_c_predicted_finite_n']:.4g} | {fit} | {rel} | {pts} "
-            f"| {c['ratios_measured_ordered']} |"
-        )
-    lines += [
-        "",
-        "| sphere | kernel | beta | ratio eps/eps_c | n<|m|^2> (+- se) | predicted eps/(eps-eps_c) | <|m|> |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for c in summary["cases"].values():
-        for r, v in c["per_ratio"].items():
-            pred = f"{v['predicted_n_m2']:.3g}" if v["predicted_n_m2"] is not None else "ordered"
-            lines.append(
-                f"| {c['sphere']} | {c['kernel']} | {c['beta']:g} | {r} | {v['n_m2']['mean']:.3g} "
-                f"+- {v['n_m2_se']:.2g} | {pred} | {v['order_parameter']['mean']:.3f} |"
-            )
-    return "\n".join(lines) + "\n"
+    )
+    per_ratio = Table(
+        id="per_ratio",
+        title="n<|m|^2> per noise level",
+        columns=[
+            *_CASE,
+            Column("ratio", "ratio eps/eps_c", "g"),
+            Column("n_m2", "n<|m|^2> (+- se)", ".3g"),
+            Column("predicted", "predicted eps/(eps-eps_c)", ".3g"),
+            Column("m", "<|m|>", ".3f"),
+        ],
+        rows=[
+            {
+                **{k: c[k] for k in _KEYS},
+                "ratio": float(r),
+                "n_m2": {"mean": v["n_m2"]["mean"], "sd": v["n_m2_se"]},
+                "predicted": v["predicted_n_m2"] if v["predicted_n_m2"] is not None else "ordered",
+                "m": v["order_parameter"]["mean"],
+            }
+            for c in cases
+            for r, v in c["per_ratio"].items()
+        ],
+    )
+    return [fit, per_ratio]
 
 
 # -- verdict records ---------------------------------------------------------------------------------------

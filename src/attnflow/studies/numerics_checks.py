@@ -23,7 +23,6 @@ the stored results. The quick variant takes seconds of CPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -39,9 +38,10 @@ from ..analysis.numerics_checks import (
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_identity, record_test
 from ..model import tokens
 from ..model.transformer import TransformerModel
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .multihead_common import jsonable, one_thread, verdict_table
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .multihead_common import jsonable, one_thread
 from .registry import register
+from .render import Table, verdicts_table
 from .tasks import ComputeTask
 
 __all__ = [
@@ -52,6 +52,8 @@ __all__ = [
     "jko_errors",
     "lie_errors",
     "numerics_records",
+    "records",
+    "tables",
 ]
 
 
@@ -89,7 +91,7 @@ class NumericsChecksConfig(StudyConfig):
     heat_kernel_band: float = Field(
         0.02,
         gt=0,
-        description="|E P_l - heat kernel| must be below this (the walk's weak bias is O(dt): "
+        description="abs(E P_l - heat kernel) must be below this (the walk's weak bias is O(dt): "
         "0.003 at dt = 0.05)",
         examples=[0.02],
     )
@@ -415,7 +417,7 @@ class NumericsChecksStudy(Study):
             tasks[f"heat_{i}"] = task("heat", 2e-5 * c.heat_paths * c.heat_n / dt, d=d, dt=dt, l=l)
         return tasks
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         r = runs.result
         lie = {k: dict(r(f"lie_{k}")) for k in ("softmax", "softmax_half", "softmax_scale2")}
@@ -424,19 +426,22 @@ class NumericsChecksStudy(Study):
         memory = {k: dict(r(f"memory_{k}")) for k in ("adjoint", "autograd")}
         fv = float(r("first_variation")["max_relative_difference"])
         res = {"lie": lie, "jko": jko, "heat": heat, "memory": memory, "first_variation": fv}
-        records = numerics_records(res, c)
-        summary = jsonable({"verdicts": [r.to_json() for r in records], "results": res})
-        lines = [
-            f"Order checks: n = {c.n} tokens on S^2, H = {c.H} symmetric Gaussian heads x {c.head_scale:g} "
-            f"(frozen), ascent, T = {c.t1:g}; Lie integrators against DOP853 at 1e-13 of the field "
-            f"multihead_velocity; JKO (tol {c.jko_tol:g}) against rk4 at dt = {c.jko_reference_dt:g}. Heat "
-            f"kernel: {c.heat_paths} x {c.heat_n} free tokens, eps = {c.heat_eps:g}, t = "
-            f"{c.heat_t:g}. Memory: "
-            f"n = {c.memory_n}, H = 4, N in {list(c.memory_steps)}.",
-            "",
-            *verdict_table(records),
-        ]
-        return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures={})
+        summary = jsonable({"results": res})
+        return StudyResult(summary=summary, verdicts=numerics_records(res, c), tables=tables(summary, c))
+
+
+def tables(summary: dict, config: NumericsChecksConfig) -> list[Table]:
+    """The verdict table of the study (:func:`~attnflow.studies.render.verdicts_table` of the records, which
+    are rebuilt from the summary's numbers), its note saying the sizes of ``config``."""
+    c = config
+    note = (
+        f"Order checks: n = {c.n} tokens on S^2, H = {c.H} symmetric Gaussian heads x {c.head_scale:g} "
+        f"(frozen), ascent, T = {c.t1:g}; Lie integrators against DOP853 at 1e-13 of the field "
+        f"multihead_velocity; JKO (tol {c.jko_tol:g}) against rk4 at dt = {c.jko_reference_dt:g}. Heat "
+        f"kernel: {c.heat_paths} x {c.heat_n} free tokens, eps = {c.heat_eps:g}, t = {c.heat_t:g}. Memory: "
+        f"n = {c.memory_n}, H = 4, N in {list(c.memory_steps)}."
+    )
+    return [verdicts_table(records(summary, c), note=note)]
 
 
 register(NumericsChecksStudy())

@@ -24,13 +24,13 @@ index: the weight process does not see the tokens), and measures
 
 The deterministic regimes (frozen, oscillating) hold every cloud as a path of one run; OU needs one run
 per cloud (path p of every run sees the same noise), with ``noise_paths`` noise realisations each.
-Token clouds and heads are written under ``inputs_dir`` as in ``mean_field_heads``.
+Token clouds and heads are inputs of the runs (:class:`~attnflow.studies.tasks.ParticleRun`), written into
+each run's own directory: nothing is written outside the study directory.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -43,12 +43,13 @@ from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, 
 from ..model import tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import finish_analysis, mean_sd, positive_distinct, value_tag, whole_steps
-from .mean_field_heads import inputs_file
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .common import mean_sd, positive_distinct, value_tag, whole_steps
 from .registry import register
+from .render import Column, Table
+from .tasks import ParticleRun
 
-__all__ = ["StabilityInputConfig", "StabilityInputStudy", "records"]
+__all__ = ["StabilityInputConfig", "StabilityInputStudy", "records", "tables"]
 
 _WEIGHTS = {
     "frozen": {"process": "constant"},
@@ -57,7 +58,25 @@ _WEIGHTS = {
 }
 
 
-class StabilityInputConfig(StudyConfig):
+class SphereRunsConfig(StudyConfig):
+    """The runs of the stability studies: ``n`` octahedral tokens on S^2 and ``H`` heads of one draw."""
+
+    n: int = Field(32, ge=2, description="tokens (>= 2) on S^2", examples=[32])
+    H: PositiveInt = Field(4, description="heads", examples=[4])
+    noise_paths: PositiveInt = Field(2, description="noise realisations of the OU runs", examples=[2])
+    t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
+    dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
+    record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
+    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
+
+    def tokens_and_heads(self) -> tuple[np.ndarray, np.ndarray]:
+        """The unperturbed token cloud x0 [n, 3] (octahedral, from ``seed``) and heads D [H, 3, 3]
+        (symmetric Gaussian, from ``seed + 11``)."""
+        x0 = tokens_mod.octahedral(1, self.n, 3, seed=self.seed)[0].numpy()
+        return x0, draw_heads("symmetric_gaussian", 1, self.H, 3, seed=self.seed + 11)[0]
+
+
+class StabilityInputConfig(SphereRunsConfig):
     """Parameters of ``stability_input``; the defaults are the committed full run (docs/studies)."""
 
     etas: list[float] = Field(
@@ -78,21 +97,11 @@ class StabilityInputConfig(StudyConfig):
     directions: list[Literal["ascent", "descent"]] = Field(
         ["ascent", "descent"], min_length=1, description="token directions", examples=[["ascent"]]
     )
-    n: int = Field(32, ge=2, description="tokens (>= 2) on S^2", examples=[32])
-    H: PositiveInt = Field(4, description="heads", examples=[4])
-    noise_paths: PositiveInt = Field(2, description="noise realisations of the OU runs", examples=[2])
-    t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
-    dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
-    record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
     layer_scaling: float | None = Field(
         None,
         gt=0,
         description="t0 of the layer scaling c(t) = 1/((t0 + t) sqrt H) of Sec. 5 (None: no scaling)",
         examples=[1.0],
-    )
-    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
-    inputs_dir: str | None = Field(
-        None, description="where token and head arrays are written (None: <tmp>/attnflow_study_inputs)"
     )
     criterion_bound_fraction: float = Field(
         1.0,
@@ -153,8 +162,7 @@ class StabilityInputStudy(Study):
 
     # -- inputs ----------------------------------------------------------------------------------------
     def _inputs(self, config: StabilityInputConfig) -> tuple[np.ndarray, np.ndarray, list[tuple[str, float]]]:
-        x0 = tokens_mod.octahedral(1, config.n, 3, seed=config.seed)[0].numpy()
-        D = draw_heads("symmetric_gaussian", 1, config.H, 3, seed=config.seed + 11)[0]
+        x0, D = config.tokens_and_heads()
         cases = [(shape, eta) for shape in config.shapes for eta in config.etas]
         return x0, D, cases
 
@@ -167,16 +175,17 @@ class StabilityInputStudy(Study):
     def _case_name(shape: str, eta: float) -> str:
         return f"{shape}_eta{value_tag(eta)}"
 
-    def plan(self, config: StabilityInputConfig) -> dict[str, dict]:
+    def plan(self, config: StabilityInputConfig) -> dict[str, ParticleRun]:
         clouds, D, cases = self._clouds(config)
-        hfile = inputs_file(D, config.inputs_dir)
         out = {}
+        # the token clouds and the heads are written into each run's own directory (ParticleRun.inputs)
+        tokens = {"init": "file", "path": "(input)"}
         for direction in config.directions:
             for reg in config.regimes:
                 base = {
                     "model": {"direction": direction, "layer_scaling": config.layer_scaling},
                     "weights": _WEIGHTS[reg],
-                    "heads": {"init": "file", "H": config.H, "path": hfile},
+                    "heads": {"init": "file", "H": config.H, "path": "(input)"},
                     "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
                     "record": {"every": config.record_every, "heads": reg != "frozen"},
                     "seed": config.seed,
@@ -186,20 +195,12 @@ class StabilityInputStudy(Study):
                     for k, cloud in enumerate(clouds):
                         tag = "base" if k == 0 else self._case_name(*cases[k - 1])
                         name = f"{direction}_{reg}_{tag}"
-                        out[name] = {
-                            **base,
-                            "name": name,
-                            "tokens": {"init": "file", "path": inputs_file(cloud, config.inputs_dir)},
-                            "paths": config.noise_paths,
-                        }
+                        cfg = {**base, "name": name, "tokens": tokens, "paths": config.noise_paths}
+                        out[name] = ParticleRun(cfg, inputs={"tokens.path": cloud, "heads.path": D})
                 else:
                     name = f"{direction}_{reg}"
-                    out[name] = {
-                        **base,
-                        "name": name,
-                        "tokens": {"init": "file", "path": inputs_file(clouds, config.inputs_dir)},
-                        "paths": len(clouds),
-                    }
+                    cfg = {**base, "name": name, "tokens": tokens, "paths": len(clouds)}
+                    out[name] = ParticleRun(cfg, inputs={"tokens.path": clouds, "heads.path": D})
         return out
 
     # -- analysis --------------------------------------------------------------------------------------
@@ -275,14 +276,7 @@ class StabilityInputStudy(Study):
             "times": times.tolist(),
         }
 
-    def analyse(
-        self,
-        config: StabilityInputConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: StabilityInputConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         _, D, cases = self._inputs(config)
         res = {
             f"{direction}_{reg}": self._one(config, direction, reg, runs, D, cases)
@@ -306,43 +300,70 @@ class StabilityInputStudy(Study):
             "rate R(T)/T and M_theta(T)/T are derived (NOTES.md §8) from the effective heads c(t) D_h (c = 1 "
             "without layer scaling)",
         }
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def markdown_table(summary: dict) -> str:
+def tables(summary: dict, config: StabilityInputConfig | None = None) -> list[Table]:
     """Per variant and case: W2 at 0 and T, the fitted C2 [95% CI] and C1, the a-priori rates; linear
-    response across eta."""
+    response across eta (a pure function of the summary; ``config`` is unused)."""
     s = summary["sizes"]
-    lines = [
-        f"Sizes: n = {s['n']} tokens on S^2 (octahedral), H = {s['H']} heads (one draw, shared), "
+    variants = summary["variants"]
+    gronwall = Table(
+        id="gronwall",
+        title="Gronwall fit per variant and perturbation",
+        columns=[
+            Column("variant"),
+            Column("case"),
+            Column("W2_0", "W2(0)", ".3g"),
+            Column("W2_T", "W2(T)", ".3g"),
+            Column("C2", "C2, path mean", ".3f"),
+            Column("C2_ci", "envelope of per-path 95% CIs", ".3f"),
+            Column("C1", "C1", ".3g"),
+            Column("max_ratio", "max W/(W0 e^{C2 t})", ".3g"),
+            Column("R", "R(T)/T (derived)", ".3g"),
+            Column("M", "M(T)/T", ".3g"),
+        ],
+        rows=[
+            {
+                "variant": key,
+                "case": case,
+                "W2_0": r["W2_0"]["mean"],
+                "W2_T": r["W2_T"]["mean"],
+                "C2": r["C2"] if r["C2_ci"] else None,
+                "C2_ci": r["C2_ci"] or None,
+                "C1": r["C1"],
+                "max_ratio": r["max_ratio"],
+                "R": v["R_T"] / v["T"],
+                "M": v["M_T"] / v["T"],
+            }
+            for key, v in variants.items()
+            for case, r in v["rows"].items()
+        ],
+        note=f"Sizes: n = {s['n']} tokens on S^2 (octahedral), H = {s['H']} heads (one draw, shared), "
         f"T = {s['T']:g}, layer scaling t0 = {s.get('layer_scaling')}, "
         f"dt = {s['dt']:g}, etas {s['etas']}, OU with {s['noise_paths']} noise paths.",
-        "",
-        "| variant | case | W2(0) | W2(T) | C2, path mean [envelope of per-path 95% CIs] | C1 "
-        "| max W/(W0 e^{C2 t}) | R(T)/T (derived) | M(T)/T |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for key, v in summary["variants"].items():
-        for case, r in v["rows"].items():
-            c2 = f"{r['C2']:.3f} [{r['C2_ci'][0]:.3f}, {r['C2_ci'][1]:.3f}]" if r["C2_ci"] else "-"
-            lines.append(
-                f"| {key} | {case} | {r['W2_0']['mean']:.3g} | {r['W2_T']['mean']:.3g} | {c2} "
-                f"| {r['C1']:.3g} "
-                f"| {r['max_ratio']:.3g} | {v['R_T'] / v['T']:.3g} | {v['M_T'] / v['T']:.3g} |"
-            )
-    lines += [
-        "",
-        "| variant | shape | W2(T)/W2(0) for increasing eta | relative change between consecutive etas |",
-        "|---|---|---|---|",
-    ]
-    for key, v in summary["variants"].items():
-        for shape, lr in v["linear_response"].items():
-            lines.append(
-                f"| {key} | {shape} | {', '.join(f'{a:.4g}' for a in lr['amplification_T'])} "
-                f"| {', '.join(f'{r:.1e}' for r in lr['relative_change'])} |"
-            )
-    return "\n".join(lines) + "\n"
+    )
+    linear = Table(
+        id="linear_response",
+        title="Linear response across eta",
+        columns=[
+            Column("variant"),
+            Column("shape"),
+            Column("amplification", "W2(T)/W2(0) for increasing eta", ".4g"),
+            Column("change", "relative change between consecutive etas", ".1e"),
+        ],
+        rows=[
+            {
+                "variant": key,
+                "shape": shape,
+                "amplification": lr["amplification_T"],
+                "change": lr["relative_change"],
+            }
+            for key, v in variants.items()
+            for shape, lr in v["linear_response"].items()
+        ],
+    )
+    return [gronwall, linear]
 
 
 # -- verdict records ---------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ expected rate is eps^1.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -39,17 +38,18 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.theorems import draw_heads, fit_rate
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_test
-from ..model import tokens as tokens_mod
 from ..observables import wasserstein2
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .common import finish_analysis, mean_sd, positive_distinct, value_tag, whole_steps
-from .mean_field_heads import inputs_file
+from .base import Study, StudyResult, StudyRuns
+from .common import mean_sd, positive_distinct, value_tag, whole_steps
 from .registry import register
+from .render import Column, Table, ci_cells, ci_columns
+from .stability_input import SphereRunsConfig
+from .tasks import ParticleRun
 
-__all__ = ["StabilityWeightsConfig", "StabilityWeightsStudy", "records"]
+__all__ = ["StabilityWeightsConfig", "StabilityWeightsStudy", "records", "tables"]
 
 
-class StabilityWeightsConfig(StudyConfig):
+class StabilityWeightsConfig(SphereRunsConfig):
     """Parameters of ``stability_weights``; the defaults are the committed full run (docs/studies)."""
 
     epsilons: list[float] = Field(
@@ -97,16 +97,9 @@ class StabilityWeightsConfig(StudyConfig):
     direction: Literal["ascent", "descent"] = Field(
         "descent", description="the token direction", examples=["descent"]
     )
-    n: int = Field(32, ge=2, description="tokens (>= 2) on S^2", examples=[32])
+    # n, t1, dt, record_every, seed: SphereRunsConfig's (the same runs as stability_input)
     H: PositiveInt = Field(8, description="heads", examples=[8])
     noise_paths: PositiveInt = Field(4, description="noise realisations of the OU runs", examples=[4])
-    t1: float = Field(5.0, gt=0, description="the horizon T (> 0)", examples=[5.0])
-    dt: float = Field(0.01, gt=0, description="the time step (> 0, T/dt whole)", examples=[0.01])
-    record_every: PositiveInt = Field(10, description="steps between records", examples=[10])
-    seed: int = Field(0, ge=0, description="the seed (>= 0)", examples=[0])
-    inputs_dir: str | None = Field(
-        None, description="where token and head arrays are written (None: <tmp>/attnflow_study_inputs)"
-    )
 
     @field_validator("epsilons")
     @classmethod
@@ -167,32 +160,37 @@ class StabilityWeightsStudy(Study):
         }
 
     def _inputs(self, config: StabilityWeightsConfig):
-        x0 = tokens_mod.octahedral(1, config.n, 3, seed=config.seed)[0].numpy()
-        D = draw_heads("symmetric_gaussian", 1, config.H, 3, seed=config.seed + 11)[0]
+        x0, D = config.tokens_and_heads()
         Z = draw_heads("symmetric_gaussian", 1, config.H, 3, seed=config.seed + 12, scale=0.5)[0]
         return x0, D, Z
 
-    def plan(self, config: StabilityWeightsConfig) -> dict[str, dict]:
+    def plan(self, config: StabilityWeightsConfig) -> dict[str, ParticleRun]:
         x0, D, Z = self._inputs(config)
-        xfile = inputs_file(x0, config.inputs_dir)
         base = {
             "model": {"direction": config.direction},
-            "tokens": {"init": "file", "path": xfile},
+            "tokens": {"init": "file", "path": "(input)"},
             "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
             "record": {"every": config.record_every},
             "seed": config.seed,
             "precision": "float64",
         }
         out = {}
+
+        def run(name: str, weights: dict, heads: np.ndarray, H: int, paths: int) -> ParticleRun:
+            """A run from the token cloud x0 and ``heads``, both written into the run's own directory."""
+            cfg = {
+                **base,
+                "name": name,
+                "weights": weights,
+                "heads": {"init": "file", "H": H, "path": "(input)"},
+                "paths": paths,
+            }
+            return ParticleRun(cfg, inputs={"tokens.path": x0, "heads.path": heads})
+
+        frozen = {"process": "constant"}
         if "heads" in config.kinds:
             heads = np.stack([D] + [D + e * Z for e in config.epsilons])  # path 0: eps = 0
-            out["heads"] = {
-                **base,
-                "name": "heads",
-                "weights": {"process": "constant"},
-                "heads": {"init": "file", "H": config.H, "path": inputs_file(heads, config.inputs_dir)},
-                "paths": len(heads),
-            }
+            out["heads"] = run("heads", frozen, heads, config.H, len(heads))
         if "mixture" in config.kinds:
             base_m = draw_heads("symmetric_gaussian", 1, config.mixture_H, 3, seed=config.seed + 21)[0]
             other = draw_heads("ou_stationary", 1, config.mixture_H, 3, seed=config.seed + 22)[0]
@@ -202,40 +200,17 @@ class StabilityWeightsStudy(Study):
                 k = round(f * config.mixture_H)
                 m[:k] = other[:k]
                 heads.append(m)
-            out["mixture"] = {
-                **base,
-                "name": "mixture",
-                "weights": {"process": "constant"},
-                "heads": {
-                    "init": "file",
-                    "H": config.mixture_H,
-                    "path": inputs_file(np.stack(heads), config.inputs_dir),
-                },
-                "paths": len(heads),
-            }
+            out["mixture"] = run("mixture", frozen, np.stack(heads), config.mixture_H, len(heads))
         if "resample" in config.kinds:
             for k, h in enumerate([config.resample_ref_H, *config.resample_H]):
                 draws = 1 if k == 0 else config.resample_draws
                 Dh = draw_heads("symmetric_gaussian", draws, h, 3, seed=config.seed + 1000 + k)
                 name = f"resample_H{h}" if k else "resample_ref"
-                out[name] = {
-                    **base,
-                    "name": name,
-                    "weights": {"process": "constant"},
-                    "heads": {"init": "file", "H": h, "path": inputs_file(Dh, config.inputs_dir)},
-                    "paths": draws,
-                }
+                out[name] = run(name, frozen, Dh, h, draws)
         if "noise" in config.kinds:
-            hfile = inputs_file(D, config.inputs_dir)
             for e in [0.0, *config.epsilons]:
-                name = _noise_name(e)
-                out[name] = {
-                    **base,
-                    "name": name,
-                    "weights": {"process": "ornstein_uhlenbeck", "sigma2": 1.0 + e, "F": "identity"},
-                    "heads": {"init": "file", "H": config.H, "path": hfile},
-                    "paths": config.noise_paths,
-                }
+                ou = {"process": "ornstein_uhlenbeck", "sigma2": 1.0 + e, "F": "identity"}
+                out[_noise_name(e)] = run(_noise_name(e), ou, D, config.H, config.noise_paths)
         return out
 
     @staticmethod
@@ -251,14 +226,7 @@ class StabilityWeightsStudy(Study):
             "W2_T": mean_sd(wasserstein2(x1, x0).numpy()),
         }
 
-    def analyse(
-        self,
-        config: StabilityWeightsConfig,
-        runs: StudyRuns,
-        out_dir: Path,
-        *,
-        figures: Callable[..., dict] | None = None,
-    ) -> StudyAnalysis:
+    def analyse(self, config: StabilityWeightsConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         res: dict[str, dict] = {}
         eps = list(config.epsilons)
         if "heads" in config.kinds:
@@ -319,30 +287,42 @@ class StabilityWeightsStudy(Study):
                 "resample_draws": config.resample_draws,
             }
         )
-        summary["verdicts"] = [r.to_json() for r in records(summary, config)]
-        return finish_analysis(summary, markdown_table, out_dir, figures)
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary, config))
 
 
-def markdown_table(summary: dict) -> str:
-    """Per kind: the quantities at each eps and their fitted rates, as Markdown."""
+def tables(summary: dict, config: StabilityWeightsConfig | None = None) -> list[Table]:
+    """Per kind: the quantities at each eps and their fitted rates (a pure function of the summary;
+    ``config`` is unused)."""
     s = summary["sizes"]
-    lines = [
-        f"Sizes: n = {s['n']} octahedral tokens on S^2, H = {s['H']} heads, T = {s['T']:g}, "
-        f"dt = {s['dt']:g}, "
-        f"{s['direction']}, eps in {s['epsilons']}, OU with {s['noise_paths']} noise paths.",
-        "",
-        "| kind | quantity | values for increasing eps | b [95% CI] (expected 1) |",
-        "|---|---|---|---|",
-    ]
+    rows = []
     for kind, r in summary["kinds"].items():
         for q, f in r["fits"].items():
-            vals = ", ".join(f"{v[q]['mean']:.3g}" for v in r["per_eps"].values())
-            fb = "-"
-            if "b" in f:
-                lo, hi = f["range"]
-                fb = f"{f['b']:.3f} [{f['b_ci'][0]:.3f}, {f['b_ci'][1]:.3f}] on [{lo:g}, {hi:g}]"
-            lines.append(f"| {kind} | {q} | {vals} | {fb} |")
-    return "\n".join(lines) + "\n"
+            rows.append(
+                {
+                    "kind": kind,
+                    "quantity": q,
+                    "values": [v[q]["mean"] for v in r["per_eps"].values()],
+                    **ci_cells(f, "b"),
+                    "range": f.get("range") if "b" in f else None,
+                }
+            )
+    return [
+        Table(
+            id="rates",
+            title="Rates in eps per perturbation kind",
+            columns=[
+                Column("kind"),
+                Column("quantity"),
+                Column("values", "values for increasing eps", ".3g"),
+                *ci_columns("b", "b (expected 1)", ".3f", ci_label="95% CI of b"),
+                Column("range", "fitted on eps in", "g"),
+            ],
+            rows=rows,
+            note=f"Sizes: n = {s['n']} octahedral tokens on S^2, H = {s['H']} heads, T = {s['T']:g}, "
+            f"dt = {s['dt']:g}, {s['direction']}, eps in {s['epsilons']}, OU with {s['noise_paths']} noise "
+            "paths.",
+        )
+    ]
 
 
 # -- verdict records ---------------------------------------------------------------------------------------
