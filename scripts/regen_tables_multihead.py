@@ -55,7 +55,9 @@ def regenerate(study_dir: Path) -> tuple[str, list[dict]]:
     run = summary.get("run", summary)
     name = run["study"]
     if name not in TABLES:
-        raise SystemExit(f"{study_dir}: study {name!r} has no table function here; known: {', '.join(TABLES)}")
+        raise SystemExit(
+            f"{study_dir}: study {name!r} has no table function here; known: {', '.join(TABLES)}"
+        )
     module, fn = TABLES[name].split(":")
     study = get_study(name)
     fields = study.Config.model_fields
