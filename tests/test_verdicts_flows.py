@@ -341,7 +341,8 @@ def test_verdict_table_lists_every_record_with_its_robustness():
     first = verdicts.rows[0]
     assert (first["id"], first["verdict"]) == ("s1-cross-term-order-in-defect", "holds")
     n_values = sum(len(ch.values) for r in recs for ch in r.robustness)
-    assert len(robustness.rows) == n_values and any(r["choice"] == "eps fit range" for r in robustness.rows)
+    assert len(robustness.rows) == n_values
+    assert any(r["choice"].startswith("eps fit range") for r in robustness.rows)
     # the Markdown lines of the studies not yet on typed results: the same specs through the one renderer
     assert "\n".join(verdict_table(recs)) + "\n" == markdown([verdicts, robustness])
 
