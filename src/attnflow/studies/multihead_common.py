@@ -1,16 +1,21 @@
 """Shared pieces of the multi-head studies (arXiv 2605.04279; NOTES.md §7): head families, one-thread
 computation, a log-log order fit, JSON-safe numbers.
 
-The multi-head studies compute in their ``analyse`` (``plan`` returns no runs): each is small, runs in
-one process and is not resumable per run (rerunning the study recomputes it).
+The multi-head studies plan their work as computation tasks on the run store and return a typed
+:class:`~attnflow.studies.StudyResult` (:func:`typed_result`): their tables are
+:class:`~attnflow.studies.render.Table` specs built by a pure function of the summary (so a committed page
+regenerates from its ``summary.json``: ``scripts/regen_tables_multihead.py``); the verdict records render
+through :func:`verdict_tables`.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from ..analysis.fits import fit_power_law
 from ..dynamics.threads import torch_threads
@@ -18,6 +23,7 @@ from .base import StudyResult
 from .render import Column, Table, markdown
 
 __all__ = [
+    "Fraction",
     "HEAD_FAMILIES",
     "binomial_ci",
     "fit_order",
@@ -28,6 +34,9 @@ __all__ = [
     "verdict_table",
     "verdict_tables",
 ]
+
+#: a level strictly between 0 and 1 (a criterion's fraction of configurations, clouds or pairs)
+Fraction = Annotated[float, Field(gt=0, lt=1)]
 
 #: random head sets of the monotonicity studies
 HEAD_FAMILIES = ("symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical")

@@ -19,7 +19,8 @@ The claim (abstract of arXiv 2605.04279): *attention entropy increases monotonic
 
 Every computation is a study task (:class:`~attnflow.studies.tasks.ComputeTask`: the equiangular solves and
 one batched run per random-start setting, each a pure function of this module), so the study resumes
-after a kill and runs its settings on several workers; ``analyse`` reads the stored results.
+after a kill and runs its settings on several workers; ``analyse`` reads the stored results and returns
+the records and the table specs (``entropy_tables``, a pure function of the summary and config).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, PositiveInt, confloat, conint
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, confloat, conint
 
 from ..analysis.reduced import EquiangularModel, equiangular_particles
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
@@ -42,7 +43,7 @@ from ..observables.multihead import attention_entropy_production, multihead_velo
 from ..simulation import simulate
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import value_tag
-from .multihead_common import binomial_ci, head_family, jsonable, one_thread, typed_result
+from .multihead_common import Fraction, binomial_ci, head_family, jsonable, one_thread, typed_result
 from .registry import register
 from .render import Column, Table
 from .tasks import ComputeTask
@@ -81,9 +82,8 @@ class EntropyConfig(StudyConfig):
     beta: PositiveFloat = Field(1.0, description="inverse temperature of the random starts", examples=[1.0])
     heads: Literal["identity", "symmetric"] = Field("identity", description="heads of the base setting")
     scale: PositiveFloat = Field(2.0, description="operator norm of the symmetric heads", examples=[2.0])
-    spread: float = Field(
+    spread: NonNegativeFloat = Field(
         0.0,
-        ge=0,
         description="initial spread: 0 uniform on S^2, else the vMF kappa of one cap",
         examples=[0.0],
     )
@@ -99,16 +99,13 @@ class EntropyConfig(StudyConfig):
     robust_heads: list[Literal["identity", "symmetric"]] = Field(["symmetric"], description="other heads")
     spreads: list[confloat(ge=0)] = Field([2.0, 10.0], description="other spreads (vMF kappa of one cap)")
     # -- the criterion, declared before the data
-    criterion_fraction: float = Field(
+    criterion_fraction: Fraction = Field(
         0.01,
-        gt=0,
-        lt=1,
         description="largest fraction of clouds with a decreasing mean entropy compatible with 'monotone'",
         examples=[0.01],
     )
-    decrease_tol: float = Field(
+    decrease_tol: PositiveFloat = Field(
         1e-6,
-        gt=0,
         description="a decrease counts when rate < -tol x max abs(rate) of that cloud",
         examples=[1e-6],
     )

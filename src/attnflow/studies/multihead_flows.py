@@ -20,7 +20,8 @@ robustness:
 
 Both studies plan their computations as study tasks (:class:`~attnflow.studies.tasks.ComputeTask`: the
 rows of ``monotonicity`` at each dt, the rows of ``sufficient_condition``), pure functions of this module;
-``analyse`` reads the stored rows and builds the verdict records.
+``analyse`` reads the stored rows and builds the verdict records and the table specs
+(``monotonicity_tables``, ``sufficient_condition_tables``: pure functions of the summary and config).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
 from ..geometry import get_geometry
@@ -50,6 +51,7 @@ from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import value_tag
 from .multihead_common import (
     HEAD_FAMILIES,
+    Fraction,
     binomial_ci,
     fit_order,
     head_family,
@@ -75,12 +77,17 @@ Geo = Literal["sphere", "flat"]
 Family = Literal["symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical"]
 
 
-class MonotonicityConfig(StudyConfig):
+class _HeadsConfig(StudyConfig):
+    """The fields the two flow studies share: the number of heads and the inverse temperature."""
+
+    H: int = Field(3, ge=2, description="heads (>= 2)", examples=[3])
+    beta: PositiveFloat = Field(1.0, description="inverse temperature (> 0)", examples=[1.0])
+
+
+class MonotonicityConfig(_HeadsConfig):
     n: int = Field(20, ge=2, description="tokens per configuration (>= 2)", examples=[12])
     d: PositiveInt = Field(3, description="token dimension (>= H for orthogonal heads)", examples=[6])
-    H: int = Field(3, ge=2, description="heads (>= 2)", examples=[3])
     configs: PositiveInt = Field(64, description="random configurations per family", examples=[32])
-    beta: PositiveFloat = Field(1.0, description="inverse temperature (> 0)", examples=[1.0])
     scale: PositiveFloat = Field(6.0, description="operator norm of each softmax head", examples=[1.5])
     usa_scale: PositiveFloat = Field(
         1.5,
@@ -114,17 +121,13 @@ class MonotonicityConfig(StudyConfig):
     families: list[Family] = Field(list(HEAD_FAMILIES[:4]), min_length=1, description="head families")
     kinds: list[Kind] = Field(["usa", "softmax"], min_length=1, description="attention kinds")
     geometries: list[Geo] = Field(["sphere", "flat"], min_length=1, description="geometries")
-    criterion_multi_fraction: float = Field(
+    criterion_multi_fraction: Fraction = Field(
         0.01,
-        gt=0,
-        lt=1,
         description="claim 1 holds if at most this fraction of configurations shows dE_multi/dt < 0",
         examples=[0.01],
     )
-    criterion_head_fraction: float = Field(
+    criterion_head_fraction: Fraction = Field(
         0.05,
-        gt=0,
-        lt=1,
         description="claim 2 (per-head monotonicity fails for orthogonal heads on the sphere) holds if at "
         "least this fraction of configurations shows some dE_h/dt < 0",
         examples=[0.05],
@@ -679,12 +682,10 @@ def monotonicity_tables(summary: dict, config: MonotonicityConfig) -> list[Table
 
 
 # -- sufficient_condition ----------------------------------------------------------------------------
-class SufficientConditionConfig(StudyConfig):
+class SufficientConditionConfig(_HeadsConfig):
     n: int = Field(12, ge=2, description="tokens per configuration (>= 2)", examples=[12])
     d: PositiveInt = Field(6, description="token dimension (>= H)", examples=[6])
-    H: int = Field(3, ge=2, description="heads (>= 2)", examples=[3])
     configs: PositiveInt = Field(200, description="random states per eps", examples=[200])
-    beta: PositiveFloat = Field(1.0, description="inverse temperature (> 0)", examples=[1.0])
     scale: PositiveFloat = Field(1.5, description="operator norm of each head", examples=[1.5])
     eps: list[float] = Field(
         [0.0, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0],
@@ -704,16 +705,13 @@ class SufficientConditionConfig(StudyConfig):
     order_fit_max_eps: list[PositiveFloat] = Field(
         [0.05, 0.01, 0.1], min_length=1, description="upper ends of the fit range in eps (first: the study's)"
     )
-    criterion_violation_fraction: float = Field(
+    criterion_violation_fraction: Fraction = Field(
         0.01,
-        gt=0,
-        lt=1,
         description="S1 robust: at most this fraction of (state, head) pairs may have dE_h/dt < 0 (flat)",
         examples=[0.01],
     )
-    clustered_kappa: float = Field(
+    clustered_kappa: NonNegativeFloat = Field(
         10.0,
-        ge=0,
         description="vMF kappa of the clustered states of the robustness rows (0: none)",
         examples=[10.0],
     )

@@ -26,8 +26,10 @@ particle checks confirm at n <= 128.
 * ``relu_vs_softmax``: :math:`T^{\rm ReLU}/T^{\rm soft}` against n = 8 .. 65536 for a fixed start
   :math:`\rho_0` and for :math:`\rho_0 = c/n`, exponents fitted free with intervals.
 
-They compute in ``analyse`` from pure functions of :mod:`attnflow.analysis.reduced` (``plan`` returns no
-runs): not resumable per run.
+Each solve is a computation task (:class:`~attnflow.studies.tasks.ComputeTask`, a pure function of this
+module over :mod:`attnflow.analysis.reduced`) on the run store; ``analyse`` reads the stored results and
+returns the records and the table specs (``critical_beta_tables``, ``superadditivity_tables``,
+``relu_vs_softmax_tables``: pure functions of the summary and config).
 """
 
 from __future__ import annotations
