@@ -14,6 +14,7 @@ the pure functions behind them (:mod:`attnflow.analysis.reduced`).
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -30,11 +31,15 @@ from attnflow.analysis.reduced import (
 )
 from attnflow.analysis.verdicts import read_records
 from attnflow.studies import run_study
+from attnflow.studies.render import markdown, table_from_json
 
 
 def _records(name, tmp_path, **params):
     # one worker: the tasks run in this process (the synthetic tests replace functions of the module)
     s = run_study(name, tmp_path / name, params=params, quick=True, progress=False, workers=1)
+    # table.md is the one renderer's Markdown of the Table specs kept in tables.json (issue 30)
+    specs = json.loads((tmp_path / name / "tables.json").read_text())["tables"]
+    assert specs and (tmp_path / name / "table.md").read_text() == markdown(map(table_from_json, specs))
     recs = {r.id: r for r in read_records(s)}
     for r in recs.values():
         assert r.statement and r.source

@@ -1,29 +1,42 @@
 """Shared pieces of the multi-head studies (arXiv 2605.04279; NOTES.md §7): head families, one-thread
 computation, a log-log order fit, JSON-safe numbers.
 
-The multi-head studies compute in their ``analyse`` (``plan`` returns no runs): each is small, runs in
-one process and is not resumable per run (rerunning the study recomputes it).
+The multi-head studies plan their work as computation tasks on the run store and return a typed
+:class:`~attnflow.studies.StudyResult` (:func:`typed_result`): their tables are
+:class:`~attnflow.studies.render.Table` specs built by a pure function of the summary (so a committed page
+regenerates from its ``summary.json``: ``scripts/regen_tables_multihead.py``); the verdict records render
+through :func:`verdict_tables`.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from ..analysis.fits import fit_power_law
 from ..dynamics.threads import torch_threads
+from .base import StudyResult
+from .render import Column, Table, markdown
 
 __all__ = [
+    "Fraction",
     "HEAD_FAMILIES",
     "binomial_ci",
     "fit_order",
     "head_family",
     "jsonable",
     "one_thread",
+    "typed_result",
     "verdict_table",
+    "verdict_tables",
 ]
+
+#: a level strictly between 0 and 1 (a criterion's fraction of configurations, clouds or pairs)
+Fraction = Annotated[float, Field(gt=0, lt=1)]
 
 #: random head sets of the monotonicity studies
 HEAD_FAMILIES = ("symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical")
@@ -130,32 +143,90 @@ def binomial_ci(k: int, m: int, level: float = 0.95) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
-def _num(x) -> str:
-    if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return f"{x:.3g}"
-    return str(x)
+def verdict_tables(records, fmt: str = ".4g", *, robustness: bool = False) -> list[Table]:
+    """The verdict records (``VerdictRecord`` or their JSON) as table specs: one row per record (id, verdict,
+    class, criterion, threshold, value and its 95% interval, numbers in ``fmt``) and, with ``robustness``, a
+    second table with one row per robustness choice and value (result, outcome).
+
+    Examples
+    --------
+    >>> rec = {"id": "x", "class": "test", "verdict": "holds", "robustness": [],
+    ...        "criterion": {"quantity": "p", "op": ">=", "threshold": 0.5},
+    ...        "result": {"value": 0.91234, "ci95": [0.9, 0.93]}}
+    >>> [r["value"] for r in verdict_tables([rec])[0].rows]
+    [0.91234]
+    """
+    recs = [r.to_json() if hasattr(r, "to_json") else r for r in records]
+    rows = []
+    for j in recs:
+        crit = j.get("criterion")
+        rows.append(
+            {
+                "id": j["id"],
+                "verdict": j["verdict"],
+                "class": j["class"],
+                "criterion": f"{crit['quantity']} {crit['op']}" if crit else None,
+                "threshold": crit["threshold"] if crit else None,
+                "value": j["result"].get("value"),
+                "ci95": j["result"].get("ci95"),
+            }
+        )
+    out = [
+        Table(
+            columns=[
+                Column("id", "verdict id"),
+                Column("verdict"),
+                Column("class"),
+                Column("criterion"),
+                # thresholds are declared numbers (config fields): shown to the last digit
+                Column("threshold", "threshold", ".16g"),
+                Column("value", "value", fmt),
+                Column("ci95", "95% CI", fmt),
+            ],
+            rows=rows,
+            title="Verdicts",
+            id="verdicts",
+        )
+    ]
+    if robustness:
+        rob = [
+            # a robustness value is a label (a dt, a family, a range): shown as the record stores it
+            {"id": j["id"], "choice": ch["choice"], "at": str(v), "result": x, "outcome": o}
+            for j in recs
+            for ch in j["robustness"]
+            for v, x, o in zip(ch["values"], ch["results"], ch["outcomes"], strict=True)
+        ]
+        out.append(
+            Table(
+                columns=[
+                    Column("id", "verdict id"),
+                    Column("choice"),
+                    Column("at", "value"),
+                    Column("result", "result", fmt),
+                    Column("outcome"),
+                ],
+                rows=rob,
+                title="Robustness of the verdicts",
+                id="robustness",
+            )
+        )
+    return out
 
 
 def verdict_table(records) -> list[str]:
-    """Markdown lines: one row per verdict record (id, verdict, class, criterion, value with its 95%
-    interval, each robustness choice with its values and outcomes)."""
-    lines = [
-        "| verdict | class | criterion | value [95% CI] | robustness |",
-        "|---|---|---|---|---|",
-    ]
-    for rec in records:
-        j = rec.to_json() if hasattr(rec, "to_json") else rec
-        crit = j.get("criterion")
-        ctxt = "-" if not crit else f"{crit['quantity']} {crit['op']} {_num(crit['threshold'])}"
-        val, ci = j["result"].get("value"), j["result"].get("ci95")
-        vtxt = "-" if val is None else _num(val) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
-        rob = "; ".join(
-            f"{ch['choice']}: "
-            + ", ".join(
-                f"{v}: {'-' if x is None else _num(x)} ({o})"
-                for v, x, o in zip(ch["values"], ch["results"], ch["outcomes"], strict=True)
-            )
-            for ch in j["robustness"]
-        )
-        lines.append(f"| {j['id']}: **{j['verdict']}** | {j['class']} | {ctxt} | {vtxt} | {rob or '-'} |")
-    return lines
+    """Markdown lines of :func:`verdict_tables` (with robustness, 3 digits), rendered by the one renderer
+    (:func:`attnflow.studies.render.markdown`); kept for studies not yet on typed results."""
+    return markdown(verdict_tables(records, ".3g", robustness=True)).splitlines()
+
+
+def typed_result(
+    summary: dict, records: list, tables, config, figure_data: dict | None = None
+) -> StudyResult:
+    """The :class:`~attnflow.studies.StudyResult` of a multi-head study: the JSON-safe ``summary``, its
+    verdict ``records`` and the table specs ``tables(summary with "verdicts", config)`` (a pure function of
+    the summary: the committed pages regenerate from their ``summary.json``)."""
+    summary = jsonable(summary)
+    full = {**summary, "verdicts": [r.to_json() for r in records]}
+    return StudyResult(
+        summary=summary, verdicts=list(records), tables=tables(full, config), figure_data=figure_data
+    )

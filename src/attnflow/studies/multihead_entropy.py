@@ -19,19 +19,19 @@ The claim (abstract of arXiv 2605.04279): *attention entropy increases monotonic
 
 Every computation is a study task (:class:`~attnflow.studies.tasks.ComputeTask`: the equiangular solves and
 one batched run per random-start setting, each a pure function of this module), so the study resumes
-after a kill and runs its settings on several workers; ``analyse`` reads the stored results.
+after a kill and runs its settings on several workers; ``analyse`` reads the stored results and returns
+the records and the table specs (``entropy_tables``, a pure function of the summary and config).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, PositiveInt, confloat, conint
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, confloat, conint
 
 from ..analysis.reduced import EquiangularModel, equiangular_particles
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
@@ -41,10 +41,11 @@ from ..observables.clustering import cluster_count
 from ..observables.entropy import attention_entropy, received_attention_entropy
 from ..observables.multihead import attention_entropy_production, multihead_velocity
 from ..simulation import simulate
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import value_tag
-from .multihead_common import binomial_ci, head_family, jsonable, one_thread
+from .multihead_common import Fraction, binomial_ci, head_family, jsonable, one_thread, typed_result
 from .registry import register
+from .render import Column, Table
 from .tasks import ComputeTask
 
 __all__ = [
@@ -81,9 +82,8 @@ class EntropyConfig(StudyConfig):
     beta: PositiveFloat = Field(1.0, description="inverse temperature of the random starts", examples=[1.0])
     heads: Literal["identity", "symmetric"] = Field("identity", description="heads of the base setting")
     scale: PositiveFloat = Field(2.0, description="operator norm of the symmetric heads", examples=[2.0])
-    spread: float = Field(
+    spread: NonNegativeFloat = Field(
         0.0,
-        ge=0,
         description="initial spread: 0 uniform on S^2, else the vMF kappa of one cap",
         examples=[0.0],
     )
@@ -99,16 +99,13 @@ class EntropyConfig(StudyConfig):
     robust_heads: list[Literal["identity", "symmetric"]] = Field(["symmetric"], description="other heads")
     spreads: list[confloat(ge=0)] = Field([2.0, 10.0], description="other spreads (vMF kappa of one cap)")
     # -- the criterion, declared before the data
-    criterion_fraction: float = Field(
+    criterion_fraction: Fraction = Field(
         0.01,
-        gt=0,
-        lt=1,
         description="largest fraction of clouds with a decreasing mean entropy compatible with 'monotone'",
         examples=[0.01],
     )
-    decrease_tol: float = Field(
+    decrease_tol: PositiveFloat = Field(
         1e-6,
-        gt=0,
         description="a decrease counts when rate < -tol x max abs(rate) of that cloud",
         examples=[1e-6],
     )
@@ -440,7 +437,7 @@ class EntropyStudy(Study):
             )
         return tasks
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         eq = runs.result("equiangular")
         equi, curves = list(eq["rows"]), list(eq["curves"])
@@ -496,84 +493,138 @@ class EntropyStudy(Study):
         curves.append(
             {"kind": c.heads, "beta": c.beta, "t": base["t"], "S": base["mean_S"][:, :show] / math.log(c.n)}
         )
-        summary = jsonable(
-            {
-                "verdicts": [r.to_json() for r in records],
-                "statistics": stats,
-                "sizes": {
-                    "clouds": c.clouds,
-                    "n": c.n,
-                    "beta": c.beta,
-                    "heads": c.heads,
-                    "t1": c.t1,
-                    "dt": c.dt,
-                    "robust_t1": c.robust_t1,
-                    "record_spacing": c.record_spacing,
-                },
-            }
-        )
-        table = _table(summary, c)
-        files = figures({"study": self.name, "curves": curves, **summary}, out_dir) if figures else {}
-        return StudyAnalysis(summary=summary, table=table, figures=files)
+        summary = {
+            "statistics": stats,
+            "sizes": {
+                "clouds": c.clouds,
+                "n": c.n,
+                "beta": c.beta,
+                "heads": c.heads,
+                "t1": c.t1,
+                "dt": c.dt,
+                "robust_t1": c.robust_t1,
+                "record_spacing": c.record_spacing,
+            },
+        }
+        verdicts = [r.to_json() for r in records]
+        data = {"study": self.name, "curves": curves, **jsonable(summary), "verdicts": verdicts}
+        return typed_result(summary, records, entropy_tables, c, data)
 
 
-def _fmt_stat(s: dict) -> str:
-    return f"{s['decreasing']}/{s['clouds']} = {s['fraction']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]"
+def _stat_row(s: dict) -> dict:
+    """Decreasing clouds, clouds, fraction and its interval of one entropy statistic (a table row)."""
+    return {
+        "decreasing": s["decreasing"],
+        "clouds": s["clouds"],
+        "fraction": s["fraction"],
+        "ci95": s["ci95"],
+    }
 
 
-def _table(summary: dict, c: EntropyConfig) -> str:
+_STAT_COLUMNS = (
+    Column("decreasing", "decreasing clouds"),
+    Column("clouds"),
+    Column("fraction", "fraction", ".3f"),
+    Column("ci95", "95% CI", ".3f"),
+)
+
+
+def entropy_tables(summary: dict, config: EntropyConfig) -> list[Table]:
+    """The tables of ``entropy`` from its summary: the base run's statistic and verdict, its robustness
+    (one row per choice and value), the equiangular starts, the base run's final state."""
+    c = config
     st = summary["statistics"]
     rec = summary["verdicts"][0]
     b = st["base"]
-    last = b.get("last_decrease_time")
-    lines = [
-        f"Random starts: {c.clouds} independent clouds per setting (one batched RK4 run each), SA ascent on "
-        f"S^2. Base: n = {c.n}, beta = {c.beta:g}, heads {c.heads}, spread "
-        f"{'uniform' if c.spread == 0 else f'vMF kappa {c.spread:g}'}, T = {c.t1:g}, dt = {c.dt:g}, records "
-        f"every {c.record_spacing:g}; robustness runs vary one choice each, to T = {c.robust_t1:g} "
-        "(their base "
-        "column is the base run cut there). A cloud 'decreases' when its mean entropy rate falls below "
-        f"-{c.decrease_tol:g} x its largest abs(rate) at some record. Criterion (config criterion_fraction): "
-        f"fraction <= {c.criterion_fraction:g} on the Clopper-Pearson 95% interval.",
-        "",
-        f"**Base: {_fmt_stat(b)}**; last decrease at t = "
-        + (
-            "-"
-            if last is None
-            else f"{last['median']:.2f} (median), {last['q95']:.2f} (95%), {last['max']:.2f} (max)"
+    last = b.get("last_decrease_time") or {}
+    base = {
+        **_stat_row(b),
+        "last_median": last.get("median"),
+        "last_q95": last.get("q95"),
+        "last_max": last.get("max"),
+        "time_fraction": b.get("time_fraction", 0),
+        "worst": b.get("worst_relative_rate", 0),
+        "verdict": rec["verdict"],
+    }
+    robust = [
+        {"choice": chk["choice"], "value": str(v), **_stat_row(s), "outcome": o}
+        for chk in rec["robustness"]
+        for v, s, o in zip(
+            chk["values"], st["robustness"][chk["choice"]]["stats"], chk["outcomes"], strict=True
         )
-        + f"; fraction of (cloud, record) samples decreasing {b.get('time_fraction', 0):.4f}; worst rate "
-        f"{b.get('worst_relative_rate', 0):.3g} of the cloud's largest. **Verdict: {rec['verdict']}**.",
-        "",
-        "| choice | value | decreasing clouds [95% CI] | outcome |",
-        "|---|---|---|---|",
     ]
-    for chk in rec["robustness"]:
-        stats = st["robustness"][chk["choice"]]["stats"]
-        for v, s, o in zip(chk["values"], stats, chk["outcomes"], strict=True):
-            lines.append(f"| {chk['choice']} | {v} | {_fmt_stat(s)} | {o} |")
-    lines += [
-        "",
-        "Equiangular starts (identity record: dS/dt >= 0 by construction):",
-        "",
-        "| n | rho0 | beta | abs(S particles - S reduced) | min dS/dt | S(T)/log n | rho(T) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in st["equiangular"]:
-        lines.append(
-            f"| {r['n']} | {r['rho0']:g} | {r['beta']:g} | {r['max_abs_S_particles_vs_reduced']:.1e} | "
-            f"{r['min_rate']:.3g} | {r['S_final_over_log_n']:.4f} | {r['rho_final']:.4f} |"
-        )
     f = st["base_run"]["final"]
-    lines += [
-        "",
-        f"Base run at T: mean S/log n {f['S_final_over_log_n_mean']:.3f} (min "
-        f"{f['S_final_over_log_n_min']:.3f}); "
-        f"final clusters (0.1 rad): {f['cluster_counts']}; S/log n by clusters: "
-        + ", ".join(f"{k}: {v:.3f}" for k, v in f["S_final_over_log_n_by_clusters"].items())
-        + f". Production identity vs differences of the records: {st['base_run']['fd_error']}.",
+    spread = "uniform" if c.spread == 0 else f"vMF kappa {c.spread:g}"
+    return [
+        Table(
+            columns=[
+                *_STAT_COLUMNS,
+                Column("last_median", "last decrease t (median)", ".2f"),
+                Column("last_q95", "last decrease t (95%)", ".2f"),
+                Column("last_max", "last decrease t (max)", ".2f"),
+                Column("time_fraction", "(cloud, record) samples decreasing", ".4f"),
+                Column("worst", "worst rate / cloud's largest", ".3g"),
+                Column("verdict"),
+            ],
+            rows=[base],
+            title="Base",
+            id="base",
+            note=f"Random starts: {c.clouds} independent clouds per setting (one batched RK4 run each), SA "
+            f"ascent on S^2. Base: n = {c.n}, beta = {c.beta:g}, heads {c.heads}, spread {spread}, T = "
+            f"{c.t1:g}, dt = {c.dt:g}, records every {c.record_spacing:g}; robustness runs vary one choice "
+            f"each, to T = {c.robust_t1:g} (their base row is the base run cut there). A cloud 'decreases' "
+            f"when its mean entropy rate falls below -{c.decrease_tol:g} x its largest abs(rate) at some "
+            f"record. Criterion (config criterion_fraction): fraction <= {c.criterion_fraction:g} on the "
+            "Clopper-Pearson 95% interval.",
+        ),
+        Table(
+            columns=[Column("choice"), Column("value"), *_STAT_COLUMNS, Column("outcome")],
+            rows=robust,
+            title="Robustness",
+            id="robustness",
+        ),
+        Table(
+            columns=[
+                Column("n"),
+                Column("rho0", fmt="g"),
+                Column("beta", fmt="g"),
+                Column("max_abs_S_particles_vs_reduced", "abs(S particles - S reduced)", ".1e"),
+                Column("min_rate", "min dS/dt", ".3g"),
+                Column("S_final_over_log_n", "S(T)/log n", ".4f"),
+                Column("rho_final", "rho(T)", ".4f"),
+            ],
+            rows=st["equiangular"],
+            title="Equiangular starts",
+            note="Identity record: dS/dt >= 0 by construction.",
+            id="equiangular",
+        ),
+        Table(
+            columns=[
+                Column("mean", "mean S/log n", ".3f"),
+                Column("min", "min S/log n", ".3f"),
+                # the production identity's error against differences of the records, to the last digit
+                Column("fd_error", "production identity vs record differences", ".16g"),
+            ],
+            rows=[
+                {
+                    "mean": f["S_final_over_log_n_mean"],
+                    "min": f["S_final_over_log_n_min"],
+                    "fd_error": st["base_run"]["fd_error"],
+                }
+            ],
+            title="Base run at T",
+            id="final",
+        ),
+        Table(
+            columns=[Column("clusters"), Column("count", "clouds"), Column("S", "mean S/log n", ".3f")],
+            rows=[
+                {"clusters": k, "count": n, "S": f["S_final_over_log_n_by_clusters"][k]}
+                for k, n in f["cluster_counts"].items()
+            ],
+            title="Final clusters (0.1 rad)",
+            id="clusters",
+        ),
     ]
-    return "\n".join(lines) + "\n"
 
 
 register(EntropyStudy())

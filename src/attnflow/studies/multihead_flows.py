@@ -20,19 +20,20 @@ robustness:
 
 Both studies plan their computations as study tasks (:class:`~attnflow.studies.tasks.ComputeTask`: the
 rows of ``monotonicity`` at each dt, the rows of ``sufficient_condition``), pure functions of this module;
-``analyse`` reads the stored rows and builds the verdict records.
+``analyse`` reads the stored rows and builds the verdict records and the table specs
+(``monotonicity_tables``, ``sufficient_condition_tables``: pure functions of the summary and config).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
 from ..geometry import get_geometry
@@ -46,18 +47,21 @@ from ..observables.multihead import (
     multihead_velocity,
 )
 from ..simulation import NonFiniteStateError, simulate
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
+from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import value_tag
 from .multihead_common import (
     HEAD_FAMILIES,
+    Fraction,
     binomial_ci,
     fit_order,
     head_family,
     jsonable,
     one_thread,
-    verdict_table,
+    typed_result,
+    verdict_tables,
 )
 from .registry import register
+from .render import Column, Table
 from .tasks import ComputeTask
 
 __all__ = ["MonotonicityStudy", "SufficientConditionStudy"]
@@ -73,12 +77,17 @@ Geo = Literal["sphere", "flat"]
 Family = Literal["symmetric", "orthogonal", "identical", "approx_orthogonal", "approx_identical"]
 
 
-class MonotonicityConfig(StudyConfig):
+class _HeadsConfig(StudyConfig):
+    """The fields the two flow studies share: the number of heads and the inverse temperature."""
+
+    H: int = Field(3, ge=2, description="heads (>= 2)", examples=[3])
+    beta: PositiveFloat = Field(1.0, description="inverse temperature (> 0)", examples=[1.0])
+
+
+class MonotonicityConfig(_HeadsConfig):
     n: int = Field(20, ge=2, description="tokens per configuration (>= 2)", examples=[12])
     d: PositiveInt = Field(3, description="token dimension (>= H for orthogonal heads)", examples=[6])
-    H: int = Field(3, ge=2, description="heads (>= 2)", examples=[3])
     configs: PositiveInt = Field(64, description="random configurations per family", examples=[32])
-    beta: PositiveFloat = Field(1.0, description="inverse temperature (> 0)", examples=[1.0])
     scale: PositiveFloat = Field(6.0, description="operator norm of each softmax head", examples=[1.5])
     usa_scale: PositiveFloat = Field(
         1.5,
@@ -112,17 +121,13 @@ class MonotonicityConfig(StudyConfig):
     families: list[Family] = Field(list(HEAD_FAMILIES[:4]), min_length=1, description="head families")
     kinds: list[Kind] = Field(["usa", "softmax"], min_length=1, description="attention kinds")
     geometries: list[Geo] = Field(["sphere", "flat"], min_length=1, description="geometries")
-    criterion_multi_fraction: float = Field(
+    criterion_multi_fraction: Fraction = Field(
         0.01,
-        gt=0,
-        lt=1,
         description="claim 1 holds if at most this fraction of configurations shows dE_multi/dt < 0",
         examples=[0.01],
     )
-    criterion_head_fraction: float = Field(
+    criterion_head_fraction: Fraction = Field(
         0.05,
-        gt=0,
-        lt=1,
         description="claim 2 (per-head monotonicity fails for orthogonal heads on the sphere) holds if at "
         "least this fraction of configurations shows some dE_h/dt < 0",
         examples=[0.05],
@@ -610,7 +615,7 @@ class MonotonicityStudy(Study):
             for f in (1.0, *c.dt_factors)
         }
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         rows_by_dt = {
             c.dt * f: list(runs.result(f"rows_dt{value_tag(c.dt * f)}")["rows"]) for f in (1.0, *c.dt_factors)
@@ -620,54 +625,67 @@ class MonotonicityStudy(Study):
         flat_row = runs.result("flat_multi")["row"] if has_flat else None
         records = monotonicity_records(rows_by_dt, c, scale_rows, flat_row)
         rows = [r for rs in rows_by_dt.values() for r in rs]
-        summary = jsonable(
-            {
-                "verdicts": [r.to_json() for r in records],
-                "configs": c.configs,
-                "rows": rows,
-                "head_scale_rows": [[s, r] for s, r in scale_rows.items()],
-                "flat_multi_row": flat_row,
-                "derived": "NOTES.md section 7",
-            }
-        )
-        lines = [
-            f"{c.configs} configurations per row; n = {c.n}, d = {c.d}, H = {c.H}, beta = {c.beta}, "
-            f"|M_h| = {c.scale} (SA), {c.usa_scale} (USA), eps = {c.eps}; horizon {c.t1} on the sphere "
-            f"(records every {c.record_spacing:g}), {c.flat_t1} flat (records every "
-            f"{c.flat_record_spacing:g}; "
-            "a run that blows up is cut there, records with non-finite energies dropped); every row at "
-            f"dt = {', '.join(f'{d:g}' for d in rows_by_dt)}; a violation is sigma dE/dt < -1e-9 x (sum of "
-            "abs(terms)); 'move' is the largest distance a token moves in one step (max speed x dt).",
-            "",
-            *verdict_table(records),
-        ]
-        lines += [
-            "",
-            "| dt | family | attn | geometry | move | E_multi: configs violating | samples | worst rel. | "
-            "E_h: configs violating | samples | worst rel. | responsible |",
-            "|" + "---|" * 12,
-        ]
-        for r in rows:
-            resp = ", ".join(f"{k.replace('_term', '')} {v}" for k, v in r["responsible"].items()) or "-"
-            lines.append(
-                f"| {r['dt']:g} | {r['family']} | {r['attention']} | {r['geometry']} | "
-                f"{r['max_move_per_step']:.3f} | {r['multi_configs_violating']}/{c.configs} | "
-                f"{r['multi_sample_fraction']:.3f} | {r['multi_worst_relative']:.2e} | "
-                f"{r['head_configs_violating']}/{c.configs} | {r['head_sample_fraction']:.3f} | "
-                f"{r['head_worst_relative']:.2e} | {resp} |"
-            )
-        base_rows = rows_by_dt[c.dt]
-        files = figures({"study": self.name, "rows": base_rows}, out_dir) if figures else {}
-        return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
+        summary = {
+            "configs": c.configs,
+            "rows": rows,
+            "head_scale_rows": [[s, r] for s, r in scale_rows.items()],
+            "flat_multi_row": flat_row,
+            "derived": "NOTES.md section 7",
+        }
+        data = {"study": self.name, "rows": rows_by_dt[c.dt]}
+        return typed_result(summary, records, monotonicity_tables, c, data)
+
+
+def monotonicity_tables(summary: dict, config: MonotonicityConfig) -> list[Table]:
+    """The tables of ``monotonicity`` from its summary: the verdicts with their robustness, one row per
+    (dt, family, attention, geometry)."""
+    c = config
+    dts = list(dict.fromkeys(r["dt"] for r in summary["rows"]))
+    rows = [
+        {
+            **r,
+            # the terms that carry the negative rates, with their counts (a label)
+            "resp": ", ".join(f"{k.replace('_term', '')} {v}" for k, v in r["responsible"].items()) or None,
+        }
+        for r in summary["rows"]
+    ]
+    note = (
+        f"{summary['configs']} configurations per row; n = {c.n}, d = {c.d}, H = {c.H}, beta = {c.beta}, "
+        f"|M_h| = {c.scale} (SA), {c.usa_scale} (USA), eps = {c.eps}; horizon {c.t1} on the sphere (records "
+        f"every {c.record_spacing:g}), {c.flat_t1} flat (records every {c.flat_record_spacing:g}; a run that "
+        "blows up is cut there, records with non-finite energies dropped); every row at dt = "
+        f"{', '.join(f'{d:g}' for d in dts)}; a violation is sigma dE/dt < -1e-9 x (sum of abs(terms)); "
+        "'move' is the largest distance a token moves in one step (max speed x dt)."
+    )
+    verdicts = verdict_tables(summary["verdicts"], ".3g", robustness=True)
+    table = Table(
+        columns=[
+            Column("dt", fmt="g"),
+            Column("family"),
+            Column("attention", "attn"),
+            Column("geometry"),
+            Column("max_move_per_step", "move", ".3f"),
+            Column("multi_configs_violating", "E_multi: configs violating"),
+            Column("multi_sample_fraction", "samples", ".3f"),
+            Column("multi_worst_relative", "worst rel.", ".2e"),
+            Column("head_configs_violating", "E_h: configs violating"),
+            Column("head_sample_fraction", "samples (E_h)", ".3f"),
+            Column("head_worst_relative", "worst rel. (E_h)", ".2e"),
+            Column("resp", "responsible"),
+        ],
+        rows=rows,
+        title="Rows",
+        note=f"Configurations violating: out of {summary['configs']}.",
+        id="rows",
+    )
+    return [replace(verdicts[0], note=note), *verdicts[1:], table]
 
 
 # -- sufficient_condition ----------------------------------------------------------------------------
-class SufficientConditionConfig(StudyConfig):
+class SufficientConditionConfig(_HeadsConfig):
     n: int = Field(12, ge=2, description="tokens per configuration (>= 2)", examples=[12])
     d: PositiveInt = Field(6, description="token dimension (>= H)", examples=[6])
-    H: int = Field(3, ge=2, description="heads (>= 2)", examples=[3])
     configs: PositiveInt = Field(200, description="random states per eps", examples=[200])
-    beta: PositiveFloat = Field(1.0, description="inverse temperature (> 0)", examples=[1.0])
     scale: PositiveFloat = Field(1.5, description="operator norm of each head", examples=[1.5])
     eps: list[float] = Field(
         [0.0, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0],
@@ -687,16 +705,13 @@ class SufficientConditionConfig(StudyConfig):
     order_fit_max_eps: list[PositiveFloat] = Field(
         [0.05, 0.01, 0.1], min_length=1, description="upper ends of the fit range in eps (first: the study's)"
     )
-    criterion_violation_fraction: float = Field(
+    criterion_violation_fraction: Fraction = Field(
         0.01,
-        gt=0,
-        lt=1,
         description="S1 robust: at most this fraction of (state, head) pairs may have dE_h/dt < 0 (flat)",
         examples=[0.01],
     )
-    clustered_kappa: float = Field(
+    clustered_kappa: NonNegativeFloat = Field(
         10.0,
-        ge=0,
         description="vMF kappa of the clustered states of the robustness rows (0: none)",
         examples=[10.0],
     )
@@ -1048,7 +1063,7 @@ class SufficientConditionStudy(Study):
             )
         return tasks
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         rows = list(runs.result("rows")["rows"])
         clustered = list(runs.result("rows_clustered")["rows"]) if c.clustered_kappa > 0 else None
@@ -1091,57 +1106,75 @@ class SufficientConditionStudy(Study):
             list(runs.result("robust_clustered")["rows"]) if c.clustered_kappa > 0 else None,
         )
         records = sufficient_condition_records(rows, c, clustered, fresh=fresh, robust=robust)
-        summary = jsonable(
-            {
-                "verdicts": [r.to_json() for r in records],
-                "rows": rows,
-                "order_fits": fits,
-                "violation_onset_eps": onset,
-                "S2_implication_holds": s2_ok,
-                "conditions": {
-                    "S1": "[derived] symmetric M_h = V_h, M_h M_h' = 0 (h != h'), flat dynamics => every E_h "
-                    "non-decreasing (cross term 0, self term >= 0); sphere: additionally sum_i radial^h_i "
-                    ">= 0",
-                    "S2": "[derived] SA: delta_i sum_h |P w^h_i| <= |P sum_h w^h_i| at every token => "
-                    "E_multi "
-                    "non-decreasing (delta_i = max_h |Z^h_i / mean_h Z^h_i - 1|)",
-                },
-            }
-        )
-        lines = [
-            f"{c.configs} random states (uniform tokens, n = {c.n}, d = {c.d}) per eps; S1 columns: heads "
-            "orthogonal + "
-            "eps x (normalised symmetric); S2 columns (SA, E_multi): one head + eps x (normalised "
-            "symmetric) "
-            f"per head, |M_h| ~ {c.s2_scale}, n = {c.s2_n}, d = {c.s2_d}; S1: |M_h| ~ {c.scale}, H = {c.H}, "
-            f"beta = {c.beta}. Ratios are the worst over "
-            "states and heads of |cross| / self and (negative radial) / self (terms summed over tokens).",
-            "",
-            *verdict_table(records),
-            "",
-            "| eps | max abs(M_h M_h')/s^2 | USA flat: cross/self | viol. | SA flat: cross/self | viol. | "
-            "USA sphere: radial/self | viol. | SA sphere: radial/self | viol. | S2 holds | SA E_multi viol. "
-            "(with S2) |",
-            "|" + "---|" * 12,
+        summary = {
+            "rows": rows,
+            "order_fits": fits,
+            "violation_onset_eps": onset,
+            "S2_implication_holds": s2_ok,
+            "conditions": {
+                "S1": "[derived] symmetric M_h = V_h, M_h M_h' = 0 (h != h'), flat dynamics => every E_h "
+                "non-decreasing (cross term 0, self term >= 0); sphere: additionally sum_i radial^h_i >= 0",
+                "S2": "[derived] SA: delta_i sum_h |P w^h_i| <= |P sum_h w^h_i| at every token => E_multi "
+                "non-decreasing (delta_i = max_h |Z^h_i / mean_h Z^h_i - 1|)",
+            },
+        }
+        full = jsonable({"study": self.name, **summary, "verdicts": [r.to_json() for r in records]})
+        return typed_result(summary, records, sufficient_condition_tables, c, full)
+
+
+def sufficient_condition_tables(summary: dict, config: SufficientConditionConfig) -> list[Table]:
+    """The tables of ``sufficient_condition`` from its summary: the verdicts with their robustness, one row
+    per eps, the order fits."""
+    c = config
+    note = (
+        f"{c.configs} random states (uniform tokens, n = {c.n}, d = {c.d}) per eps; S1 columns: heads "
+        "orthogonal + eps x (normalised symmetric); S2 columns (SA, E_multi): one head + eps x (normalised "
+        f"symmetric) per head, |M_h| ~ {c.s2_scale}, n = {c.s2_n}, d = {c.s2_d}; S1: |M_h| ~ {c.scale}, "
+        f"H = {c.H}, beta = {c.beta}. Ratios are the worst over states and heads of |cross| / self and "
+        "(negative radial) / self (terms summed over tokens)."
+    )
+    verdicts = verdict_tables(summary["verdicts"], ".3g", robustness=True)
+    parts = (
+        ("usa_flat", "USA flat"),
+        ("softmax_flat", "SA flat"),
+        ("usa_sphere", "USA sphere"),
+        ("softmax_sphere", "SA sphere"),
+    )
+    rows = []
+    for r in summary["rows"]:
+        row = {"eps": r["eps"], "defect": r["defect"], **{f"S2_{k}": v for k, v in r["S2"].items()}}
+        for key, _ in parts:
+            ratio = "cross_over_self_max" if key.endswith("flat") else "radial_neg_over_self_max"
+            row[f"{key}_ratio"] = r[key][ratio]
+            row[f"{key}_viol"] = r[key]["violating_fraction"]
+        rows.append(row)
+    cols = [Column("eps", fmt="g"), Column("defect", "max abs(M_h M_h')/s^2", ".2e")]
+    for key, label in parts:
+        what = "cross/self" if key.endswith("flat") else "radial/self"
+        cols += [
+            Column(f"{key}_ratio", f"{label}: {what}", ".2e"),
+            Column(f"{key}_viol", f"{label}: viol.", ".3f"),
         ]
-        for r in rows:
-            u, s, us, ss = r["usa_flat"], r["softmax_flat"], r["usa_sphere"], r["softmax_sphere"]
-            lines.append(
-                f"| {r['eps']:g} | {r['defect']:.2e} | {u['cross_over_self_max']:.2e} | "
-                f"{u['violating_fraction']:.3f} "
-                f"| {s['cross_over_self_max']:.2e} | {s['violating_fraction']:.3f} | "
-                f"{us['radial_neg_over_self_max']:.2e} | {us['violating_fraction']:.3f} | "
-                f"{ss['radial_neg_over_self_max']:.2e} | {ss['violating_fraction']:.3f} | "
-                f"{r['S2']['condition_fraction']:.2f} | {r['S2']['violations']} "
-                f"({r['S2']['violations_with_condition']}) |"
-            )
-        lines += ["", "| fit (worst ratio ~ C eps^p) | p | C |", "|---|---|---|"]
-        for k, f in fits.items():
-            p = "-" if f["order"] is None else f"{f['order']:.3f}"
-            C = "-" if f["C"] is None else f"{f['C']:.3g}"
-            lines.append(f"| {k} | {p} | {C} |")
-        files = figures({"study": self.name, **summary}, out_dir) if figures else {}
-        return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
+    cols += [
+        Column("S2_condition_fraction", "S2 holds", ".2f"),
+        Column("S2_violations", "SA E_multi viol."),
+        Column("S2_violations_with_condition", "SA E_multi viol. with S2"),
+    ]
+    return [
+        replace(verdicts[0], note=note),
+        *verdicts[1:],
+        Table(columns=cols, rows=rows, title="Rows", id="rows"),
+        Table(
+            columns=[
+                Column("fit", "fit (worst ratio ~ C eps^p)"),
+                Column("order", "p", ".3f"),
+                Column("C", "C", ".3g"),
+            ],
+            rows=[{"fit": k, **f} for k, f in summary["order_fits"].items()],
+            title="Order fits",
+            id="fits",
+        ),
+    ]
 
 
 register(MonotonicityStudy())

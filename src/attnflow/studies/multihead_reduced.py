@@ -26,8 +26,10 @@ particle checks confirm at n <= 128.
 * ``relu_vs_softmax``: :math:`T^{\rm ReLU}/T^{\rm soft}` against n = 8 .. 65536 for a fixed start
   :math:`\rho_0` and for :math:`\rho_0 = c/n`, exponents fitted free with intervals.
 
-They compute in ``analyse`` from pure functions of :mod:`attnflow.analysis.reduced` (``plan`` returns no
-runs): not resumable per run.
+Each solve is a computation task (:class:`~attnflow.studies.tasks.ComputeTask`, a pure function of this
+module over :mod:`attnflow.analysis.reduced`) on the run store; ``analyse`` reads the stored results and
+returns the records and the table specs (``critical_beta_tables``, ``superadditivity_tables``,
+``relu_vs_softmax_tables``: pure functions of the summary and config).
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ from ..analysis.reduced import (
     uniform_start_clustering_time,
 )
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
-from .base import Study, StudyAnalysis, StudyConfig, StudyRuns
-from .multihead_common import fit_order, jsonable, one_thread
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .multihead_common import fit_order, one_thread, typed_result, verdict_tables
 from .registry import register
+from .render import Column, Table
 from .tasks import ComputeTask
 
 __all__ = ["CriticalBetaStudy", "ReluVsSoftmaxStudy", "SuperadditivityStudy"]
@@ -313,7 +316,7 @@ class CriticalBetaStudy(Study):
             )
         return tasks
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         a, r0m, em = c.a, c.rho0[0], c.eps[0]
         defs = tuple(c.definitions)
@@ -564,73 +567,70 @@ class CriticalBetaStudy(Study):
                 }
             )
         records = [rec1, rec2, rec3, rec4, rec5]
-        summary = jsonable(
-            {
-                "verdicts": [r.to_json() for r in records],
-                "rows": rows,
-                "particle_checks": pchecks,
-                "fit_main": f0,
-                "eps": em,
-            }
-        )
-        lines = [
-            f"T_eps: first time the mean pairwise inner product reaches 1 - eps; exact quadrature "
-            f"(rtol {c.rtol:g}; robustness at {c.rtol_check:g}). beta*: 'curvature' = argmax d^2 ln T / d "
-            "beta^2 "
-            "(no parameter); f = where d ln T / d beta reaches f a (1 - rho0). One a = "
-            f"{c.a:g} (the model depends on beta a only). Sample: {len(c.n)} values of n, deterministic.",
-            "",
-            "| n | rho0 | eps | beta_c (candidate) | "
-            + " | ".join(f"beta*/beta_c [{d}]" for d in defs)
-            + " |",
-            "|" + "---|" * (4 + len(defs)),
-        ]
-        for r in rows:
-            lines.append(
-                f"| {r['n']} | {r['rho0']:g} | {r['eps']:g} | {r['beta_c']:.4g} | "
-                + " | ".join(f"{r[f'ratio[{d}]']:.4f}" for d in defs)
-                + " |"
-            )
-        lines += [
-            "",
-            f"Fit (main: rho0 = {r0m:g}, eps = {em:g}, {main_def}): beta* a (1 - rho0) = {f0['k']:.4f} "
-            f"[{f0['k_ci'][0]:.4f}, {f0['k_ci'][1]:.4f}] ln(n - 1) + {f0['c']:.4f}; the candidate is k = "
-            "1, c = 0.",
-            "",
-            "Particle checks (identity: attnflow RK4 at dt and dt/2 vs quadrature):",
-            "",
-            "| n | beta/beta_c | T_eps | dt | rel. diff | rel. diff at dt/2 |",
-            "|---|---|---|---|---|---|",
-        ]
-        for p in pchecks:
-            lines.append(
-                f"| {p['n']} | {p['beta/beta_c']:g} | {p['T_quad']:.5g} | {p['dt']:g} | {p['rel']:.1e} | "
-                f"{p['rel_dt/2']:.1e} |"
-            )
-        lines += ["", _verdict_table(records)]
-        for r in rows:
-            r["ratio_reduced"] = r[f"ratio[{main_def}]"]
+        summary = {"rows": rows, "particle_checks": pchecks, "fit_main": f0, "eps": em}
         data = {
             "study": self.name,
             "curves": curves,
-            "rows": [r for r in rows if r["rho0"] == r0m and r["eps"] == em],
+            "rows": [
+                {**r, "ratio_reduced": r[f"ratio[{main_def}]"]}
+                for r in rows
+                if r["rho0"] == r0m and r["eps"] == em
+            ],
         }
-        files = figures(data, out_dir) if figures else {}
-        return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
+        return typed_result(summary, records, critical_beta_tables, c, data)
 
 
-def _verdict_table(records) -> str:
-    """The records as a Markdown table (id, class, criterion, value, verdict)."""
-    out = ["| verdict id | class | criterion | result | verdict |", "|---|---|---|---|---|"]
-    for r in records:
-        cr = (
-            "-" if r.criterion is None else f"{r.criterion.quantity} {r.criterion.op} {r.criterion.threshold}"
-        )
-        val = r.result.get("value")
-        ci = r.result.get("ci95")
-        res = "-" if val is None else (f"{val:.4g}" + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else ""))
-        out.append(f"| {r.id} | {r.klass} | {cr} | {res} | {r.verdict} |")
-    return "\n".join(out)
+def critical_beta_tables(summary: dict, config: CriticalBetaConfig) -> list[Table]:
+    """The tables of ``critical_beta`` from its summary: beta*/beta_c per (n, rho0, eps, definition), the
+    ln(n - 1) fit, the particle checks, the verdicts."""
+    c, defs = config, list(config.definitions)
+    f = summary["fit_main"]
+    return [
+        Table(
+            columns=[
+                Column("n"),
+                Column("rho0", fmt="g"),
+                Column("eps", fmt="g"),
+                Column("beta_c", "beta_c (candidate)", ".4g"),
+                *[Column(f"ratio[{d}]", f"beta*/beta_c [{d}]", ".4f") for d in defs],
+            ],
+            rows=summary["rows"],
+            id="transition",
+            note=f"T_eps: first time the mean pairwise inner product reaches 1 - eps; exact quadrature "
+            f"(rtol {c.rtol:g}; robustness at {c.rtol_check:g}). beta*: 'curvature' = argmax d^2 ln T / d "
+            "beta^2 (no parameter); f = where d ln T / d beta reaches f a (1 - rho0). One a = "
+            f"{c.a:g} (the model depends on beta a only). Sample: {len(c.n)} values of n, deterministic.",
+        ),
+        Table(
+            columns=[
+                Column("rho0", fmt="g"),
+                Column("eps", fmt="g"),
+                Column("definition"),
+                Column("k", "k", ".4f"),
+                Column("k_ci", "k 95% CI", ".4f"),
+                Column("c", "c", ".4f"),
+            ],
+            rows=[{**f, "rho0": c.rho0[0], "eps": summary["eps"], "definition": defs[0]}],
+            title="Fit beta* a (1 - rho0) = k ln(n - 1) + c",
+            note="The candidate is k = 1, c = 0.",
+            id="fit",
+        ),
+        Table(
+            columns=[
+                Column("n"),
+                Column("beta/beta_c", fmt="g"),
+                Column("T_quad", "T_eps", ".5g"),
+                Column("dt", fmt="g"),
+                Column("rel", "rel. diff", ".1e"),
+                Column("rel_dt/2", "rel. diff at dt/2", ".1e"),
+            ],
+            rows=summary["particle_checks"],
+            title="Particle checks",
+            note="Identity: attnflow RK4 at dt and dt/2 vs quadrature.",
+            id="particles",
+        ),
+        *verdict_tables(summary["verdicts"]),
+    ]
 
 
 # -- superadditivity ---------------------------------------------------------------------------------
@@ -816,7 +816,7 @@ class SuperadditivityStudy(Study):
         )
         return tasks
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         nm, r0m, em, sm = c.n[0], c.rho0[0], c.eps[0], c.spreads[0]
 
@@ -941,56 +941,71 @@ class SuperadditivityStudy(Study):
             },
         )
         records = [rec1, rec2, rec3, rec4, rec5]
-        summary = jsonable(
-            {
-                "verdicts": [r.to_json() for r in records],
-                "boundaries": bounds,
-                "points": points,
-                "particle_checks": checks,
-                "n": nm,
-                "rho0": r0m,
-            }
-        )
-        lines = [
-            f"T_eps by exact quadrature (rtol {c.rtol:g}; robustness at {c.rtol_check:g}); grid at rho0 = "
-            f"{r0m:g}, "
-            f"eps = {em:g}: n in {list(c.n)}, beta in {list(c.betas)}, pairs a1 < a2 from {list(c.a_grid)} "
-            f"({len(points)} points, deterministic). Boundary x*/ln(n-1) (main: n = {nm}, rho0 = {r0m:g}, "
-            f"eps = {em:g}, spread = {sm:g}): {v if v is None else round(v, 5)} ({ncross} sign change(s)).",
-            "",
-            "| varied | value | x*/ln(n-1) |",
-            "|---|---|---|",
-        ]
-        for choice in ("n", "rho0", "eps", "spread"):
-            for k, val in bounds.get(choice, {}).items():
-                lines.append(f"| {choice} | {k} | {'-' if val is None else f'{val:.5f}'} |")
-        lines += [
-            "",
-            f"Main n = {nm}: ratio = T_hom / T_het (> 1: heterogeneous faster); literal margin = "
-            "(1/T_het) / mean(1/T_1, 1/T_2) - 1 (>= 0 by the theorem).",
-            "",
-            "| beta | a1 | a2 | T_het | T_hom | ratio T | ratio rate(rho0) | Jensen (rho0) | literal "
-            "margin |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for p in faster:
-            lines.append(
-                f"| {p['beta']:g} | {p['a1']:g} | {p['a2']:g} | {p['T_het']:.4g} | {p['T_hom']:.4g} | "
-                f"{p['rate_ratio_T']:.4f} | {p['rate_ratio_rho0']:.4f} | "
-                f"{'yes' if p['jensen_mean'] else 'no'} | "
-                f"{p['literal_margin']:.3g} |"
-            )
-        if checks:
-            lines += [
-                "",
-                "Particle checks (identity; attnflow RK4 at dt and dt/2 vs quadrature): max rel. "
-                f"{rec5.result['max_rel_T']:.1e} (dt/2: {rec5.result['max_rel_T_dt/2']:.1e}) over "
-                f"{len(checks)} points.",
-            ]
-        lines += ["", _verdict_table(records)]
+        summary = {"boundaries": bounds, "points": points, "particle_checks": checks, "n": nm, "rho0": r0m}
         data = {"study": self.name, "points": faster, "n": nm, "rho0": r0m}
-        files = figures(data, out_dir) if figures else {}
-        return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
+        return typed_result(summary, records, superadditivity_tables, c, data)
+
+
+def superadditivity_tables(summary: dict, config: SuperadditivityConfig) -> list[Table]:
+    """The tables of ``superadditivity`` from its summary: the boundary x*/ln(n-1) per varied choice, the
+    grid at the main n, the particle checks, the verdicts."""
+    c = config
+    nm, r0m, em, sm = summary["n"], summary["rho0"], c.eps[0], c.spreads[0]
+    bounds = summary["boundaries"]
+    points = [p for p in summary["points"] if p["n"] == nm]
+    rec = {r["id"]: r for r in summary["verdicts"]}
+    particles = rec.get("superadditivity-particles", {}).get("result", {})
+    return [
+        Table(
+            columns=[Column("varied"), Column("value"), Column("x", "x*/ln(n-1)", ".5f")],
+            rows=[{"varied": "main", "value": "", "x": bounds["main"]}]
+            + [
+                {"varied": choice, "value": k, "x": x}
+                for choice in ("n", "rho0", "eps", "spread")
+                for k, x in bounds.get(choice, {}).items()
+            ],
+            id="boundary",
+            note=f"T_eps by exact quadrature (rtol {c.rtol:g}; robustness at {c.rtol_check:g}); grid at "
+            f"rho0 = {r0m:g}, eps = {em:g}: n in {list(c.n)}, beta in {list(c.betas)}, pairs a1 < a2 from "
+            f"{list(c.a_grid)} ({len(summary['points'])} points, deterministic). Boundary x*/ln(n-1) (main: "
+            f"n = {nm}, rho0 = {r0m:g}, eps = {em:g}, spread = {sm:g}; {bounds['crossings_main']} sign "
+            "change(s)).",
+        ),
+        Table(
+            columns=[
+                Column("beta", fmt="g"),
+                Column("a1", fmt="g"),
+                Column("a2", fmt="g"),
+                Column("T_het", fmt=".4g"),
+                Column("T_hom", fmt=".4g"),
+                Column("rate_ratio_T", "ratio T", ".4f"),
+                Column("rate_ratio_rho0", "ratio rate(rho0)", ".4f"),
+                Column("jensen_mean", "Jensen (rho0)"),
+                Column("literal_margin", "literal margin", ".3g"),
+            ],
+            rows=points,
+            title=f"Grid at the main n = {nm}",
+            note="ratio = T_hom / T_het (> 1: heterogeneous faster); literal margin = (1/T_het) / "
+            "mean(1/T_1, 1/T_2) - 1 (>= 0 by the theorem).",
+            id="grid",
+        ),
+        *[
+            Table(
+                columns=[
+                    Column("points"),
+                    Column("max_rel_T", "max rel.", ".1e"),
+                    Column("max_rel_T_dt/2", "max rel. at dt/2", ".1e"),
+                ],
+                rows=[particles],
+                title="Particle checks",
+                note="Identity; attnflow RK4 at dt and dt/2 vs quadrature.",
+                id="particles",
+            )
+            for _ in [0]
+            if particles.get("points")
+        ],
+        *verdict_tables(summary["verdicts"]),
+    ]
 
 
 # -- relu_vs_softmax ---------------------------------------------------------------------------------
@@ -1165,6 +1180,7 @@ class ReluVsSoftmaxStudy(Study):
             "eps": [0.05],
             "fit_n_min": 128,
             "particle_n": [8],
+            "perturb": 0.0,  # a third of the particle runs; the perturbed start has its own test
             "uniform_n": [32, 48, 64],
             "uniform_seeds": 1,
         }
@@ -1241,7 +1257,7 @@ class ReluVsSoftmaxStudy(Study):
                 )
         return tasks
 
-    def analyse(self, config, runs: StudyRuns, out_dir: Path, *, figures: Callable | None = None):
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
         bm, em = c.betas[0], c.eps[0]
         ns = list(c.n)
@@ -1583,102 +1599,7 @@ class ReluVsSoftmaxStudy(Study):
                     "ratio": tr / ts,
                 }
             )
-        summary = jsonable(
-            {
-                "verdicts": [r.to_json() for r in records],
-                "fits": fits,
-                "rows": rows,
-                "linearised": lin,
-                "particle_checks": pchecks,
-                "eps": em,
-            }
-        )
-        lines = [
-            f"One head a = 1, T_eps by exact quadrature (rtol {c.rtol:g}; the ODE event solve as "
-            "robustness), "
-            f"n = {ns[0]} .. {ns[-1]} ({len(ns)} values, deterministic). Main: beta = {bm:g}, eps = "
-            f"{em:g}, fixed "
-            f"rho0 = {c.rho0[0]:g}, scaled rho0 = {c.c[0]:g}/n; exponents fitted free over n >= "
-            f"{c.fit_n_min}.",
-            "",
-            "| start | n | T ReLU | T softmax | ratio | T ReLU lin. | T softmax lin. |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in lin:
-            tr, ts = T[(r["scaling"], scal[r["scaling"]][0], bm, em, r["n"])]
-            st = f"rho0 = {c.rho0[0]:g}" if r["scaling"] == "fixed" else f"rho0 = {c.c[0]:g}/n"
-            lines.append(
-                f"| {st} | {r['n']} | {tr:.5g} | {ts:.5g} | {tr / ts:.4g} | {r['T_relu_lin']:.5g} | "
-                f"{r['T_softmax_lin']:.5g} |"
-            )
-        lines += [
-            "",
-            "Ratio T_ReLU / T_softmax at the largest n, every setting:",
-            "",
-            "| start | q | beta | eps | ratio at n max | ratio n -> inf (closed form) | p (n >= fit_n_min) |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for kind, qs in scal.items():
-            for q in qs:
-                for beta in c.betas:
-                    for e in c.eps:
-                        xs, ys = series(kind, q=q, beta=beta, e=e)
-                        pp, pci = pfit(xs, ys)
-                        lm = relu_softmax_limits(beta, q, e) if kind == "fixed" else (math.inf, 1.0)
-                        lines.append(
-                            f"| {kind} | {q:g} | {beta:g} | {e:g} | {ys[-1]:.4g} | {lm[0] / lm[1]:.4g} | "
-                            + ("-" if pp is None else f"{pp:.3f} [{pci[0]:.3f}, {pci[1]:.3f}]")
-                            + " |"
-                        )
-        lines += [
-            "",
-            f"Starts between the scalings, rho0 = {c.start_scale:g} (8/n)^gamma (beta = {bm:g}, "
-            f"eps = {em:g}; description):",
-            "",
-            "| gamma | p (n >= fit_n_min) | ratio at n max |",
-            "|---|---|---|",
-        ]
-        for g, d in gam.items():
-            pp = "-" if d["p"] is None else f"{d['p']:.3f} [{d['p_ci'][0]:.3f}, {d['p_ci'][1]:.3f}]"
-            lines.append(f"| {g} | {pp} | {d['ratio_at_max_n']:.4g} |")
-        lines += [
-            "",
-            "n -> infinity at fixed rho0 (closed forms) and the gap at the largest n:",
-            "",
-            "| beta | T_ReLU(inf) | T_soft(inf) | ratio(inf) | rel. gap ReLU | rel. gap softmax |",
-            "|---|---|---|---|---|---|",
-        ]
-        for r in lim:
-            lines.append(
-                f"| {r['beta']:g} | {r['T_relu_inf']:.5g} | {r['T_softmax_inf']:.5g} | "
-                f"{r['ratio_inf']:.4g} | "
-                f"{r['rel_gap_relu']:.2e} | {r['rel_gap_softmax']:.2e} |"
-            )
-        if pchecks:
-            lines += [
-                "",
-                f"Particles (attnflow RK4, n tokens of R^n; dt and dt/2; perturbed: noise {c.perturb:g}, "
-                f"seed {c.seed}):",
-                "",
-                "| n | start | rel. ReLU | rel. softmax | rel. at dt/2 (max) | ratio exact | ratio perturbed "
-                "| ratio reduced at perturbed rho0 |",
-                "|---|---|---|---|---|---|---|---|",
-            ]
-            for r in pchecks:
-                pr = (
-                    f"{r['T_relu_perturbed'] / r['T_softmax_perturbed']:.4g} | "
-                    f"{r['T_relu_reduced_at_perturbed_rho0'] / r['T_softmax_reduced_at_perturbed_rho0']:.4g}"
-                    if "T_relu_perturbed" in r
-                    else "- | -"
-                )
-                lines.append(
-                    f"| {r['n']} | {r['scaling']} | {r['rel_relu']:.1e} | {r['rel_softmax']:.1e} | "
-                    f"{max(r['rel_relu_dt/2'], r['rel_softmax_dt/2']):.1e} | "
-                    + (f"{r['T_relu'] / r['T_softmax']:.4g} | " if "T_relu" in r else "- | ")
-                    + pr
-                    + " |"
-                )
-        lines += ["", _verdict_table(records)]
+        summary = {"fits": fits, "rows": rows, "linearised": lin, "particle_checks": pchecks, "eps": em}
         plot_rows = []
         for r in lin:
             if r["scaling"] != "fixed":
@@ -1702,8 +1623,174 @@ class ReluVsSoftmaxStudy(Study):
                 label = f"rho0 = {q:g}" if kind == "fixed" else f"rho0 = {q:g}/n (c/n)"
                 ratio_series[label] = (xs, ys)
         data = {"study": self.name, "rows": plot_rows, "ratio_series": ratio_series}
-        files = figures(data, out_dir) if figures else {}
-        return StudyAnalysis(summary=summary, table="\n".join(lines) + "\n", figures=files)
+        return typed_result(summary, records, relu_vs_softmax_tables, c, data)
+
+
+def _ratio_series(
+    rows: list[dict], ns: list, kind: str, q: float, beta: float, eps: float
+) -> tuple[list, list]:
+    """(n, T_ReLU / T_softmax) of the summary rows of one setting, in the config's order of n."""
+    by_n = {
+        r["n"]: r["ratio"]
+        for r in rows
+        if r["scaling"] == kind and r["q"] == q and r["beta"] == beta and r["eps"] == eps
+    }
+    xs = [n for n in ns if n in by_n]
+    return xs, [by_n[n] for n in xs]
+
+
+def _fit_from(xs: list, ys: list, n_min: int) -> tuple[float | None, list | None]:
+    """The exponent p of ys ~ xs^p over xs >= n_min with its 95% interval (None below three points)."""
+    sel = [(x, y) for x, y in zip(xs, ys, strict=True) if x >= n_min]
+    if len(sel) < 3:
+        return None, None
+    f = fit_power_law([x for x, _ in sel], [y for _, y in sel])
+    return f["b"], [float(v) for v in f["b_ci"]]
+
+
+def relu_vs_softmax_tables(summary: dict, config: ReluVsSoftmaxConfig) -> list[Table]:
+    """The tables of ``relu_vs_softmax`` from its summary: the main series with the linearised times, the
+    ratio at the largest n of every setting with its fitted exponent, the start-exponent family, the
+    n -> infinity limits, the particle checks, the verdicts."""
+    c = config
+    bm, em, ns = c.betas[0], c.eps[0], list(c.n)
+    scal = {"fixed": list(c.rho0), "scaled": list(c.c)}
+    rows = summary["rows"]
+    rec = {r["id"]: r["result"] for r in summary["verdicts"]}
+    label = {"fixed": f"rho0 = {c.rho0[0]:g}", "scaled": f"rho0 = {c.c[0]:g}/n"}
+    main = {
+        (r["scaling"], r["n"]): r
+        for r in rows
+        if r["q"] == scal[r["scaling"]][0] and r["beta"] == bm and r["eps"] == em
+    }
+    lin_rows = []
+    for r in summary["linearised"]:
+        m = main[(r["scaling"], r["n"])]
+        lin_rows.append(
+            {
+                **r,
+                "start": label[r["scaling"]],
+                "T_relu": m["T_relu"],
+                "T_softmax": m["T_softmax"],
+                "ratio": m["ratio"],
+            }
+        )
+    limit = {
+        (s["rho0"], s["beta"], s["eps"]): s["ratio_limit"]
+        for s in rec.get("relu-softmax-reversal", {}).get("settings", [])
+    }
+    settings = []
+    for kind, qs in scal.items():
+        for q in qs:
+            for beta in c.betas:
+                for e in c.eps:
+                    xs, ys = _ratio_series(rows, ns, kind, q, beta, e)
+                    p, ci = _fit_from(xs, ys, c.fit_n_min)
+                    settings.append(
+                        {
+                            "start": kind,
+                            "q": q,
+                            "beta": beta,
+                            "eps": e,
+                            "ratio_at_max_n": ys[-1],
+                            # the scaled start has no finite limit (the ratio grows without bound)
+                            "ratio_limit": limit.get((q, beta, e)) if kind == "fixed" else math.inf,
+                            "p": p,
+                            "p_ci": ci,
+                        }
+                    )
+    gam = rec.get("relu-softmax-start-exponent", {}).get("by_gamma", {})
+    particles = []
+    for r in summary["particle_checks"]:
+        row = {
+            "n": r["n"],
+            "scaling": r["scaling"],
+            "rel_relu": r["rel_relu"],
+            "rel_softmax": r["rel_softmax"],
+            "rel_dt2": max(r["rel_relu_dt/2"], r["rel_softmax_dt/2"]),
+            "exact": r["T_relu"] / r["T_softmax"] if "T_relu" in r else None,
+            "perturbed": None,
+            "reduced": None,
+        }
+        if "T_relu_perturbed" in r:
+            row["perturbed"] = r["T_relu_perturbed"] / r["T_softmax_perturbed"]
+            row["reduced"] = r["T_relu_reduced_at_perturbed_rho0"] / r["T_softmax_reduced_at_perturbed_rho0"]
+        particles.append(row)
+    p_cols = [Column("p", "p (n >= fit_n_min)", ".3f"), Column("p_ci", "p 95% CI", ".3f")]
+    tables = [
+        Table(
+            columns=[
+                Column("start"),
+                Column("n"),
+                Column("T_relu", "T ReLU", ".5g"),
+                Column("T_softmax", "T softmax", ".5g"),
+                Column("ratio", "ratio", ".4g"),
+                Column("T_relu_lin", "T ReLU lin.", ".5g"),
+                Column("T_softmax_lin", "T softmax lin.", ".5g"),
+            ],
+            rows=lin_rows,
+            id="main",
+            note=f"One head a = 1, T_eps by exact quadrature (rtol {c.rtol:g}; the ODE event solve as "
+            f"robustness), n = {ns[0]} .. {ns[-1]} ({len(ns)} values, deterministic). Main: beta = {bm:g}, "
+            f"eps = {em:g}, fixed rho0 = {c.rho0[0]:g}, scaled rho0 = {c.c[0]:g}/n; exponents fitted free "
+            f"over n >= {c.fit_n_min}.",
+        ),
+        Table(
+            columns=[
+                Column("start"),
+                Column("q", fmt="g"),
+                Column("beta", fmt="g"),
+                Column("eps", fmt="g"),
+                Column("ratio_at_max_n", "ratio at n max", ".4g"),
+                Column("ratio_limit", "ratio n -> inf (closed form)", ".4g"),
+                *p_cols,
+            ],
+            rows=settings,
+            title="Ratio T_ReLU / T_softmax at the largest n, every setting",
+            id="settings",
+        ),
+        Table(
+            columns=[Column("gamma"), *p_cols, Column("ratio_at_max_n", "ratio at n max", ".4g")],
+            rows=[{"gamma": g, **d} for g, d in gam.items()],
+            title="Starts between the scalings (description)",
+            note=f"rho0 = {c.start_scale:g} (8/n)^gamma, beta = {bm:g}, eps = {em:g}.",
+            id="start_exponent",
+        ),
+        Table(
+            columns=[
+                Column("beta", fmt="g"),
+                Column("T_relu_inf", "T_ReLU(inf)", ".5g"),
+                Column("T_softmax_inf", "T_soft(inf)", ".5g"),
+                Column("ratio_inf", "ratio(inf)", ".4g"),
+                Column("rel_gap_relu", "rel. gap ReLU", ".2e"),
+                Column("rel_gap_softmax", "rel. gap softmax", ".2e"),
+            ],
+            rows=rec.get("relu-softmax-limits", {}).get("limits", []),
+            title="n -> infinity at fixed rho0 (closed forms) and the gap at the largest n",
+            id="limits",
+        ),
+    ]
+    if particles:
+        tables.append(
+            Table(
+                columns=[
+                    Column("n"),
+                    Column("scaling", "start"),
+                    Column("rel_relu", "rel. ReLU", ".1e"),
+                    Column("rel_softmax", "rel. softmax", ".1e"),
+                    Column("rel_dt2", "rel. at dt/2 (max)", ".1e"),
+                    Column("exact", "ratio exact", ".4g"),
+                    Column("perturbed", "ratio perturbed", ".4g"),
+                    Column("reduced", "ratio reduced at perturbed rho0", ".4g"),
+                ],
+                rows=particles,
+                title="Particles",
+                note=f"attnflow RK4, n tokens of R^n; dt and dt/2; perturbed: noise {c.perturb:g}, "
+                f"seed {c.seed}.",
+                id="particles",
+            )
+        )
+    return [*tables, *verdict_tables(summary["verdicts"])]
 
 
 register(CriticalBetaStudy())
