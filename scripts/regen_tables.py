@@ -60,22 +60,36 @@ def compare_numbers(old: str, new: str, moved: str = "") -> dict[str, list[str]]
     return out
 
 
-def regenerate(study_dir: Path) -> str:
-    """The Markdown of the tables of ``study_dir`` rendered from its committed summary."""
+def build_tables(study_dir: Path) -> list:
+    """The :class:`~attnflow.studies.render.Table` specs of ``study_dir`` built from its committed summary by
+    the study's table function: the study class's ``tables`` (a module holding several studies names one
+    per class) or else its module's ``tables(summary[, config])``."""
     from attnflow.studies import get_study
-    from attnflow.studies.render import markdown
 
     meta = json.loads((study_dir / "study.json").read_text())
     summary = json.loads((study_dir / "summary.json").read_text())
     study = get_study(meta["study"])
-    module = importlib.import_module(type(study).__module__)
-    build = getattr(module, "tables", None)
+    build = getattr(type(study), "tables", None) or getattr(
+        importlib.import_module(type(study).__module__), "tables", None
+    )
     if build is None:
         raise SystemExit(f"{study_dir}: study {meta['study']!r} has no tables(summary, config) function")
     fields = study.Config.model_fields
     config = study.Config.model_validate({k: v for k, v in meta.get("config", {}).items() if k in fields})
     takes_config = len(inspect.signature(build).parameters) > 1
-    return markdown(build(summary, config) if takes_config else build(summary))
+    return build(summary, config) if takes_config else build(summary)
+
+
+def regenerate(study_dir: Path) -> str:
+    """The Markdown of the tables of ``study_dir`` rendered from its committed summary."""
+    from attnflow.studies.render import markdown
+
+    return markdown(build_tables(study_dir))
+
+
+def specs(study_dir: Path) -> dict:
+    """The ``tables.json`` content of ``study_dir`` (what the runner writes beside ``table.md``)."""
+    return {"tables": [t.to_json() for t in build_tables(study_dir)]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         new = regenerate(d)
         path = d / "table.md"
         old = path.read_text() if path.is_file() else ""
-        if old == new:
+        spec_path = d / "tables.json"
+        spec_text = json.dumps(specs(d), indent=1)
+        if old == new and spec_path.is_file() and spec_path.read_text() == spec_text:
             print(f"{d}: table.md up to date ({len(numbers(new))} numbers)")
             continue
         if args.check:
@@ -115,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{d}: not written (numbers vanished)")
             continue
         path.write_text(new)
-        print(f"{d}: wrote table.md")
+        spec_path.write_text(spec_text)
+        print(f"{d}: wrote table.md and tables.json")
     return 1 if bad else 0
 
 

@@ -2,7 +2,6 @@
 
 * every committed page ``docs/studies/<name>/table.md`` is what the study's table function makes of the
   committed ``summary.json`` (rendered by the one renderer), and its ``tables.json`` holds those specs;
-* the number-preservation check of ``scripts/regen_tables_multihead.py`` finds a number that vanished;
 * ``verdict_tables`` keeps every record and robustness value.
 """
 
@@ -28,9 +27,7 @@ PAGES = (
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "regen_tables_multihead", ROOT / "scripts/regen_tables_multihead.py"
-    )
+    spec = importlib.util.spec_from_file_location("regen_tables", ROOT / "scripts/regen_tables.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -47,18 +44,12 @@ def assert_rendered_from_specs(out: Path) -> list:
 @pytest.mark.parametrize("name", PAGES)
 def test_committed_page_is_rendered_from_the_committed_summary(name):
     d = ROOT / "docs" / "studies" / name
-    text, specs = _script().regenerate(d)
-    assert (d / "table.md").read_text() == text  # regenerate: python scripts/regen_tables_multihead.py DIR
-    assert json.loads((d / "tables.json").read_text())["tables"] == specs
+    regen = _script()
+    assert (d / "table.md").read_text() == regen.regenerate(
+        d
+    )  # regenerate: python scripts/regen_tables.py DIR
+    assert json.loads((d / "tables.json").read_text()) == regen.specs(d)
     assert_rendered_from_specs(d)
-
-
-def test_number_check_finds_a_vanished_number():
-    mod = _script()
-    old = "| n | T |\n|---|---|\n| 8 | 2.0513 |\n| 16 | 1.0e-10 |\nS2 in rho0 = 0.5\n"
-    assert mod.numbers(old) == {8.0, 2.0513, 16.0, 1e-10, 0.5}  # S2, rho0 are names, not numbers
-    assert mod.vanished(old, "8, 16 and 2.0513 at 1e-10, 0.50") == []  # same numbers, other format
-    assert mod.vanished(old, "8, 16 and 2.051 at 1e-10, 0.5") == [2.0513]  # a lost digit is a lost number
 
 
 def test_verdict_tables_keep_every_record_and_robustness_value():

@@ -16,7 +16,6 @@ a :class:`StudyResult`; ``attnflow study run path/to/file.py:ClassName`` runs it
 from .base import (
     FigureCallback as FigureCallback,
     Study as Study,
-    StudyAnalysis as StudyAnalysis,
     StudyConfig as StudyConfig,
     StudyResult as StudyResult,
     StudyRuns as StudyRuns,
@@ -146,7 +145,6 @@ __all__ = [
     "StabilityInputStudy",
     "StabilityWeightsConfig",
     "StabilityWeightsStudy",
-    "StudyAnalysis",
     "StudyConfig",
     "StudyConfigError",
     "StudyMismatchError",

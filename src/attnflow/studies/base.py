@@ -88,7 +88,6 @@ __all__ = [
     "RUN_KEY",
     "FigureCallback",
     "Study",
-    "StudyAnalysis",
     "StudyConfig",
     "StudyResult",
     "StudyRuns",
@@ -259,25 +258,6 @@ class StudyResult:
     figure_data: dict | None = None
 
 
-@dataclass(frozen=True)
-class StudyAnalysis:
-    """The old result of an analysis (a transition: new and converted studies return :class:`StudyResult`).
-
-    Attributes
-    ----------
-    summary : dict
-        Study-specific numbers of ``summary.json``.
-    table : str
-        Markdown written to ``table.md`` (and printed by ``attnflow study show``).
-    figures : dict
-        Figure key -> file name in the output directory (empty when no callback was given).
-    """
-
-    summary: dict
-    table: str
-    figures: dict[str, str] = field(default_factory=dict)
-
-
 class Study(abc.ABC):
     """A registered study: parameters, the runs they plan, the analysis of those runs.
 
@@ -319,9 +299,8 @@ class Study(abc.ABC):
         experiment config stands for a particle run). Never empty: all the work of a study is in tasks."""
 
     @abc.abstractmethod
-    def analyse(self, config: StudyConfig, runs: StudyRuns, out_dir: Path) -> StudyResult | StudyAnalysis:
+    def analyse(self, config: StudyConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         """Read the stored task results (``runs``) and return a :class:`StudyResult` (numbers, verdict
         records, table specs, figure data). It computes nothing heavy: the runner writes ``summary.json``,
         ``table.md`` and the figures (a study may write a data file its figures read, inside
-        ``out_dir``). Studies not yet converted take a keyword ``figures`` and return a
-        :class:`StudyAnalysis`."""
+        ``out_dir``)."""

@@ -3,19 +3,16 @@ robustness checks of a verdict record over a choice."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..analysis.verdicts import Criterion, RobustnessCheck
 from ..simulation import n_steps_for
-from .base import StudyAnalysis
 
 __all__ = [
     "distinct_sorted",
     "enough_records",
-    "finish_analysis",
     "fit_robustness",
     "mean_sd",
     "positive_distinct",
@@ -100,17 +97,6 @@ def positive_distinct(
     if bad:
         raise ValueError(f"every {what} must be {noun}> 0 ({meaning}): got {bad}; give e.g. {example}")
     return distinct_sorted(values, plural)
-
-
-def finish_analysis(
-    summary: dict, table: Callable[[dict], str], out_dir: Path, figures: Callable[..., dict] | None
-) -> StudyAnalysis:
-    """Draw the figures (when the plot layer passed its callback), record them, build the table."""
-    files: dict[str, str] = {}
-    if figures is not None:
-        files = figures(summary, out_dir)
-        summary["figures"] = files
-    return StudyAnalysis(summary=summary, table=table(summary), figures=files)
 
 
 def robustness_checks(crit: Criterion, choice: str, values, results, ci95=None) -> list[RobustnessCheck]:

@@ -32,10 +32,8 @@ outside the study directory and a rerun plans the same configs and resumes.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
-import tempfile
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
@@ -57,7 +55,7 @@ from .registry import register
 from .render import Column, Table, ci_cells, ci_columns
 from .tasks import ParticleRun
 
-__all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "inputs_file", "records", "tables"]
+__all__ = ["MeanFieldHeadsConfig", "MeanFieldHeadsStudy", "records", "tables"]
 
 #: the quantities whose rate in H is fitted: name in the table, expected exponent b
 RATES = {
@@ -198,25 +196,6 @@ class MeanFieldHeadsConfig(StudyConfig):
         whole_steps(self.t1, self.dt)
         whole_steps(self.sec6_t1, self.sec6_dt, "sec6_")
         return self
-
-
-# -- inputs on disk ----------------------------------------------------------------------------------
-def inputs_file(array: np.ndarray, inputs_dir: str | None) -> str:
-    """Write ``array`` to ``<inputs_dir>/<sha1 of its bytes>.npy`` (once) and return the absolute path.
-
-    The name is the content's hash, so a rerun of the same plan names the same file (the run store's
-    resume compares configs, paths included).
-    """
-    arr = np.ascontiguousarray(array, dtype=np.float64)
-    digest = hashlib.sha1(arr.tobytes() + str(arr.shape).encode()).hexdigest()[:20]
-    root = Path(inputs_dir) if inputs_dir else Path(tempfile.gettempdir()) / "attnflow_study_inputs"
-    root.mkdir(parents=True, exist_ok=True)
-    path = (root / f"{digest}.npy").resolve()
-    if not path.is_file():
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, arr)
-        tmp.replace(path)
-    return str(path)
 
 
 class MeanFieldHeadsStudy(Study):

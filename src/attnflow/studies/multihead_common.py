@@ -4,7 +4,7 @@ computation, a log-log order fit, JSON-safe numbers.
 The multi-head studies plan their work as computation tasks on the run store and return a typed
 :class:`~attnflow.studies.StudyResult` (:func:`typed_result`): their tables are
 :class:`~attnflow.studies.render.Table` specs built by a pure function of the summary (so a committed page
-regenerates from its ``summary.json``: ``scripts/regen_tables_multihead.py``); the verdict records render
+regenerates from its ``summary.json``: ``scripts/regen_tables.py``); the verdict records render
 through :func:`verdict_tables`.
 """
 
@@ -20,7 +20,7 @@ from pydantic import Field
 from ..analysis.fits import fit_power_law
 from ..dynamics.threads import torch_threads
 from .base import StudyResult
-from .render import Column, Table, markdown
+from .render import Column, Table
 
 __all__ = [
     "Fraction",
@@ -31,7 +31,6 @@ __all__ = [
     "jsonable",
     "one_thread",
     "typed_result",
-    "verdict_table",
     "verdict_tables",
 ]
 
@@ -211,12 +210,6 @@ def verdict_tables(records, fmt: str = ".4g", *, robustness: bool = False) -> li
             )
         )
     return out
-
-
-def verdict_table(records) -> list[str]:
-    """Markdown lines of :func:`verdict_tables` (with robustness, 3 digits), rendered by the one renderer
-    (:func:`attnflow.studies.render.markdown`); kept for studies not yet on typed results."""
-    return markdown(verdict_tables(records, ".3g", robustness=True)).splitlines()
 
 
 def typed_result(

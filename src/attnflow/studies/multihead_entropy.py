@@ -401,6 +401,11 @@ class EntropyStudy(Study):
     )
     Config = EntropyConfig
 
+    @staticmethod
+    def tables(summary: dict, config) -> list[Table]:
+        """The page tables from the summary: ``entropy_tables``."""
+        return entropy_tables(summary, config)
+
     def quick_params(self) -> dict:
         return {
             "n_equi": [8],

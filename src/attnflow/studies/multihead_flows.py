@@ -574,6 +574,11 @@ class MonotonicityStudy(Study):
     )
     Config = MonotonicityConfig
 
+    @staticmethod
+    def tables(summary: dict, config) -> list[Table]:
+        """The page tables from the summary: ``monotonicity_tables``."""
+        return monotonicity_tables(summary, config)
+
     def quick_params(self) -> dict:
         return {
             "n": 6,
@@ -1030,6 +1035,11 @@ class SufficientConditionStudy(Study):
         "E_multi (SA, equal normalisations) and their robustness to an orthogonality defect eps"
     )
     Config = SufficientConditionConfig
+
+    @staticmethod
+    def tables(summary: dict, config) -> list[Table]:
+        """The page tables from the summary: ``sufficient_condition_tables``."""
+        return sufficient_condition_tables(summary, config)
 
     def quick_params(self) -> dict:
         return {"configs": 8, "eps": [0.0, 0.01, 0.1, 1.0], "robust_configs": 40}

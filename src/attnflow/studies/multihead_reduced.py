@@ -251,6 +251,11 @@ class CriticalBetaStudy(Study):
     )
     Config = CriticalBetaConfig
 
+    @staticmethod
+    def tables(summary: dict, config) -> list[Table]:
+        """The page tables from the summary: ``critical_beta_tables``."""
+        return critical_beta_tables(summary, config)
+
     def quick_params(self) -> dict:
         return {
             "n": [8, 32, 128, 2**20],
@@ -768,6 +773,11 @@ class SuperadditivityStudy(Study):
     )
     Config = SuperadditivityConfig
 
+    @staticmethod
+    def tables(summary: dict, config) -> list[Table]:
+        """The page tables from the summary: ``superadditivity_tables``."""
+        return superadditivity_tables(summary, config)
+
     def quick_params(self) -> dict:
         return {
             "n": [8, 32],
@@ -1170,6 +1180,11 @@ class ReluVsSoftmaxStudy(Study):
         "for rho0 = c / n: linearised (a closed form) and full dynamics, exponents fitted free"
     )
     Config = ReluVsSoftmaxConfig
+
+    @staticmethod
+    def tables(summary: dict, config) -> list[Table]:
+        """The page tables from the summary: ``relu_vs_softmax_tables``."""
+        return relu_vs_softmax_tables(summary, config)
 
     def quick_params(self) -> dict:
         return {

@@ -441,7 +441,7 @@ class PdeParticlesStudy(Study):
             "sht_ducc0": res["sht_ducc0"]["result"],
             "densities_file": "densities.npz",
         }
-        return StudyResult(summary=summary, verdicts=records(summary, config), tables=_tables(summary))
+        return StudyResult(summary=summary, verdicts=records(summary, config), tables=tables(summary))
 
 
 def _densities(part: str, m: dict) -> dict:
@@ -478,7 +478,7 @@ def _fmt(x) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
-def _tables(s: dict) -> list[Table]:
+def tables(s: dict) -> list[Table]:
     tables = []
     for key in ("s1", "s2"):
         m = s[key]

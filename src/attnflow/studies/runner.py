@@ -23,7 +23,6 @@ stored results. Parameters that change a task are refused before anything runs
 
 from __future__ import annotations
 
-import inspect
 import json
 import platform
 import sys
@@ -46,7 +45,7 @@ from ..experiments.progress import format_duration, overall_progress
 from ..experiments.store import CONFIG_FILE, META_FILE, read_meta
 from ..experiments.sweep import TASKS_FILE, resolve_inputs, run_tasks
 from ..experiments.training_config import load_training_config
-from .base import RUN_KEY, Study, StudyAnalysis, StudyResult, StudyRuns
+from .base import RUN_KEY, Study, StudyResult, StudyRuns
 from .errors import (
     NotAStudyDirectoryError,
     StudyMismatchError,
@@ -222,17 +221,7 @@ def _plan(study: Study, config, device: str | None) -> tuple[dict[str, dict], di
 
 def _analyse(study: Study, config, runs: StudyRuns, out: Path, figures) -> tuple[dict, str, list, dict]:
     """Call the analysis; return (study summary, table markdown, table specs, figure files)."""
-    params = inspect.signature(study.analyse).parameters
-    if "figures" in params:  # a study not converted yet: it draws its own figures and writes Markdown
-        res = study.analyse(config, runs, out, figures=figures)
-    else:
-        res = study.analyse(config, runs, out)
-    if isinstance(res, StudyAnalysis):
-        summary = dict(res.summary)
-        _check_reserved(summary, study.name)
-        if res.figures and "figures" not in summary:
-            summary["figures"] = dict(res.figures)
-        return summary, res.table, [], dict(res.figures)
+    res = study.analyse(config, runs, out)
     if not isinstance(res, StudyResult):
         raise StudyResultError(
             f"analyse() of study {study.name!r} must return a StudyResult: got {type(res).__name__}; return "
