@@ -62,9 +62,14 @@ _FIGURES = {
 
 
 def _json(path: Path) -> dict:
+    """The JSON object of ``path``, or {} for anything else: a file that is absent, not regular (a FIFO
+    would hang a plain read), over the JSON cap, not UTF-8, not JSON or nested too deeply. Only the kind
+    is decided here; the reader of that kind then names what is wrong with the file."""
+    from ..experiments.files import MAX_JSON_BYTES, CorruptFileError, read_bounded
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = json.loads(read_bounded(path, MAX_JSON_BYTES, "file", "").decode("utf-8"))
+    except (CorruptFileError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -415,6 +415,11 @@ def read_npy(path: str | Path, max_bytes: int | None = MAX_NPY_BYTES, *, what: s
                 f"the {what} {name} holds an object dtype ({dtype}); attnflow reads numbers only (an "
                 "object array is a pickle): save a float array"
             )
+        if dtype.kind not in "biufc":
+            raise InputFileError(
+                f"the {what} {name} holds {dtype} values (not numbers); attnflow reads numeric arrays "
+                "only: save a float array"
+            )
         count = 1
         for s in shape:
             count *= int(s)

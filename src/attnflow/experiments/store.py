@@ -127,11 +127,11 @@ def read_meta(out_dir: str | Path) -> dict:
         ``meta.json`` is a symlink that leaves the directory (nothing outside it is read).
     """
     p = Path(out_dir) / META_FILE
-    if not (p.is_file() or p.is_symlink()):
+    if not (p.exists() or p.is_symlink()):
         return {}
     inside(out_dir, p, what="run file")
-    if not p.is_file():
-        return {}
+    if not p.exists():
+        return {}  # a dangling link inside the directory
     meta = read_json(p, "the run file", "resume the run (run_experiment(config, out_dir)) to rewrite it")
     if not isinstance(meta, dict):
         raise CorruptFileError(
