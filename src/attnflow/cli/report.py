@@ -13,12 +13,12 @@ from .errors import fail, reported
 from .kinds import detect, refuse
 
 #: the kinds ``attnflow report`` writes a page for (attnflow.report.collect)
-REPORTED = ("particle run", "sweep", "study", "reproduction")
+REPORTED = ("particle run", "sweep", "study", "reproduction", "probe")
 
 
 @app.command()
 def report(
-    directory: Annotated[Path, typer.Argument(help="A run, sweep, study or reproduction directory.")],
+    directory: Annotated[Path, typer.Argument(help="A run, sweep, study, reproduction or probe directory.")],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="HTML file (default DIR/report.html).")
     ] = None,

@@ -32,6 +32,7 @@ from .page import (
     link,
     pre,
 )
+from .probe import collect_probe, is_probe
 
 __all__ = [
     "KINDS",
@@ -106,7 +107,7 @@ def _json(path: Path, what: str):
 
 # -- kind ------------------------------------------------------------------------------------------
 def detect_kind(directory: str | Path) -> str:
-    """``run``, ``sweep``, ``study`` or ``reproduction``, from the files the directory holds.
+    """``run``, ``sweep``, ``study``, ``reproduction`` or ``probe``, from the files the directory holds.
 
     Raises
     ------
@@ -128,12 +129,14 @@ def detect_kind(directory: str | Path) -> str:
         except (NotReportableError, AttributeError):
             name = None
         return "reproduction" if name in available_reproductions() else "study"
+    if is_probe(d):
+        return "probe"
     if any((d / f).exists() for f in (META_FILE, CONFIG_FILE, DATA_DIR)):
         return "run"
     raise NotReportableError(
         f"cannot report on {d}: it holds no {TASKS_FILE} (sweep), {STUDY_FILE} (study or reproduction) or "
-        f"{META_FILE}/{CONFIG_FILE}/{DATA_DIR} (run); pass a directory written by `attnflow run`, "
-        "`attnflow sweep`, `attnflow study run` or `attnflow reproduce`"
+        f"{META_FILE}/{CONFIG_FILE}/{DATA_DIR} (run) or probe.zarr (probe); pass a directory written by "
+        "`attnflow run`, `attnflow sweep`, `attnflow study run`, `attnflow reproduce` or `attnflow probe`"
     )
 
 
@@ -421,4 +424,6 @@ def collect(
         return _collect_run(d, pdir, lim)
     if kind == "sweep":
         return _collect_sweep(d, pdir, lim)
+    if kind == "probe":
+        return collect_probe(d, pdir)
     return _collect_study(d, pdir, lim, kind, tc)
