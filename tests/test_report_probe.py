@@ -94,3 +94,54 @@ def test_a_probe_summary_without_a_table_is_refused(tmp_path):
     (d / "summary.json").unlink()
     with pytest.raises(NotReportableError, match=r"holds no summary\.json; a probe directory is what"):
         collect(d)
+
+
+# -- the summary writer (issue 26: every probe directory, and docs/studies/probe itself, has summary.json)
+def _tiny_probe_dataset(seed: int = 0) -> xr.Dataset:
+    """What summary_table reads from probe.zarr, on 2 models, 3 depths, 2 blocks, 2 lengths."""
+    rng = np.random.default_rng(seed)
+    models, L = ["trained", "random-0"], 2
+    layer = {k: (("model", "layer"), rng.random((2, L + 1))) for k in
+             ("cos_hidden_mean", "cos_sphere_mean", "cos_sphere_content_mean", "aniso_hidden_mean",
+              "erank_sv_mean", "erank_gram_mean")}  # fmt: skip
+    heads = ("attn_entropy", "sink_special", "sink_first", "sink_special_valuenorm", "ds_distance")
+    block = {f"{k}_layer_mean": (("model", "block"), rng.random((2, L))) for k in heads}
+    jac = {k: (("model", "length", "sequence", "block"), 1 + rng.random((2, 2, 1, L)))
+           for k in ("lip_attention", "jac_block")}  # fmt: skip
+    coords = {"model": models, "layer": np.arange(L + 1), "block": np.arange(L), "length": [8, 32]}
+    return xr.Dataset({**layer, **block, **jac}, coords=coords)
+
+
+def test_regenerate_summary_recomputes_the_table_and_refuses_other_arrays():
+    from attnflow.analysis.probe import regenerate_summary, summary_table
+
+    ds = _tiny_probe_dataset()
+    stored = json.loads(json.dumps({"model": "x", "per_layer": summary_table(ds)}))
+    r = regenerate_summary(stored, ds)
+    assert (
+        r["model"] == "x" and r["versions"]["numpy"] == np.__version__ and "not re-run" in r["versions_note"]
+    )
+    assert r["per_layer"]["trained"]["cos_hidden"] == [
+        round(float(v), 4) for v in ds.cos_hidden_mean[0].values
+    ]
+    with pytest.raises(ValueError, match=r"recomputed from probe\.zarr differs from summary\.json's"):
+        regenerate_summary(stored, _tiny_probe_dataset(seed=1))
+
+
+def test_the_committed_probe_index_is_the_probes_summaries():
+    from attnflow.analysis.probe import INDEX_MEASURES, probe_index
+
+    index = json.loads((PROBES / "summary.json").read_text())
+    subs = {
+        p.name: json.loads((p / "summary.json").read_text()) for p in sorted(PROBES.iterdir()) if p.is_dir()
+    }
+    assert set(subs) == {"minilm", "minilm-l3", "smollm2"} and all("versions" in s for s in subs.values())
+    fresh = probe_index(subs)
+    assert fresh["probes"] == index["probes"] and index["versions"]["attnflow"]
+    # the index's null column is the mean over the random initialisations, recomputed here
+    s = subs["minilm"]["per_layer"]
+    for key in INDEX_MEASURES:
+        nulls = np.mean([s[m][key] for m in s if m.startswith("random-")], axis=0)
+        np.testing.assert_allclose(
+            index["probes"]["minilm"]["per_layer"][key]["random_init_mean"], nulls, atol=5e-5
+        )
