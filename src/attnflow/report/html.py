@@ -1,4 +1,5 @@
-"""Write a :class:`~attnflow.report.collect.Page` as one self-contained HTML file.
+"""Write a :class:`~attnflow.report.collect.Page` as one self-contained HTML file (or, with
+``plotly="shared"``, a page that loads ``plotly-<version>.min.js`` from its own directory).
 
 No network at view time: plotly.js (the ``plotly`` package's bundled minified build) is inlined once,
 the figures and token clouds are embedded as JSON, PNG figures as base64 ``data:`` URIs. Why plotly:
