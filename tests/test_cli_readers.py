@@ -1,5 +1,6 @@
 """Every command that reads a directory on every kind attnflow writes (issue 31, "every command
-understands every run"): a particle run, a PDE run, a training run, a sweep, a study and a reproduction.
+understands every run"): a particle run, a PDE run, a training run, a sweep, a study, a reproduction and
+a probe (issue 26).
 
 Each reader either reads the kind (exit 0, and ``info`` says which kind it found) or refuses it with
 exit 2 and one line that names the kind and a command that reads it; never a traceback, and ``info``
@@ -70,6 +71,8 @@ def dirs(tmp_path_factory) -> dict[str, Path]:
     out["reproduction"].mkdir()
     for name in ("study.json", "summary.json", "table.md"):
         shutil.copy(DOCS / "massucco2026" / name, out["reproduction"] / name)
+    out["probe"].mkdir()  # committed probe results: summary.json (the figures are left out for speed)
+    shutil.copy(DOCS / "probe" / "minilm-l3" / "summary.json", out["probe"] / "summary.json")
     return out
 
 
@@ -96,6 +99,7 @@ READ = {
     ("info", "sweep"): "sweep ",
     ("info", "study"): "study critical_beta",
     ("info", "reproduction"): "reproduction massucco2026",
+    ("info", "probe"): "probe ",
     ("plot", "particle run"): "summary.png",
     ("plot", "sweep"): "sweep.png",
     ("animate", "particle run"): ".gif",
@@ -103,6 +107,7 @@ READ = {
     ("report", "sweep"): ".html",
     ("report", "study"): ".html",
     ("report", "reproduction"): ".html",
+    ("report", "probe"): ".html",
     ("study show", "study"): "study critical_beta",
     ("study show", "reproduction"): "reproduction massucco2026",
     ("pde-plot", "pde run"): "wrote ",
@@ -116,6 +121,7 @@ NAMED = {
     "sweep": "is a sweep directory",
     "study": "is a study directory",
     "reproduction": "is a reproduction directory",
+    "probe": "is a probe directory",
 }
 
 
@@ -153,7 +159,7 @@ def test_docs_table_is_the_readers_table():
     header = next(line for line in text.splitlines() if line.startswith("| directory (written by)"))
     commands = [c.strip().strip("`").removeprefix("attnflow ") for c in header.split("|")[2:-1]]
     names = {"particle run": "particle run", "PDE run": "pde run", "training run": "training run"}
-    names |= {"sweep": "sweep", "study": "study", "reproduction": "reproduction"}
+    names |= {"sweep": "sweep", "study": "study", "reproduction": "reproduction", "probe": "probe"}
     seen = {}
     for line in text.splitlines():
         for label, kind in names.items():

@@ -96,6 +96,24 @@ def test_screenshot_of_the_token_cloud(report, browser, tmp_path):
 
 
 @needs_browser
+def test_a_shared_plotly_page_works(report, browser, tmp_path):
+    """Issue 31's light mode: the page loads plotly from plotly-<version>.min.js beside it (file://,
+    relative), draws every figure and the cloud, with no console error."""
+    page = write_report(report.parent, tmp_path / "shared.html", plotly="shared")
+    assert "<script src=" in page.read_text() and page.stat().st_size < 400_000
+    browser.console_errors.clear()
+    browser.open(page)
+    state = json.loads(browser.evaluate("JSON.stringify(window.attnflowReport)"))
+    drawn = browser.evaluate(
+        "['fig-g2', 'fig-ledger', 'fig-clustering', 'fig-cloud'].map(id => {"
+        " const g = document.getElementById(id);"
+        " return g.classList.contains('js-plotly-plot') ? g.data.length : 0; })"
+    )
+    assert state["ready"] and state["clouds"] == 1 and all(n > 0 for n in drawn), (state, drawn)
+    assert browser.console_errors == []
+
+
+@needs_browser
 def test_console_errors_are_caught(browser, tmp_path):
     # the check above can fail: a page that throws is reported
     page = tmp_path / "bad.html"

@@ -48,6 +48,9 @@ import xarray as xr
 from ..bridge import TransformerWeights, attention_sublayer, block, forward, from_hf_model, sphere_tokens
 
 __all__ = [
+    "probe_index",
+    "probe_versions",
+    "regenerate_summary",
     "PER_HEAD",
     "PER_LAYER",
     "ProbeConfig",
@@ -764,6 +767,98 @@ def run_probe(
         "seconds": {"load": round(t_load, 2), "probe": round(t_probe, 2)},
         "per_layer": summary_table(ds),
         "figures": files,
+        "versions": probe_versions(),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+# -- the summary writer: versions, regeneration from probe.zarr, the index of several probes ---------------
+#: the libraries a probe's numbers depend on (the model readers included)
+_VERSIONED = ("attnflow", "torch", "transformers", "numpy", "xarray", "zarr", "onnx", "gguf")
+#: the headline measures of the index (per depth or layer): over-smoothing, rank collapse, sinks
+INDEX_MEASURES = ("cos_hidden", "cos_sphere", "erank_gram", "sink_special", "attn_entropy")
+
+
+def probe_versions() -> dict:
+    """Python, platform and the versions of the libraries in :data:`_VERSIONED` (None when absent)."""
+    import platform
+    from importlib import metadata
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in _VERSIONED:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def regenerate_summary(summary: dict, ds: xr.Dataset) -> dict:
+    """``summary`` (a probe's ``summary.json``) with its ``per_layer`` table recomputed from the probe's
+    stored arrays ``ds`` (``probe.zarr``) and the versions of this environment added, no model re-run.
+
+    Raises
+    ------
+    ValueError
+        The recomputed table differs from the stored one (the arrays are not this summary's).
+    """
+    table = summary_table(ds)
+    stored = summary.get("per_layer")
+    if stored is not None and _json_round_trip(table) != _json_round_trip(stored):
+        raise ValueError(
+            "the per-layer table recomputed from probe.zarr differs from summary.json's: not the same "
+            "probe; regenerate from the matching probe.zarr or rerun `attnflow probe`"
+        )
+    regenerated = {**summary, "per_layer": table, "versions": probe_versions()}
+    regenerated["versions_note"] = (
+        "environment that regenerated this summary from probe.zarr (per_layer recomputed, equal to the one "
+        "the probe wrote); the model was not re-run"
+    )
+    return regenerated
+
+
+def _json_round_trip(obj):
+    """``obj`` as JSON reads it back (int keys become strings): how two summaries are compared."""
+    import json
+
+    return json.loads(json.dumps(obj))
+
+
+def probe_index(summaries: dict[str, dict]) -> dict:
+    """The summary of several probes (``docs/studies/probe/summary.json``), from their ``summary.json``.
+
+    Per probe: description, architecture, corpus size, config, seconds, and the per-layer means of
+    :data:`INDEX_MEASURES` for the probed model and for the mean over its random-initialisation nulls.
+    """
+    probes = {}
+    for name, s in summaries.items():
+        per_layer = s["per_layer"]
+        nulls = [m for m in per_layer if str(m).startswith("random-")]
+        main = next(m for m in per_layer if m not in nulls) if len(nulls) < len(per_layer) else nulls[0]
+        headline = {}
+        for key in INDEX_MEASURES:
+            row = {"model": per_layer[main][key]}
+            if nulls:
+                row["random_init_mean"] = [
+                    round(float(v), 4) for v in np.mean([per_layer[m][key] for m in nulls], axis=0)
+                ]
+            headline[key] = row
+        probes[name] = {
+            "description": s.get("description"),
+            "architecture": s.get("architecture"),
+            "probed": main,
+            "nulls": nulls,
+            "sentences": s.get("sentences"),
+            "tokens": s.get("tokens"),
+            "config": s.get("config"),
+            "seconds": s.get("seconds"),
+            "per_layer": headline,
+        }
+    return {
+        "study": "probe",
+        "description": "attnflow probe of real models against random initialisations of the same "
+        "architecture (issue 26); per-model results in the sub-directories (summary.json, figures)",
+        "probes": probes,
+        "versions": probe_versions(),
+    }

@@ -10,6 +10,7 @@ study          ``attnflow study run``                     ``study.json`` (a stud
 reproduction   ``attnflow reproduce``                     ``study.json`` (a reproduction)
 pde run        ``attnflow run`` on a ``model: pde`` file  ``meta.json`` ``"kind": "pde"``
 training run   ``attnflow train``                         the marker's kind, ``history.json``
+probe          ``attnflow probe``                         ``probe.zarr``, or a probe's ``summary.json``
 particle run   ``attnflow run``                           ``meta.json``/``config.yaml``/``data.zarr``
 =============  =========================================  ================================
 """
@@ -24,7 +25,7 @@ from .errors import CliError
 __all__ = ["KINDS", "READERS", "detect", "refuse"]
 
 #: the kinds, in the words the messages use
-KINDS = ("particle run", "pde run", "training run", "study", "reproduction", "sweep")
+KINDS = ("particle run", "pde run", "training run", "study", "reproduction", "sweep", "probe")
 
 #: for each kind, the commands that read it (the first is the one to suggest)
 READERS: dict[str, tuple[str, ...]] = {
@@ -34,6 +35,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "study": ("info", "study show", "report"),
     "reproduction": ("info", "study show", "report"),
     "sweep": ("info", "plot", "report"),
+    "probe": ("info", "report"),
 }
 
 _WHAT = {
@@ -43,13 +45,14 @@ _WHAT = {
     "study": "a study directory (attnflow study run)",
     "reproduction": "a reproduction directory (attnflow reproduce)",
     "sweep": "a sweep directory (attnflow sweep)",
+    "probe": "a probe directory (attnflow probe)",
 }
 
 #: what each reading command does, for the refusals
 _DOES = {
     "plot": "draws particle runs and sweeps",
     "animate": "animates the token cloud of a particle run",
-    "report": "writes a page for particle runs, sweeps, studies and reproductions",
+    "report": "writes a page for particle runs, sweeps, studies, reproductions and probes",
     "study show": "shows study and reproduction directories",
     "pde-plot": "draws PDE runs",
     "info": "describes every kind",
@@ -62,9 +65,14 @@ _FIGURES = {
 
 
 def _json(path: Path) -> dict:
+    """The JSON object of ``path``, or {} for anything else: a file that is absent, not regular (a FIFO
+    would hang a plain read), over the JSON cap, not UTF-8, not JSON or nested too deeply. Only the kind
+    is decided here; the reader of that kind then names what is wrong with the file."""
+    from ..experiments.files import MAX_JSON_BYTES, CorruptFileError, read_bounded
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = json.loads(read_bounded(path, MAX_JSON_BYTES, "file", "").decode("utf-8"))
+    except (CorruptFileError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -97,6 +105,10 @@ def detect(directory: Path) -> str:
         from ..experiments.reproduce import available_reproductions
 
         return "reproduction" if _json(d / STUDY_FILE).get("study") in available_reproductions() else "study"
+    from ..report.probe import is_probe
+
+    if is_probe(d):
+        return "probe"
     marker = _json(d / MARKER_FILE)
     meta = _json(d / META_FILE)
     if marker.get("kind") == "training run" or (d / "history.json").is_file():
@@ -107,7 +119,7 @@ def detect(directory: Path) -> str:
         return "particle run"
     raise CliError(
         f"{d} holds nothing attnflow writes (no {TASKS_FILE}, {STUDY_FILE}, {META_FILE}, {CONFIG_FILE} or "
-        f"{DATA_DIR}); give a run, PDE run, training run, sweep, study or reproduction directory",
+        f"{DATA_DIR}); give a run, PDE run, training run, sweep, study, reproduction or probe directory",
         2,
     )
 

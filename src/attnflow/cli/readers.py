@@ -23,7 +23,7 @@ PLOT_FILE = "summary.png"
 def info(
     directory: Annotated[
         Path,
-        typer.Argument(help="A run, PDE run, training run, sweep, study or reproduction directory."),
+        typer.Argument(help="A run, PDE run, training run, sweep, study, reproduction or probe directory."),
     ],
 ) -> None:
     """Summary of any directory attnflow writes: its kind, config, status, progress, sizes."""
@@ -39,6 +39,8 @@ def info(
             _pde_info(directory)
         elif kind == "training run":
             _training_info(directory)
+        elif kind == "probe":
+            _probe_info(directory)
         else:
             _run_info(directory)
 
@@ -138,6 +140,30 @@ def _training_info(directory: Path) -> None:
     if figures.is_dir():
         typer.echo(f"  figures: {', '.join(sorted(p.name for p in figures.iterdir()))}")
     typer.echo(f"  sizes: {_sizes(directory)}")
+
+
+def _probe_info(directory: Path) -> None:
+    from ..experiments.files import read_json
+
+    s = read_json(
+        directory / "summary.json", "the probe summary", "rerun `attnflow probe` into a new directory"
+    )
+    if not isinstance(s, dict):
+        raise fail(f"{directory / 'summary.json'} is not a JSON object; rerun `attnflow probe`", 1)
+    arch = s.get("architecture") if isinstance(s.get("architecture"), dict) else {}
+    typer.echo(f"probe {directory} ({s.get('model')!r}: {s.get('description')})")
+    typer.echo("  architecture: " + ", ".join(f"{k} {v}" for k, v in arch.items()))
+    typer.echo(f"  corpus: {s.get('sentences')} sentences, {s.get('tokens')} tokens")
+    per_layer = s.get("per_layer") if isinstance(s.get("per_layer"), dict) else {}
+    typer.echo(f"  models: {', '.join(map(str, per_layer))}")
+    for m, row in list(per_layer.items())[:1]:
+        for key in ("cos_hidden", "erank_gram", "sink_special"):
+            vals = row.get(key) if isinstance(row, dict) else None
+            if isinstance(vals, list):
+                nums = " ".join(f"{v:.3g}" for v in vals if isinstance(v, float | int))
+                typer.echo(f"  {m} {key} per layer: {nums}")
+    typer.echo(f"  sizes: {_sizes(directory)}")
+    typer.echo(f"  page: attnflow report {directory}")
 
 
 @app.command()

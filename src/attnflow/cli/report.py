@@ -13,12 +13,12 @@ from .errors import fail, reported
 from .kinds import detect, refuse
 
 #: the kinds ``attnflow report`` writes a page for (attnflow.report.collect)
-REPORTED = ("particle run", "sweep", "study", "reproduction")
+REPORTED = ("particle run", "sweep", "study", "reproduction", "probe")
 
 
 @app.command()
 def report(
-    directory: Annotated[Path, typer.Argument(help="A run, sweep, study or reproduction directory.")],
+    directory: Annotated[Path, typer.Argument(help="A run, sweep, study, reproduction or probe directory.")],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="HTML file (default DIR/report.html).")
     ] = None,
@@ -33,6 +33,14 @@ def report(
     check: Annotated[
         bool, typer.Option("--check", help="Load it in headless Chromium: load time, console errors.")
     ] = False,
+    plotly: Annotated[
+        str,
+        typer.Option(
+            "--plotly",
+            help="inline: plotly.js in the page (4.6 MiB, one file); shared: one plotly-VERSION.min.js "
+            "next to the page, shared by the pages written there (no network either way).",
+        ),
+    ] = "inline",
 ) -> None:
     """One self-contained HTML page of a directory: config, ledger and G^2 with bands, tables, verdicts,
     figures, a 3-D token cloud with a time slider (thinned, as the page states), links to the data."""
@@ -46,6 +54,8 @@ def report(
             check_study_file(directory)
         if output is not None:
             check_output_file(output, "--output")
+        if plotly not in ("inline", "shared"):
+            raise fail(f"--plotly must be inline or shared: got {plotly!r}", 2)
         if theory_checks is not None and not theory_checks.is_file():
             what = "is a directory" if theory_checks.is_dir() else "does not exist"
             raise fail(
@@ -58,7 +68,7 @@ def report(
         limits = ReportLimits(
             max_tokens=max_tokens, max_frames=max_frames, max_points=max_points, max_runs=max_runs
         )
-        path = write_report(directory, output, limits=limits, theory_checks=theory_checks)
+        path = write_report(directory, output, limits=limits, theory_checks=theory_checks, plotly=plotly)
         typer.echo(f"{path} ({size(path.stat().st_size)})")
         if check:
             from ..report.browser import Browser, BrowserError

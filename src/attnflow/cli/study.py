@@ -123,7 +123,13 @@ def study_show(
 ) -> None:
     """The study, its status, the status of each run and its table."""
     with reported(f"cannot read the study {directory}"):
-        if directory.is_dir() and not any((directory / f).exists() for f in STUDY_MARKS):
+        from ..report.probe import is_probe
+
+        if (
+            directory.is_dir()
+            and not any((directory / f).exists() for f in STUDY_MARKS)
+            and not is_probe(directory)
+        ):
             from ..studies import study_info
 
             study_info(directory)  # NotAStudyDirectoryError: its message says how to write one

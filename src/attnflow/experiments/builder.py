@@ -15,6 +15,7 @@ from ..model import heads as heads_mod, tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..simulation import DTYPES, SimulationSpec
 from .errors import ConfigError
+from .files import MAX_NPY_BYTES, read_npy
 from .schema import (
     ExperimentConfig,
     FileTokens,
@@ -158,7 +159,7 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
                 P, t.n, t.d, seed=seed, clusters=t.clusters, kappa=t.kappa, dtype=dtype
             )
         else:
-            arr = np.load(t.path)
+            arr = read_npy(t.path, None if cfg.allow_large else MAX_NPY_BYTES, what="tokens.path")
             if cfg.init == "shared":
                 _check_shared_file(arr, 3, "tokens.path")
             x0 = tokens_mod.from_array(arr, paths=P, dtype=dtype)
@@ -172,7 +173,7 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
         elif h.init == "identity":
             D0 = heads_mod.identity(P, h.H, d, scale=h.scale, dtype=dtype)
         else:
-            arr = np.load(h.path)
+            arr = read_npy(h.path, None if cfg.allow_large else MAX_NPY_BYTES, what="heads.path")
             if cfg.init == "shared":
                 _check_shared_file(arr, 4, "heads.path")
             D0 = h.scale * heads_mod.from_array(arr, paths=P, d=d, dtype=dtype)

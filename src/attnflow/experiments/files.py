@@ -11,7 +11,9 @@ Everything attnflow creates, clears or deletes on disk goes through these helper
 * :func:`write_output` / :func:`write_output_path` write what ``report``, ``plot`` and ``animate`` produce:
   into a new tmp file of the output's directory, then ``os.replace``, never through a symlink planted at
   the output's name (refused: :func:`check_output_target`), never outside ``root`` when one is given;
-* :func:`inside` resolves a path read from a received directory and refuses one that leaves it.
+* :func:`inside` resolves a path read from a received directory and refuses one that leaves it;
+* :func:`read_npy` reads an input array (``tokens.path``, ``heads.path``, ``density.path``): a regular
+  ``.npy`` file, its header checked (no object dtype, a size under a cap) before any data is read.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from typing import Any
 
 __all__ = [
     "MARKER_FILE",
+    "MAX_NPY_BYTES",
     "CorruptFileError",
+    "InputFileError",
     "UnsafePathError",
     "atomic_write_bytes",
     "atomic_write_text",
@@ -39,6 +43,7 @@ __all__ = [
     "has_marker",
     "read_bounded",
     "read_json",
+    "read_npy",
     "remove_owned_tree",
     "utc_now",
     "write_marker",
@@ -342,3 +347,97 @@ def write_output(
             os.fsync(fh.fileno())
 
     return write_output_path(path, to_path, root=root, what=what)
+
+
+#: The largest input array (``.npy``) read without ``allow_large: true`` in the config (bytes of its data).
+MAX_NPY_BYTES = 2**30
+#: The largest ``.npy`` header read (numpy's own default).
+_NPY_HEADER_BYTES = 10_000
+
+
+class InputFileError(ValueError):
+    """An input array a config names (``tokens.path``, ``heads.path``, ``density.path``) cannot be read:
+    not a regular file, not a ``.npy`` array, an object dtype, larger than the cap, or truncated."""
+
+
+def read_npy(path: str | Path, max_bytes: int | None = MAX_NPY_BYTES, *, what: str = "input array") -> Any:
+    """The array of a ``.npy`` file, read only after its header has been checked.
+
+    The file is opened without following it into a FIFO or a device (``O_NONBLOCK`` open, ``fstat``: a
+    FIFO does not hang, ``/dev/zero`` is not read); the header (shape, dtype) is read with
+    :mod:`numpy.lib.format` and the data only when the dtype holds no Python objects, the data's bytes
+    (shape times item size) are at most ``max_bytes`` and the file holds them all (a header that claims a
+    huge shape over a few bytes allocates nothing).
+
+    Parameters
+    ----------
+    path : str or Path
+    max_bytes : int or None
+        The cap on the data's bytes (None: no cap but the file's own size, for ``allow_large: true``).
+    what : str
+        The config key, for the messages (``tokens.path``).
+
+    Raises
+    ------
+    InputFileError
+        Naming the rule, the value and the fix.
+    """
+    from numpy.lib import format as npy_format
+
+    name = repr(str(path)[:200])
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise InputFileError(f"cannot read the {what} {name}: {why}; give a .npy file") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputFileError(
+                f"the {what} {name} is not a regular file (a FIFO, a device or a directory); give a .npy "
+                "file written by numpy.save"
+            )
+        try:
+            version = npy_format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = npy_format.read_array_header_1_0(fh, _NPY_HEADER_BYTES)
+            elif version == (2, 0):
+                shape, fortran, dtype = npy_format.read_array_header_2_0(fh, _NPY_HEADER_BYTES)
+            else:
+                raise ValueError(f"npy format version {version} is not read (1.0 and 2.0 are)")
+        except (ValueError, OSError, SyntaxError) as exc:
+            raise InputFileError(
+                f"the {what} {name} is not a .npy array ({str(exc)[:200]}); give a file written by "
+                "numpy.save (an .npz archive or a pickle is not read)"
+            ) from None
+        if dtype.hasobject:
+            raise InputFileError(
+                f"the {what} {name} holds an object dtype ({dtype}); attnflow reads numbers only (an "
+                "object array is a pickle): save a float array"
+            )
+        if dtype.kind not in "biufc":
+            raise InputFileError(
+                f"the {what} {name} holds {dtype} values (not numbers); attnflow reads numeric arrays "
+                "only: save a float array"
+            )
+        count = 1
+        for s in shape:
+            count *= int(s)
+        nbytes = count * dtype.itemsize
+        if max_bytes is not None and nbytes > max_bytes:
+            raise InputFileError(
+                f"the {what} {name} holds shape {shape} of {dtype}: {nbytes} bytes (about "
+                f"{nbytes / 2**30:.3g} GiB), more than the {max_bytes} bytes an input array may have; "
+                "give a smaller array, or set allow_large: true in the config if you mean it"
+            )
+        left = st.st_size - fh.tell()
+        if left < nbytes:
+            raise InputFileError(
+                f"the {what} {name} is truncated: its header says shape {shape} of {dtype} ({nbytes} "
+                f"bytes) but it holds {left}; save the array again"
+            )
+        fh.seek(0)
+        try:
+            return npy_format.read_array(fh, allow_pickle=False, max_header_size=_NPY_HEADER_BYTES)
+        except (ValueError, OSError) as exc:
+            raise InputFileError(f"cannot read the {what} {name} ({str(exc)[:200]}); save it again") from None

@@ -50,7 +50,7 @@ from ..pde.field import KERNEL_METHODS
 from ..pde.resources import PdeCost, pde_cost
 from ..simulation import n_steps_for
 from .errors import ConfigError, short_repr, validate_mapping
-from .files import atomic_write_text, utc_now
+from .files import MAX_NPY_BYTES, atomic_write_text, read_npy, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
 from .resources import RunCost, check_resources
@@ -269,6 +269,7 @@ def build_pde(config) -> DensitySolver:
     cfg = load_pde_config(config)
     check_pde_resources(cfg)
     m = cfg.dynamics
+    cap = None if cfg.allow_large else MAX_NPY_BYTES
     try:
         model = TransformerModel(
             direction=m.direction,
@@ -281,7 +282,7 @@ def build_pde(config) -> DensitySolver:
         )
         den = cfg.density
         if isinstance(den, ParticleDensity):
-            x = np.load(den.path)
+            x = read_npy(den.path, cap, what="density.path")
             d = int(x.shape[-1])
             check_weights_fit(cfg.weights, cfg.heads.H, d, f"the particles of density.path (d = {d})")
         else:
@@ -301,7 +302,7 @@ def build_pde(config) -> DensitySolver:
         elif h.init == "identity":
             D0 = heads_mod.identity(1, h.H, d, scale=h.scale)
         else:
-            D0 = h.scale * heads_mod.from_array(np.load(h.path), paths=1, d=d)
+            D0 = h.scale * heads_mod.from_array(read_npy(h.path, cap, what="heads.path"), paths=1, d=d)
         return DensitySolver(
             model,
             u0,

@@ -56,6 +56,7 @@ from .builder import ESTIMATORS, build, estimator, paths_computed
 from .errors import ConfigError
 from .files import (
     CorruptFileError,
+    UnsafePathError,
     atomic_write_text,
     disk_usage,
     inside,
@@ -86,6 +87,7 @@ __all__ = [
     "RUN_FILES",
     "CorruptRunError",
     "ForeignDirectoryError",
+    "check_store",
     "RunConfigMismatchError",
     "expected_steps",
     "open_run",
@@ -125,11 +127,11 @@ def read_meta(out_dir: str | Path) -> dict:
         ``meta.json`` is a symlink that leaves the directory (nothing outside it is read).
     """
     p = Path(out_dir) / META_FILE
-    if not (p.is_file() or p.is_symlink()):
+    if not (p.exists() or p.is_symlink()):
         return {}
     inside(out_dir, p, what="run file")
-    if not p.is_file():
-        return {}
+    if not p.exists():
+        return {}  # a dangling link inside the directory
     meta = read_json(p, "the run file", "resume the run (run_experiment(config, out_dir)) to rewrite it")
     if not isinstance(meta, dict):
         raise CorruptFileError(
@@ -190,8 +192,48 @@ def _time_dims(arr) -> tuple[str, ...] | None:
     return tuple(names) if names is not None else None
 
 
+def check_store(store: str | Path) -> Path:
+    """Check that a run's ``data.zarr`` holds only folders and regular files, before anything reads it.
+
+    attnflow writes no link into a store; a received store whose chunk or ``.zarray`` is a symbolic link
+    (to a private file, or out of the run directory) would be read through it, and a FIFO in place of a
+    chunk would hang the read. Every entry is examined with ``lstat`` (links are not followed).
+
+    Raises
+    ------
+    UnsafePathError
+        The store itself or an entry in it is a symbolic link, or an entry is neither a folder nor a
+        regular file; one line naming the entry, where it leads and the fix.
+    """
+    store = Path(store)
+    fix = "attnflow reads nothing through a link in a run's store: remove it, or rerun with --no-resume"
+    if store.is_symlink():
+        raise UnsafePathError(f"{store} is a symbolic link (to {os.readlink(store)[:200]}); {fix}")
+    if not store.is_dir():
+        return store
+    pending = [store]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for e in entries:
+                if e.is_symlink():
+                    target = os.readlink(e.path)[:200]
+                    raise UnsafePathError(
+                        f"{e.path[:300]} in the run's store is a symbolic link (to {target}); {fix}"
+                    )
+                if e.is_dir(follow_symlinks=False):
+                    pending.append(Path(e.path))
+                elif not e.is_file(follow_symlinks=False):
+                    raise UnsafePathError(
+                        f"{e.path[:300]} in the run's store is not a regular file (a FIFO, a socket or a "
+                        f"device); {fix}"
+                    )
+    return store
+
+
 def _time_arrays(store: Path, mode: str = "r") -> dict:
-    """Name -> (array, axis of ``time``) of every array of the store with a ``time`` dimension."""
+    """Name -> (array, axis of ``time``) of every array of the store with a ``time`` dimension (the store
+    checked first: :func:`check_store`)."""
+    check_store(store)
     group = zarr.open_group(store, mode=mode, use_consolidated=False)
     out = {}
     for name, arr in group.arrays():
@@ -205,6 +247,7 @@ def _check_store_covers(store: Path, n_records: int, last_step: int) -> None:
     """The store holds at least ``n_records`` records and record ``n_records - 1`` is ``last_step``
     (read only: nothing is changed before this passes)."""
     fix = "the store is damaged; rerun with resume=False to start afresh"
+    check_store(store)  # a link or a FIFO is refused as such (UnsafePathError), not as damage
     try:
         arrays = _time_arrays(store)
         if "step" not in arrays:
@@ -266,6 +309,7 @@ def verify_run(out_dir: str | Path) -> None:
     except ConfigError as exc:
         raise CorruptRunError(f"{out / CONFIG_FILE} cannot be read ({exc}); {fix}") from None
     want = expected_steps(cfg.integrator.n_steps, cfg.record.every)
+    check_store(store)  # a link or a FIFO in the store is refused, not read (UnsafePathError)
     try:
         arrays = _time_arrays(store)
         lengths = {name: arr.shape[ax] for name, (arr, ax) in arrays.items()}
@@ -647,9 +691,16 @@ def open_run(out_dir: str | Path) -> xr.Dataset:
     """The Dataset of a run directory (lazy, Zarr-backed); ``xr.open_zarr(out_dir/'data.zarr')`` is the same.
 
     Warns when the run is not finished (its data then stop at the last write).
+
+    Raises
+    ------
+    FileNotFoundError
+        The directory holds no ``data.zarr``.
+    UnsafePathError
+        The store holds a symbolic link or a FIFO (:func:`check_store`).
     """
     out = Path(out_dir)
-    store = out / DATA_DIR
+    store = check_store(out / DATA_DIR)
     if not store.is_dir():
         raise FileNotFoundError(
             f"{out} is not a run directory with data: {DATA_DIR} not found; create one with "
@@ -681,6 +732,7 @@ def run_info(out_dir: str | Path) -> dict:
     """
     out = Path(out_dir)
     meta = read_meta(out)
+    check_store(out / DATA_DIR)  # its size is reported: nothing is read through a link in it
     status = meta.get("status", "missing")
     kind = meta.get("kind", "run")
     if status == "running" and meta.get("host") == socket.gethostname() and not _pid_alive(meta.get("pid")):

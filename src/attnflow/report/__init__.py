@@ -1,6 +1,7 @@
-"""HTML reports of runs, sweeps, studies and reproductions (issue 18): ``attnflow report DIR``.
+"""HTML reports of runs, sweeps, studies, reproductions and probes (issues 18, 26, 31): `attnflow report`.
 
-* :func:`write_report` — one self-contained HTML file (plotly.js inlined, figures as data URIs);
+* :func:`write_report` — one HTML file (plotly.js inlined, or shared beside many pages; figures as data
+  URIs), of a directory or of the in-memory Dataset that ``attnflow.simulate`` returns;
 * :func:`collect` / :class:`Page` — what a page shows, read from the directory's own files;
 * :mod:`attnflow.report.browser` — headless Chromium through the DevTools protocol (tests, load time).
 

@@ -18,7 +18,7 @@ from ..experiments.reproduce import available_reproductions
 from ..experiments.store import CONFIG_FILE, DATA_DIR, META_FILE, read_meta
 from ..experiments.sweep import TASKS_FILE, read_index, sweep_info
 from ..studies.runner import RUNS_DIR, STUDY_FILE, SUMMARY_FILE, TABLE_FILE, study_info
-from .figures import curves_and_cloud, figures_section, g2_against_h, run_links
+from .figures import curves_and_cloud, draw_datasets, figures_section, g2_against_h, run_links
 from .markdown import markdown_to_html
 from .page import (
     KINDS,
@@ -32,6 +32,7 @@ from .page import (
     link,
     pre,
 )
+from .probe import collect_probe, is_probe
 
 __all__ = [
     "KINDS",
@@ -40,6 +41,7 @@ __all__ = [
     "ReportLimits",
     "Section",
     "collect",
+    "collect_dataset",
     "collect_verdicts",
     "detect_kind",
     "theory_check_sections",
@@ -105,7 +107,7 @@ def _json(path: Path, what: str):
 
 # -- kind ------------------------------------------------------------------------------------------
 def detect_kind(directory: str | Path) -> str:
-    """``run``, ``sweep``, ``study`` or ``reproduction``, from the files the directory holds.
+    """``run``, ``sweep``, ``study``, ``reproduction`` or ``probe``, from the files the directory holds.
 
     Raises
     ------
@@ -127,12 +129,14 @@ def detect_kind(directory: str | Path) -> str:
         except (NotReportableError, AttributeError):
             name = None
         return "reproduction" if name in available_reproductions() else "study"
+    if is_probe(d):
+        return "probe"
     if any((d / f).exists() for f in (META_FILE, CONFIG_FILE, DATA_DIR)):
         return "run"
     raise NotReportableError(
         f"cannot report on {d}: it holds no {TASKS_FILE} (sweep), {STUDY_FILE} (study or reproduction) or "
-        f"{META_FILE}/{CONFIG_FILE}/{DATA_DIR} (run); pass a directory written by `attnflow run`, "
-        "`attnflow sweep`, `attnflow study run` or `attnflow reproduce`"
+        f"{META_FILE}/{CONFIG_FILE}/{DATA_DIR} (run) or probe.zarr (probe); pass a directory written by "
+        "`attnflow run`, `attnflow sweep`, `attnflow study run`, `attnflow reproduce` or `attnflow probe`"
     )
 
 
@@ -331,6 +335,59 @@ def _collect_study(
     return page
 
 
+#: the attributes of a simulated Dataset shown in the overview of its page (:func:`collect_dataset`)
+_DATASET_OVERVIEW = ("name", "direction", "integrator", "dt", "t1", "n", "d", "H", "paths", "seed", "dtype")
+
+
+def collect_dataset(ds: Any, *, name: str | None = None, limits: ReportLimits | None = None) -> Page:
+    """The report page of an in-memory run: the :class:`xarray.Dataset` that
+    :func:`attnflow.simulation.simulate` (or :func:`attnflow.experiments.open_run`) returns.
+
+    The page has what a run directory's page has but the stored files: an overview of the Dataset's
+    attributes, the model, the curves with bands over paths (G^2, the ledger when recorded), the clustering
+    measure and the token cloud (when positions were recorded).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Dimensions ``time`` and ``path`` (and ``token``, ``dim`` for positions).
+    name : str or None
+        The page's title (default the Dataset's ``name`` attribute, else "simulation").
+    limits : ReportLimits or None
+
+    Raises
+    ------
+    NotReportableError
+        ``ds`` is not a Dataset with a ``time`` dimension.
+    """
+    import xarray as xr
+
+    if not isinstance(ds, xr.Dataset) or ds.sizes.get("time", 0) == 0:
+        got = type(ds).__name__ if not isinstance(ds, xr.Dataset) else f"a Dataset of dims {dict(ds.sizes)}"
+        raise NotReportableError(
+            f"a report of an in-memory run needs the xarray.Dataset that attnflow.simulate returns (a "
+            f"'time' dimension of at least one record): got {got}; pass simulate's result or a run directory"
+        )
+    lim = limits or ReportLimits()
+    title = str(name or ds.attrs.get("name") or "simulation")
+    page = Page(title=f"run {title}", kind="run", directory="")
+    overview = {k: ds.attrs[k] for k in _DATASET_OVERVIEW if k in ds.attrs}
+    overview["records"] = int(ds.sizes["time"])
+    overview["variables"] = ", ".join(map(str, ds.data_vars))
+    page.sections.append(Section("overview", "Overview", kv_table(overview)))
+    model = ds.attrs.get("model") or ds.attrs.get("config")
+    if model:
+        page.sections.append(Section("config", "Model" if "model" in ds.attrs else "Config", pre(str(model))))
+    rest = {k: v for k, v in ds.attrs.items() if k not in overview and k not in ("model", "config")}
+    if rest:
+        page.sections.append(Section("metadata", "Attributes", details("attributes", pre(rest))))
+    page.notes.append("an in-memory Dataset (attnflow.simulate): no stored files to link")
+    if "path" not in ds.dims:
+        ds = ds.expand_dims("path")
+    draw_datasets(page, {title: ds}, lim)
+    return page
+
+
 def collect(
     directory: str | Path,
     *,
@@ -367,4 +424,6 @@ def collect(
         return _collect_run(d, pdir, lim)
     if kind == "sweep":
         return _collect_sweep(d, pdir, lim)
+    if kind == "probe":
+        return collect_probe(d, pdir)
     return _collect_study(d, pdir, lim, kind, tc)

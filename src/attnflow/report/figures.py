@@ -30,6 +30,7 @@ __all__ = [
     "band_traces",
     "cloud_entry",
     "curves_and_cloud",
+    "draw_datasets",
     "figures_section",
     "g2_against_h",
     "open_quiet",
@@ -180,7 +181,13 @@ def curves_and_cloud(page: Page, runs: dict[str, Path], page_dir: Path, limits: 
             f"curves and token clouds of the first {len(shown)} of {len(names)} runs with data "
             f"(--max-runs {limits.max_runs})"
         )
-    datasets = {n: open_quiet(runs[n]) for n in shown}
+    draw_datasets(page, {n: open_quiet(runs[n]) for n in shown}, limits)
+
+
+def draw_datasets(page: Page, datasets: dict[str, xr.Dataset], limits: ReportLimits) -> None:
+    """The curves, the clustering measure and the token clouds of runs already opened (a run directory's
+    store, or the Dataset that :func:`attnflow.simulation.simulate` returns)."""
+    shown = list(datasets)
     T = max(ds.sizes["time"] for ds in datasets.values())
     if T > limits.max_points:
         page.notes.append(

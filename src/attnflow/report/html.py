@@ -1,4 +1,5 @@
-"""Write a :class:`~attnflow.report.collect.Page` as one self-contained HTML file.
+"""Write a :class:`~attnflow.report.collect.Page` as one self-contained HTML file (or, with
+``plotly="shared"``, a page that loads ``plotly-<version>.min.js`` from its own directory).
 
 No network at view time: plotly.js (the ``plotly`` package's bundled minified build) is inlined once,
 the figures and token clouds are embedded as JSON, PNG figures as base64 ``data:`` URIs. Why plotly:
@@ -18,7 +19,7 @@ from .._version import __version__
 from ..experiments.files import write_output
 from .page import Page
 
-__all__ = ["REPORT_FILE", "page_html", "plotly_js"]
+__all__ = ["PLOTLY_MODES", "REPORT_FILE", "page_html", "plotly_file_name", "plotly_js", "write_page"]
 
 #: the default file name of a report, written into the reported directory
 REPORT_FILE = "report.html"
@@ -152,9 +153,42 @@ def _script_json(obj) -> str:
     return text
 
 
-def page_html(page: Page) -> str:
-    """The HTML text of a report page (self-contained: no external resource is referenced)."""
+#: how a page carries plotly.js: ``inline`` (in the page, self-contained) or ``shared`` (one
+#: ``plotly-<version>.min.js`` next to the pages, referenced relatively: no network either)
+PLOTLY_MODES = ("inline", "shared")
+
+
+def plotly_file_name() -> str:
+    """``plotly-<version>.min.js``: the shared copy's name (pages of two plotly versions do not clash)."""
+    from plotly.offline import get_plotlyjs_version
+
+    return f"plotly-{get_plotlyjs_version()}.min.js"
+
+
+def page_html(page: Page, *, plotly: str = "inline") -> str:
+    """The HTML text of a report page.
+
+    Parameters
+    ----------
+    page : Page
+    plotly : {"inline", "shared"}
+        ``inline`` (default): plotly.js inside the page, which then references no other resource;
+        ``shared``: ``<script src="plotly-<version>.min.js">``, a file in the page's directory
+        (:func:`write_page` writes it).
+    """
+    if plotly not in PLOTLY_MODES:
+        raise ValueError(f"plotly must be one of {PLOTLY_MODES}: got {plotly!r}; use 'inline' or 'shared'")
     esc = html.escape
+    source = (
+        f"the {esc(page.kind)} directory <code>{esc(page.directory)}</code>"
+        if page.directory
+        else "an in-memory Dataset"
+    )
+    lib = (
+        f"<script>{plotly_js()}</script>"
+        if plotly == "inline"
+        else f'<script src="{esc(plotly_file_name())}"></script>'
+    )
     nav = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in page.sections)
     notes = ""
     if page.notes:
@@ -168,20 +202,34 @@ def page_html(page: Page) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="attnflow {esc(__version__)}">'
         f"<title>{esc(page.title)} - attnflow report</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{esc(page.title)}</h1><p>attnflow {esc(__version__)} report of the {esc(page.kind)} "
-        f"directory <code>{esc(page.directory)}</code></p></header><nav>{nav}</nav><main>{notes}{body}</main>"
+        f"<header><h1>{esc(page.title)}</h1><p>attnflow {esc(__version__)} report of {source}</p></header>"
+        f"<nav>{nav}</nav><main>{notes}{body}</main>"
         f'<script type="application/json" id="af-figures">{_script_json(page.figures)}</script>'
         f'<script type="application/json" id="af-clouds">{_script_json(page.clouds)}</script>'
-        f"<script>{plotly_js()}</script><script>{_JS}</script></body></html>\n"
+        f"{lib}<script>{_JS}</script></body></html>\n"
     )
 
 
-def write_page(page: Page, path: str | Path, *, root: str | Path | None = None) -> Path:
+def write_page(
+    page: Page, path: str | Path, *, root: str | Path | None = None, plotly: str = "inline"
+) -> Path:
     """Write ``page`` to ``path`` (UTF-8) and return the path.
 
     The page goes to a new tmp file of the target's directory and replaces ``path`` atomically; a symlink
     at ``path`` is refused, and so is a ``path`` outside ``root`` when given
-    (:func:`attnflow.experiments.files.write_output`).
+    (:func:`attnflow.experiments.files.write_output`). With ``plotly="shared"`` the page's directory gets
+    ``plotly-<version>.min.js`` (written the same way, once: a copy with the same bytes is kept), which
+    every page written there with this mode references.
     """
-    text = page_html(page).encode("utf-8")
+    text = page_html(page, plotly=plotly).encode("utf-8")
+    if plotly == "shared":
+        lib = Path(path).parent / plotly_file_name()
+        js = plotly_js().encode("utf-8")
+        if not (
+            lib.is_file()
+            and not lib.is_symlink()
+            and lib.stat().st_size == len(js)
+            and lib.read_bytes() == js
+        ):
+            write_output(lib, lambda fh: fh.write(js), root=root, what="shared plotly.js")
     return write_output(path, lambda fh: fh.write(text), root=root, what="report")

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 #: the kinds of directory a report can be written for
-KINDS = ("run", "sweep", "study", "reproduction")
+KINDS = ("run", "sweep", "study", "reproduction", "probe")
 #: the time series drawn with bands (when the run recorded them), by figure
 LEDGER_VARS = ("energy", "residual_paper", "residual_exact")
 G2_VARS = ("G2", "Ghat2")
@@ -47,7 +47,7 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c
 
 
 class NotReportableError(FileNotFoundError):
-    """The directory is not a run, sweep, study or reproduction directory attnflow wrote."""
+    """The directory is not a run, sweep, study, reproduction or probe directory attnflow wrote."""
 
 
 @dataclass(frozen=True)
