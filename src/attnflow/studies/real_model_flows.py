@@ -540,6 +540,7 @@ def tables(summary: dict) -> list[Table]:
         cols = [Column("depth"), Column("model", "model", ".3f")] + [
             Column(f, LABELS[f], ".3f") for f in FLOWS
         ]
+        cols.insert(4, Column("model_report", "model, report half", ".3f"))
         for rep, key, what in (
             ("sphere", "cos", "mean cosine, sphere tokens"),
             ("hidden", "cos", "mean cosine, hidden states"),
@@ -555,11 +556,14 @@ def tables(summary: dict) -> list[Table]:
                 return v[k] if key == "clusters" else v
 
             rows = [{"depth": i, **{src: val(src, i) for src in ("model", *FLOWS)}} for i in range(L + 1)]
+            mr = s["model_on_report_half"][rep].get(key)  # no agreement of the model with itself
+            for i, r in enumerate(rows):
+                r["model_report"] = None if mr is None else (mr[i][k] if key == "clusters" else mr[i])
             out.append(Table(columns=cols, rows=rows, title=f"{fam}: {what}", id=f"{fam}-{rep}-{key}", note=(
                 f"{mi['name']} ({mi['arch']}, {mi['norm']} norm, {mi['positions']} positions, L = {L}, d = "
                 f"{mi['d']}, H = {mi['heads']}); mean over {s['sentences']} sentences (flow (c): the "
-                f"{len(s['corpus_index']) - len(s['corpus_index']) // 2} sentences of the report half; its "
-                "model column on that half is in summary.json)."
+                f"{len(s['corpus_index']) - len(s['corpus_index']) // 2} sentences of the report half of the "
+                "main split, beside the model on the same half)."
             )))  # fmt: skip
         sk = s["sink"]
         times = s["fitted_times"][0]["times"]
