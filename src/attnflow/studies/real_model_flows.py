@@ -62,7 +62,10 @@ from .tasks import ComputeTask
 __all__ = ["FAMILIES", "FlowsConfig", "RealModelFlowsStudy", "family_task", "records", "tables"]
 
 #: model families: the trained ones (real weights from offline packages) and tiny random ones (quick variant)
-FAMILIES = ("minilm", "minilm-l3", "smollm2", "tiny-bert", "tiny-llama")
+FAMILIES = (
+    "minilm", "minilm-l3", "smollm2", "minilm-random", "minilm-l3-random", "smollm2-random", "tiny-bert",
+    "tiny-llama",
+)  # fmt: skip
 #: the flows, in the order of the issue: (a) .. (e)
 FLOWS = ("attention", "biases", "fitted_time", "model_scores", "mlp")
 LABELS = {
@@ -76,14 +79,17 @@ REPS = ("sphere", "hidden")
 #: per-sentence cost estimate (s, one thread) of each family, measured on the shared 2-core machine
 _COST = {"minilm": 3.0, "minilm-l3": 1.5, "smollm2": 8.0, "tiny-bert": 0.05, "tiny-llama": 0.05}
 _LOAD = {"minilm": 5.0, "minilm-l3": 5.0, "smollm2": 80.0, "tiny-bert": 1.0, "tiny-llama": 1.0}
+for _f in ("minilm", "minilm-l3", "smollm2"):  # the same architecture, randomly initialised: the null
+    _COST[f"{_f}-random"], _LOAD[f"{_f}-random"] = _COST[_f], _LOAD[_f] + 5.0
 
 
 class FlowsConfig(StudyConfig):
     families: list[str] = Field(
         ["minilm", "minilm-l3", "smollm2"], min_length=1,
         description="model families: minilm (all-MiniLM-L6-v2, safetensors), minilm-l3 "
-        "(paraphrase-MiniLM-L3-v2, ONNX), smollm2 (SmolLM2-135M-Instruct, GGUF), tiny-bert / tiny-llama "
-        "(tiny random models)",
+        "(paraphrase-MiniLM-L3-v2, ONNX), smollm2 (SmolLM2-135M-Instruct, GGUF), each with '-random' (the "
+        "same architecture with transformers' random initialisation, seed `seed`: the null), tiny-bert / "
+        "tiny-llama (tiny random models)",
     )  # fmt: skip
     sentences: PositiveInt = Field(
         48, description="corpus subsample: this many sentences drawn without replacement", examples=[48]
@@ -174,6 +180,11 @@ def load_family(family: str, seed: int = 0):
 
     if family in ("tiny-bert", "tiny-llama"):
         w, tokenize = _tiny(family, seed)
+    elif family.endswith("-random"):  # the trained family's tokenizer and architecture, random weights
+        from ..analysis.probe import random_like
+
+        trained, tokenize, _ = load_family(family.removesuffix("-random"), seed)
+        w = from_hf_model(random_like(bridge.to_hf_model(trained), seed).double())
     elif family in ("minilm", "minilm-l3"):
         w = bridge.load_minilm() if family == "minilm" else bridge.load_minilm_l3()
         tok = bridge.load_tokenizer(bridge.minilm_path())  # the ONNX package ships no tokenizer
