@@ -189,6 +189,11 @@ def plot_real_model_flows(data: dict, out_dir: Path) -> dict[str, str]:
                 if key == "clusters":
                     st = {q: np.asarray(st[q], float)[:, k] for q in ("mean", "lo", "hi")}
                 _ci_band(ax, depth, st, label, style)
+            mr = s["model_on_report_half"][rep].get(key)
+            if mr is not None:
+                mr = np.asarray(mr, float)
+                y = mr[:, k] if key == "clusters" else mr
+                ax.plot(depth, y, "k--", lw=0.8, label="model, report half")
             ax.set(xlabel="depth l", title=title)
         axes[0, 0].legend(fontsize=7)
         ax = axes[1, 2]
