@@ -419,9 +419,27 @@ _QUANT = {
 }
 
 
-def records(summary: dict, config: FlowsConfig, results: dict[str, dict]) -> list:
-    """The verdict records of every family (ids ``flows-<family>-<verdict>``; :data:`VERDICTS`)."""
+def _verdict_data(res: dict) -> dict:
+    """What the verdicts need of a family's result (per-sentence cosine, rank, clusters; the fits'
+    report halves), kept in the summary so that ``records(summary, config)`` rebuilds them
+    (``scripts/regen_verdicts.py``) without rerunning the study."""
+    keys = ("cos", "erank", "clusters")
+    return {
+        "tokens": res["tokens"],
+        "stats": {r: {src: {k: np.round(np.asarray(v[k], float), 6) for k in keys} for src, v in d.items()}
+                  for r, d in res["stats"].items()},
+        "fitted": [{"split_seed": f["split_seed"], "direction": f["direction"], "report": f["report"],
+                    "stats": {r: {k: np.round(np.asarray(f["stats"][r][k], float), 6) for k in keys}
+                              for r in REPS}} for f in res["fitted"]],
+    }  # fmt: skip
+
+
+def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None = None) -> list:
+    """The verdict records of every family (ids ``flows-<family>-<verdict>``; :data:`VERDICTS`), from the
+    families' results or (None) from the per-sentence data the summary keeps (``verdict_data``)."""
     c = config
+    if results is None:
+        results = {f: {**s["verdict_data"], "model": s["model"]} for f, s in summary["families"].items()}
     k_main = c.thresholds.index(min(c.thresholds, key=lambda t: abs(t - c.cluster_threshold)))
     out = []
     for fam, res in results.items():
@@ -495,6 +513,17 @@ def _mean_ci(a: np.ndarray, B: int, seed: int) -> dict:
     }
 
 
+#: the families' names in tables and figures (the weights' own name is a file path)
+DISPLAY = {
+    "minilm": "all-MiniLM-L6-v2 (safetensors)",
+    "minilm-l3": "paraphrase-MiniLM-L3-v2 (ONNX)",
+    "smollm2": "SmolLM2-135M-Instruct (GGUF Q4_1)",
+    "minilm-random": "all-MiniLM-L6-v2 architecture, random init",
+    "minilm-l3-random": "paraphrase-MiniLM-L3-v2 architecture, random init",
+    "smollm2-random": "SmolLM2-135M architecture, random init",
+}
+
+
 def _family_summary(res: dict, c: FlowsConfig) -> dict:
     L = res["model"]["layers"]
     main = res["fitted"][0]
@@ -515,8 +544,9 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
               for key in ("cos", "erank", "clusters")}
         for rep in REPS
     }  # fmt: skip
+    name = DISPLAY.get(res["family"], res["model"]["name"])
     return {
-        "model": res["model"],
+        "model": {**res["model"], "name": name, "weights": res["model"]["name"]},
         "sentences": len(res["tokens"]),
         "corpus_index": res["corpus_index"],
         "tokens_mean": float(np.mean(res["tokens"])),
@@ -625,8 +655,10 @@ class RealModelFlowsStudy(Study):
             {
                 "thresholds": c.thresholds,
                 "cluster_threshold": c.cluster_threshold,
-                "families": {f: _family_summary(r, c) for f, r in results.items()},
+                "families": {
+                    f: {**_family_summary(r, c), "verdict_data": _verdict_data(r)} for f, r in results.items()
+                },
                 "timing_s": {f: r["timing_s"] for f, r in results.items()},
             }
         )
-        return StudyResult(summary=summary, verdicts=records(summary, c, results), tables=tables(summary))
+        return StudyResult(summary=summary, verdicts=records(summary, c), tables=tables(summary))
