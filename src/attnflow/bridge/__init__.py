@@ -9,6 +9,8 @@
 * :mod:`~attnflow.bridge.theta`: the stack as a layer-wise Theta_t for the flow;
 * :mod:`~attnflow.bridge.reference`: the ``transformers`` models the forward pass is checked against;
 * :mod:`~attnflow.bridge.text`: sentences to token ids with the model's tokenizer;
+* :mod:`~attnflow.bridge.flows`: the flows that explain a model's layers (bias-free, biases kept, fitted
+  time, the model's own scores, + MLP), for every family the pass runs;
 * :mod:`~attnflow.bridge.formats`: ONNX (BERT-style encoders) and GGUF (Llama-family decoders) files.
 
 The bridge sits directly above ``model`` (``docs/architecture.md``); the optional packages it reads models
@@ -31,6 +33,14 @@ from .checkpoint import (
     load_local as load_local,
     load_minilm as load_minilm,
     minilm_path as minilm_path,
+)
+from .flows import (
+    VARIANTS as VARIANTS,
+    attention_drift as attention_drift,
+    fit_layer_times as fit_layer_times,
+    hidden_readout as hidden_readout,
+    layer_flow as layer_flow,
+    layer_time_curve as layer_time_curve,
 )
 from .formats import (
     gguf_tokenizer as gguf_tokenizer,
@@ -68,6 +78,7 @@ from .theta import (
 
 __all__ = [
     "BEYOND",
+    "VARIANTS",
     "MODELS_EXTRA",
     "AttentionHeads",
     "ForwardPass",
@@ -75,20 +86,25 @@ __all__ = [
     "LayerWeights",
     "ModelTheta",
     "TransformerWeights",
+    "attention_drift",
     "attention_sublayer",
     "block",
     "check_weights",
     "encode",
     "forward",
+    "fit_layer_times",
     "from_attention_weights",
     "from_hf_model",
     "from_state_dict",
     "gguf_tokenizer",
     "heads_from_multihead_attention",
     "hf_config",
+    "hidden_readout",
     "hf_hidden_states",
     "hf_model",
+    "layer_flow",
     "layer_norm",
+    "layer_time_curve",
     "load_gguf",
     "load_local",
     "load_minilm",

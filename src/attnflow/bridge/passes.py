@@ -140,34 +140,62 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 def attention_sublayer(
-    h: torch.Tensor, weights: TransformerWeights, layer: int
+    h: torch.Tensor,
+    weights: TransformerWeights,
+    layer: int,
+    *,
+    biases: bool = True,
+    attention: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer ``layer``'s multi-head attention on its input ``h`` (shape=[n, d], a norm's output).
 
     Returns the sub-layer's output (after ``W_o``, with its bias; shape=[n, d]) and the attention weights
     (shape=[H, n, n]). Rotary positions, grouped-query attention and the causal mask are applied as the
     model declares them.
+
+    Parameters
+    ----------
+    h : Tensor, shape=[n, d]
+    weights : TransformerWeights
+    layer : int
+    biases : bool
+        False drops the projection biases b_q, b_k, b_v, b_o (the bias-free heads of Theta_t).
+    attention : Tensor or None, shape=[H, n, n]
+        Attention weights to use instead of the ones the scores give (the "scores from the model" flow of
+        :mod:`attnflow.bridge.flows`): only the values ``W_o (A (h W_v^T))`` are computed from ``h``.
     """
     lw, H = weights.layers[layer], weights.num_heads
     n, d = h.shape
     k = lw.W_q.shape[0] // H
-    q = (h @ lw.W_q.T + lw.b_q).reshape(n, H, k).transpose(0, 1)
-    kk, v = (
-        (h @ W.T + b).reshape(n, weights.kv_heads, k).transpose(0, 1)
-        for W, b in ((lw.W_k, lw.b_k), (lw.W_v, lw.b_v))
-    )
-    if weights.positions == "rotary":
-        cos, sin = rotary_tables(n, k, weights.rope_theta, h.dtype)
-        q, kk = apply_rotary(q, cos, sin), apply_rotary(kk, cos, sin)
     g = H // weights.kv_heads
+
+    def proj(W, b, heads):
+        y = h @ W.T + b if biases else h @ W.T
+        return y.reshape(n, heads, k).transpose(0, 1)
+
+    v = proj(lw.W_v, lw.b_v, weights.kv_heads)
     if g > 1:  # grouped-query attention: query head h reads key/value head h // g
-        kk, v = kk.repeat_interleave(g, dim=0), v.repeat_interleave(g, dim=0)
-    scores = q @ kk.transpose(-1, -2) / math.sqrt(k)  # (H, n, n)
-    if weights.causal:
-        scores = scores.masked_fill(~causal_mask(n, h.device), -math.inf)
-    A = attention_weights(scores, torch.logsumexp(scores, dim=-1), "softmax")
+        v = v.repeat_interleave(g, dim=0)
+    if attention is None:
+        q, kk = proj(lw.W_q, lw.b_q, H), proj(lw.W_k, lw.b_k, weights.kv_heads)
+        if weights.positions == "rotary":
+            cos, sin = rotary_tables(n, k, weights.rope_theta, h.dtype)
+            q, kk = apply_rotary(q, cos, sin), apply_rotary(kk, cos, sin)
+        if g > 1:
+            kk = kk.repeat_interleave(g, dim=0)
+        scores = q @ kk.transpose(-1, -2) / math.sqrt(k)  # (H, n, n)
+        if weights.causal:
+            scores = scores.masked_fill(~causal_mask(n, h.device), -math.inf)
+        A = attention_weights(scores, torch.logsumexp(scores, dim=-1), "softmax")
+    else:
+        if tuple(attention.shape) != (H, n, n):
+            raise ValueError(
+                f"attention must have shape (H, n, n) = {(H, n, n)} (layer {layer} of {weights.name}): got "
+                f"{tuple(attention.shape)}; pass ForwardPass.attentions[layer] of the same sentence"
+            )
+        A = attention.to(h.dtype)
     out = (A @ v).transpose(0, 1).reshape(n, -1)  # concat over heads
-    return out @ lw.W_o.T + lw.b_o, A
+    return (out @ lw.W_o.T + lw.b_o if biases else out @ lw.W_o.T), A
 
 
 def mlp(u: torch.Tensor, lw: LayerWeights, activation: str) -> torch.Tensor:

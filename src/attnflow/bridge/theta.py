@@ -222,7 +222,8 @@ def mlp_drift(weights: TransformerWeights, layer: int, *, residual_norm: float |
     .. math:: m(z) = P_c\, S^{-1}\, \mathrm{MLP}(A z + b),
 
     with every MLP weight, bias and the LayerNorm shift b kept (the MLP is nonlinear; they define it).
-    The flow adds :math:`P^\perp(z) m(z)` to the attention field.
+    The flow adds :math:`P^\perp(z) m(z)` to the attention field. RMSNorm models (Llama: no shift, no
+    centring) drop :math:`P_c`; the MLP acts token by token, so a rotary model's MLP is a drift too.
 
     Parameters
     ----------
@@ -239,7 +240,8 @@ def mlp_drift(weights: TransformerWeights, layer: int, *, residual_norm: float |
     """
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < weights.depth:
         raise ValueError(f"layer must be an integer in [0, {weights.depth - 1}]: got {layer!r}")
-    _check_flow_layout(weights)
+    # the MLP acts token by token, so rotary positions do not enter it; RMSNorm models are not centred
+    centred = weights.norm == "layer"
     lw, d = weights.layers[layer], weights.d
     ln = lw.ln_attn if weights.arch == "post_ln" else lw.ln_mlp
     a = math.sqrt(d) * ln.weight
@@ -251,7 +253,7 @@ def mlp_drift(weights: TransformerWeights, layer: int, *, residual_norm: float |
 
     def drift(z: torch.Tensor) -> torch.Tensor:
         out = mlp(z * a + ln.bias, lw, weights.activation) / scale
-        return out - out.mean(dim=-1, keepdim=True)  # P_c
+        return out - out.mean(dim=-1, keepdim=True) if centred else out  # P_c (LayerNorm models)
 
     return drift
 
@@ -260,10 +262,11 @@ def stream_norms(weights: TransformerWeights, hidden_states: torch.Tensor) -> li
     r"""Mean centred norm of the residual stream entering each layer of a pre-LN model, shape [L].
 
     :math:`\rho_l = \frac1n\sum_i \|r_{l,i} - \bar r_{l,i}\mathbf 1\|` from the hidden states of
-    :func:`attnflow.bridge.forward` (for a pre-LN model ``hidden_states[l]`` is the stream r_l, l < L).
+    :func:`attnflow.bridge.forward` (for a pre-LN model ``hidden_states[l]`` is the stream r_l, l < L);
+    RMSNorm models (not centred): :math:`\rho_l = \frac1n\sum_i \|r_{l,i}\|`.
     """
     if weights.arch != "pre_ln":
         raise ValueError(f"stream_norms applies to pre-LN models (GPT-2): {weights.name} is {weights.arch}")
     r = hidden_states[: weights.depth]
-    c = r - r.mean(dim=-1, keepdim=True)
+    c = r - r.mean(dim=-1, keepdim=True) if weights.norm == "layer" else r
     return [float(v) for v in torch.linalg.vector_norm(c, dim=-1).mean(dim=-1)]

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from .common import DPI, save_named as _save, write_figure
 
-__all__ = ["plot_real_model"]
+__all__ = ["plot_real_model", "plot_real_model_flows"]
 
 
 def _band(ax, x, stat, label, style):
@@ -141,4 +141,73 @@ def plot_real_model(data: dict, out_dir: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     for draw in (_text, _sweep, _extrapolation, _entropy):
         files.update(draw(data, out_dir))
+    return files
+
+
+#: styles of the model and the five flows of ``real_model_flows``
+_FLOW_STYLES = (
+    ("model", "model", "ko-"),
+    ("attention", "(a) bias-free attention", "s-"),
+    ("biases", "(b) biases + LN shift", "v--"),
+    ("fitted_time", "(c) fitted time (report half)", "^-"),
+    ("model_scores", "(d) model's scores", "x:"),
+    ("mlp", "(e) attention + MLP", "d-"),
+)
+
+
+def _ci_band(ax, x, stat, label, style):
+    m = np.asarray(stat["mean"], float)
+    line = ax.plot(x, m, style, label=label, ms=3)[0]
+    ax.fill_between(x, np.asarray(stat["lo"], float), np.asarray(stat["hi"], float), color=line.get_color(),
+                    alpha=0.15, lw=0)  # fmt: skip
+
+
+def plot_real_model_flows(data: dict, out_dir: Path) -> dict[str, str]:
+    """One figure per family of ``real_model_flows``: the model and the five flows per depth (mean cosine of
+    sphere tokens and of hidden states, clusters, effective rank, agreement with 95% bootstrap bands),
+    and the fitted times with the special-token attention mass per layer."""
+    files: dict[str, str] = {}
+    thr = data["thresholds"]
+    k = thr.index(min(thr, key=lambda t: abs(t - data["cluster_threshold"])))
+    for fam, s in data["families"].items():
+        L = s["model"]["layers"]
+        depth = np.arange(L + 1)
+        fig = Figure(figsize=(13, 7))
+        axes = fig.subplots(2, 3)
+        panels = (
+            (axes[0, 0], "sphere", "cos", "mean cosine, sphere tokens"),
+            (axes[0, 1], "hidden", "cos", "mean cosine, hidden states"),
+            (axes[0, 2], "sphere", "clusters", f"clusters at {thr[k]:g} rad, sphere tokens"),
+            (axes[1, 0], "sphere", "erank", "effective rank, sphere tokens"),
+            (axes[1, 1], "sphere", "agree", "agreement <z_model, x_flow>, sphere tokens"),
+        )
+        for ax, rep, key, title in panels:
+            for src, label, style in _FLOW_STYLES:
+                if key == "agree" and src == "model":
+                    continue
+                st = s["per_depth"][rep][src][key]
+                if key == "clusters":
+                    st = {q: np.asarray(st[q], float)[:, k] for q in ("mean", "lo", "hi")}
+                _ci_band(ax, depth, st, label, style)
+            mr = s["model_on_report_half"][rep].get(key)
+            if mr is not None:
+                mr = np.asarray(mr, float)
+                y = mr[:, k] if key == "clusters" else mr
+                ax.plot(depth, y, "k--", lw=0.8, label="model, report half")
+            ax.set(xlabel="depth l", title=title)
+        axes[0, 0].legend(fontsize=7)
+        ax = axes[1, 2]
+        layer = np.arange(L)
+        sk = s["sink"]
+        ax.plot(layer, sk["model"], "ko-", ms=3, label="sink mass: model")
+        ax.plot(layer, sk["heads_biasfree"], "s-", ms=3, label="sink mass: bias-free heads (model tokens)")
+        ax.plot(layer, sk["flow_attention"], "s:", ms=3, label="sink mass: flow (a)")
+        ax.set(xlabel="layer l", ylabel="attention on special tokens", ylim=(0, 1))
+        ax2 = ax.twinx()
+        ax2.plot(layer, s["fitted_times"][0]["times"], "^-", color="tab:red", ms=3, label="fitted T_l")
+        ax2.set_ylabel("fitted T_l", color="tab:red")
+        ax.legend(fontsize=6, loc="upper left")
+        ax.set_title("special-token attention; fitted time")
+        fig.suptitle(f"{fam}: {s['model']['name']}, {s['sentences']} sentences (95% bootstrap bands)")
+        files.update(_save(fig, out_dir, f"real_model_flows_{fam}.png"))
     return files

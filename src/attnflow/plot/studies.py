@@ -19,7 +19,7 @@ from .multihead import (
 )
 from .noise import plot_jko_stability, plot_noise_phase
 from .pde import plot_pde_particles
-from .real_model import plot_real_model
+from .real_model import plot_real_model, plot_real_model_flows
 from .reproduction import plot_all, plot_robustness
 from .theorems import (
     plot_layer_scaling,
@@ -60,6 +60,7 @@ _FIGURES["massucco2026_robustness"] = plot_robustness  # issue 11
 _FIGURES.update(ntk_injectivity=plot_ntk_injectivity, depth_limit=plot_depth_limit)
 # issue 17: a trained transformer against the attention flow of its heads
 _FIGURES["real_model"] = plot_real_model
+_FIGURES["real_model_flows"] = plot_real_model_flows  # issue 26 part 3
 # the Transformer PDE against particles (issue 16)
 _FIGURES.update(pde_particles=plot_pde_particles)
 

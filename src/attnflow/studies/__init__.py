@@ -72,6 +72,10 @@ from .numerics_checks import (  # registers it
 )
 from .pde_particles import PdeParticlesConfig as PdeParticlesConfig, PdeParticlesStudy as PdeParticlesStudy
 from .real_model import RealModelConfig as RealModelConfig, RealModelStudy as RealModelStudy  # registers it
+from .real_model_flows import (  # registers it
+    FlowsConfig as FlowsConfig,
+    RealModelFlowsStudy as RealModelFlowsStudy,
+)
 from .registry import (
     available_studies as available_studies,
     get_study as get_study,
@@ -113,6 +117,7 @@ __all__ = [
     "DepthLimitConfig",
     "DepthLimitStudy",
     "EntropyStudy",
+    "FlowsConfig",
     "MonotonicityStudy",
     "ReluVsSoftmaxStudy",
     "SufficientConditionStudy",
@@ -133,6 +138,7 @@ __all__ = [
     "NumericsChecksStudy",
     "NtkInjectivityStudy",
     "RealModelConfig",
+    "RealModelFlowsStudy",
     "RealModelStudy",
     "PdeParticlesConfig",
     "PdeParticlesStudy",

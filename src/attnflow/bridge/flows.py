@@ -1,0 +1,279 @@
+r"""Flows that explain a model's layers (issue 26 part 3): five drifts on the sphere tokens, side by side.
+
+Each flow moves the sphere tokens :math:`z \in S^{d-1}` of :func:`attnflow.bridge.forward` from the
+model's own embeddings :math:`z_0`; layer l acts for a time :math:`T_l` (1 unless fitted), integrated by
+projected Euler steps :math:`x \leftarrow \Pi(x + \delta t\,P^\perp(x) F_l(x))` (the scheme of arXiv
+2605.18870, Sec. 6; :math:`\Pi` plays the norm's projection). The attention drift of layer l is the
+model's own attention sub-layer read in token units (the construction of :mod:`attnflow.bridge.theta`):
+
+.. math::
+
+    F_l(z) = P_c\, S_l^{-1}\, \mathrm{Attn}_l(A_l z + b_l), \qquad A_l = \sqrt d\,\mathrm{diag}(\gamma_l),
+
+with :math:`\gamma_l, b_l` the norm that feeds the attention, :math:`P_c = I - \tfrac1d\mathbf 1\mathbf
+1^\top` for LayerNorm models (none for RMSNorm), :math:`S_l = A_l` for post-LN models (BERT: the update is
+added to the LayerNorm output) and :math:`S_l = \rho_l I` for pre-LN ones (GPT-2, Llama: the residual
+stream, :math:`\rho_l` its mean norm entering layer l on the sentence, :func:`~attnflow.bridge.stream_norms`).
+For a LayerNorm model with absolute positions and no biases this is exactly the ascent field of
+:func:`~attnflow.bridge.theta_from_weights` (eq. (10)); for a rotary model the scores
+:math:`q_i^\top R_{j-i} k_j` depend on the positions, so the heads are a relative-position kernel, not a
+position-free Theta_t, but the drift is the same sub-layer. The variants (:data:`VARIANTS`):
+
+* ``attention``: the bias-free heads (b_l = 0, no projection biases), attention only;
+* ``biases``: the LayerNorm shift b_l and the projection biases b_q, b_k, b_v, b_o kept (a Llama model
+  has neither: this flow equals ``attention`` there);
+* ``fitted_time``: ``attention`` with one time T_l per layer fitted to the model's layer output
+  (:func:`layer_time_curve`, :func:`fit_layer_times`);
+* ``model_scores``: the values of the bias-free heads moved by the model's own attention weights
+  (``ForwardPass.attentions[l]``, fixed during layer l), which separates the scores from the values;
+* ``mlp``: ``attention`` + each layer's MLP as a drift (:func:`~attnflow.bridge.mlp_drift`), Lie splitting:
+  every attention step is followed by an MLP step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ..geometry.sphere import project, tangent_projection
+from .checkpoint import TransformerWeights
+from .passes import attention_sublayer
+from .theta import attention_layer_norm, mlp_drift
+
+__all__ = [
+    "VARIANTS",
+    "attention_drift",
+    "fit_layer_times",
+    "hidden_readout",
+    "layer_flow",
+    "layer_time_curve",
+]
+
+#: the flows of :func:`layer_flow` (module docstring)
+VARIANTS = ("attention", "biases", "fitted_time", "model_scores", "mlp")
+
+
+def _check_norms(weights: TransformerWeights, residual_norms) -> list[float] | None:
+    if weights.arch == "post_ln":
+        return None
+    if residual_norms is None:
+        raise ValueError(
+            f"{weights.name} is pre-LN: its attention output is added to the residual stream, whose scale "
+            "rho_l the flow needs; pass residual_norms=stream_norms(weights, forward(weights, ids)"
+            ".hidden_states)"
+        )
+    vals = [float(v) for v in residual_norms]
+    if len(vals) != weights.depth or not all(math.isfinite(v) and v > 0 for v in vals):
+        raise ValueError(
+            f"residual_norms must be {weights.depth} finite numbers > 0 (one per layer): got {vals}; "
+            "use stream_norms(weights, hidden_states)"
+        )
+    return vals
+
+
+def attention_drift(
+    weights: TransformerWeights,
+    layer: int,
+    z: torch.Tensor,
+    *,
+    biases: bool = False,
+    attention: torch.Tensor | None = None,
+    residual_norm: float | None = None,
+) -> torch.Tensor:
+    r"""Layer ``layer``'s attention sub-layer as a drift on the sphere tokens (module docstring, F_l).
+
+    Parameters
+    ----------
+    weights : TransformerWeights
+    layer : int
+    z : Tensor, shape=[n, d]
+        Sphere tokens (unit norm).
+    biases : bool
+        Keep the norm's shift b_l and the projection biases.
+    attention : Tensor or None, shape=[H, n, n]
+        The model's attention weights of this layer (the ``model_scores`` flow); None: the heads' own.
+    residual_norm : float or None
+        Pre-LN models: rho_l (required there).
+
+    Returns
+    -------
+    Tensor, shape=[n, d]
+        :math:`F_l(z)` (not yet projected on the tangent space).
+    """
+    ln = attention_layer_norm(weights, layer)
+    a = math.sqrt(weights.d) * ln.weight
+    h = z * a + ln.bias if biases else z * a
+    o, _ = attention_sublayer(h, weights, layer, biases=biases, attention=attention)
+    if weights.arch == "post_ln":
+        u = o / a
+    else:
+        if residual_norm is None:
+            raise ValueError(f"{weights.name} is pre-LN: give residual_norm (rho_l of layer {layer})")
+        u = o / residual_norm
+    return u - u.mean(dim=-1, keepdim=True) if weights.norm == "layer" else u
+
+
+def _step(x: torch.Tensor, v: torch.Tensor, dt: float) -> torch.Tensor:
+    return project(x + dt * tangent_projection(x, v))
+
+
+def layer_flow(
+    weights: TransformerWeights,
+    z0: torch.Tensor,
+    *,
+    variant: str,
+    steps_per_layer: int,
+    layer_times: Sequence[float] | None = None,
+    attentions: torch.Tensor | None = None,
+    residual_norms: Sequence[float] | None = None,
+) -> torch.Tensor:
+    r"""One of the flows of :data:`VARIANTS` from ``z0``, recorded at every layer boundary.
+
+    Layer l runs :math:`m_l = \lceil T_l\,s\rceil` projected Euler steps of length :math:`T_l / m_l`
+    (s = ``steps_per_layer``; T_l = 1 except for ``fitted_time``; T_l = 0 leaves the tokens unmoved).
+
+    Parameters
+    ----------
+    weights : TransformerWeights
+    z0 : Tensor, shape=[n, d]
+        The model's sphere tokens at depth 0 (``ForwardPass.tokens[0]``).
+    variant : str
+        One of :data:`VARIANTS`.
+    steps_per_layer : int
+        Euler steps per unit time.
+    layer_times : sequence of float or None, shape=[L]
+        ``fitted_time`` only (required there): T_l >= 0.
+    attentions : Tensor or None, shape=[L, H, n, n]
+        ``model_scores`` only (required there): ``ForwardPass.attentions`` of the same sentence.
+    residual_norms : sequence of float or None, shape=[L]
+        Pre-LN models: rho_l (:func:`~attnflow.bridge.stream_norms`); ignored by post-LN models.
+
+    Returns
+    -------
+    Tensor, shape=[L + 1, n, d]
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    if isinstance(steps_per_layer, bool) or not isinstance(steps_per_layer, int) or steps_per_layer < 1:
+        raise ValueError(f"steps_per_layer must be an integer >= 1: got {steps_per_layer!r}")
+    L = weights.depth
+    rho = _check_norms(weights, residual_norms)
+    if variant == "fitted_time":
+        if layer_times is None or len(layer_times) != L:
+            raise ValueError(
+                f"variant 'fitted_time' needs layer_times, {L} numbers >= 0 (one per layer): got "
+                f"{layer_times!r}; fit them with fit_layer_times"
+            )
+        times = [float(t) for t in layer_times]
+        if not all(math.isfinite(t) and t >= 0 for t in times):
+            raise ValueError(f"layer_times must be finite and >= 0: got {times}")
+    else:
+        times = [1.0] * L
+    if variant == "model_scores" and (attentions is None or attentions.shape[0] != L):
+        raise ValueError(
+            f"variant 'model_scores' needs attentions of shape (L = {L}, H, n, n): got "
+            f"{None if attentions is None else tuple(attentions.shape)}; pass ForwardPass.attentions"
+        )
+    mlps = None
+    if variant == "mlp":
+        mlps = [mlp_drift(weights, l, residual_norm=None if rho is None else rho[l]) for l in range(L)]
+    x, out = z0, [z0]
+    for l in range(L):
+        m = math.ceil(times[l] * steps_per_layer - 1e-9)
+        dt = times[l] / m if m else 0.0
+        for _ in range(m):
+            F = attention_drift(
+                weights, l, x, biases=variant == "biases",
+                attention=attentions[l] if variant == "model_scores" else None,
+                residual_norm=None if rho is None else rho[l],
+            )  # fmt: skip
+            x = _step(x, F, dt)
+            if mlps is not None:
+                x = _step(x, mlps[l](x), dt)
+        out.append(x)
+    return torch.stack(out)
+
+
+def layer_time_curve(
+    weights: TransformerWeights,
+    z_in: torch.Tensor,
+    z_out: torch.Tensor,
+    layer: int,
+    *,
+    steps_per_layer: int,
+    max_time: float,
+    residual_norm: float | None = None,
+) -> np.ndarray:
+    r"""Agreement of layer ``layer``'s bias-free attention flow with the model's layer output, against time.
+
+    Starting from the model's own tokens entering the layer (``z_in`` = ``tokens[l]``), the ``attention``
+    drift of layer l is run with steps of length 1/``steps_per_layer`` up to ``max_time``; after m steps
+    the agreement :math:`\frac1n\sum_i\langle x_i(m\,\delta t), z^{\rm out}_i\rangle` with the model's
+    tokens leaving it (``z_out`` = ``tokens[l + 1]``) is recorded. The grid of :func:`fit_layer_times`.
+
+    Returns
+    -------
+    ndarray, shape=[M + 1]
+        M = round(max_time * steps_per_layer); entry m is the agreement at time m / steps_per_layer.
+    """
+    if not (math.isfinite(max_time) and max_time > 0):
+        raise ValueError(f"max_time must be a finite number > 0: got {max_time!r}; e.g. max_time=4")
+    M = round(max_time * steps_per_layer)
+    dt = 1.0 / steps_per_layer
+    x, agree = z_in, [float((z_in * z_out).sum(-1).mean())]
+    for _ in range(M):
+        x = _step(x, attention_drift(weights, layer, x, residual_norm=residual_norm), dt)
+        agree.append(float((x * z_out).sum(-1).mean()))
+    return np.asarray(agree)
+
+
+def fit_layer_times(curves: np.ndarray, steps_per_layer: int) -> np.ndarray:
+    r"""The time of each layer that maximises the mean agreement over the fit sentences.
+
+    Parameters
+    ----------
+    curves : array, shape=[S, L, M + 1]
+        :func:`layer_time_curve` of S fit sentences and L layers.
+    steps_per_layer : int
+        The grid's steps per unit time.
+
+    Returns
+    -------
+    ndarray, shape=[L]
+        :math:`T_l = \arg\max_m \frac1S\sum_s c_{s,l,m} / \text{steps\_per\_layer}` (the first maximiser).
+    """
+    c = np.asarray(curves, float)
+    if c.ndim != 3 or c.shape[0] < 1:
+        raise ValueError(f"curves must have shape (sentences >= 1, layers, grid): got {c.shape}")
+    return c.mean(0).argmax(-1) / steps_per_layer
+
+
+def hidden_readout(weights: TransformerWeights, depth: int, x: torch.Tensor) -> torch.Tensor:
+    r"""The hidden state a model would output at ``depth`` for sphere tokens ``x`` (norm epsilon -> 0).
+
+    Post-LN (BERT): the LayerNorm that ends depth l (the embedding LayerNorm at 0, the block's output
+    LayerNorm after), :math:`\sqrt d\,\gamma\odot x + b`. Pre-LN: the residual stream itself up to a
+    scale per token (cosines do not see it; ``x`` is returned), and after the last layer the final norm
+    :math:`\sqrt d\,\gamma_f\odot x + b_f`.
+
+    Parameters
+    ----------
+    x : Tensor, shape=[..., n, d]
+
+    Returns
+    -------
+    Tensor, shape=[..., n, d]
+    """
+    L = weights.depth
+    if not 0 <= depth <= L:
+        raise ValueError(f"depth must lie in [0, {L}]: got {depth!r}")
+    if weights.arch == "post_ln":
+        ln = weights.embedding_ln if depth == 0 else weights.layers[depth - 1].ln_mlp
+    elif depth == L:
+        ln = weights.final_ln
+    else:
+        return x
+    return math.sqrt(weights.d) * ln.weight * x + ln.bias

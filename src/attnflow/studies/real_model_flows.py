@@ -1,0 +1,664 @@
+r"""Study ``real_model_flows``: flows that explain the layers of real transformers (issue 26 part 3).
+
+For each model family (all-MiniLM-L6-v2 from safetensors, paraphrase-MiniLM-L3-v2 from ONNX, SmolLM2-135M
+from GGUF; tiny random BERT / Llama models for the quick variant) and each sentence of a corpus subsample,
+the model's own layers are put side by side with five flows of :mod:`attnflow.bridge.flows`, all started
+from the model's embeddings :math:`z_0`:
+
+* (a) ``attention``: the bias-free heads, attention only (the flow of ``real_model``);
+* (b) ``biases``: the heads with the attention biases and the LayerNorm shift kept;
+* (c) ``fitted_time``: (a) with one time T_l per layer, fitted on one half of the sentences to the model's
+  layer output (teacher-forced: layer l's flow from the model's z_l against the model's z_{l+1}) and
+  reported on the other half;
+* (d) ``model_scores``: the model's own attention weights moving the values of the bias-free heads;
+* (e) ``mlp``: attention + each layer's MLP as a drift.
+
+Per depth and per sentence: mean pairwise cosine, effective rank (Gram form), single-linkage cluster
+counts over ``thresholds`` and the token-wise agreement :math:`\frac1n\sum_i\langle z_i, x_i\rangle` with
+the model, each in two representations: the **sphere tokens** (what the norms project, what the flows
+move) and the **hidden states** (what the model outputs; a flow's hidden state is the model's own norm
+applied to its tokens, :func:`~attnflow.bridge.hidden_readout`), normalised row by row. Per layer: the
+attention mass on the special tokens (BERT: [CLS] and [SEP]; decoder: the first token) of the model, of
+the bias-free and bias-kept heads at the model's tokens and of flows (a), (b) at their own tokens.
+
+The verdicts (``records``) are tests with criteria declared in the config before the data; their
+intervals are percentile bootstraps over sentences, their robustness the two halves of the corpus
+subsample, the time-fit split (both directions, two split seeds), the representation and, for cluster
+counts, the cluster radius. One computation task per family (the model is loaded once).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+
+from ..analysis.verdicts import Criterion, RobustnessCheck, record_test
+from ..bridge import (
+    attention_sublayer,
+    encode,
+    fit_layer_times,
+    forward,
+    from_hf_model,
+    hidden_readout,
+    layer_flow,
+    layer_time_curve,
+    stream_norms,
+)
+from ..bridge.theta import attention_layer_norm
+from ..observables import cluster_count_sensitivity, gram_effective_rank, mean_pairwise_inner_product
+from .base import Study, StudyConfig, StudyResult, StudyRuns
+from .multihead_common import jsonable, one_thread
+from .real_model import load_corpus
+from .registry import study
+from .render import Column, Table
+from .tasks import ComputeTask
+
+__all__ = ["FAMILIES", "FlowsConfig", "RealModelFlowsStudy", "family_task", "records", "tables"]
+
+#: model families: the trained ones (real weights from offline packages) and tiny random ones (quick variant)
+FAMILIES = (
+    "minilm", "minilm-l3", "smollm2", "minilm-random", "minilm-l3-random", "smollm2-random", "tiny-bert",
+    "tiny-llama",
+)  # fmt: skip
+#: the flows, in the order of the issue: (a) .. (e)
+FLOWS = ("attention", "biases", "fitted_time", "model_scores", "mlp")
+LABELS = {
+    "attention": "(a) bias-free attention",
+    "biases": "(b) biases + LN shift",
+    "fitted_time": "(c) fitted time",
+    "model_scores": "(d) model's scores",
+    "mlp": "(e) attention + MLP",
+}
+REPS = ("sphere", "hidden")
+#: per-sentence cost estimate (s, one thread) of each family, measured on the shared 2-core machine
+_COST = {"minilm": 3.0, "minilm-l3": 1.5, "smollm2": 8.0, "tiny-bert": 0.05, "tiny-llama": 0.05}
+_LOAD = {"minilm": 5.0, "minilm-l3": 5.0, "smollm2": 80.0, "tiny-bert": 1.0, "tiny-llama": 1.0}
+for _f in ("minilm", "minilm-l3", "smollm2"):  # the same architecture, randomly initialised: the null
+    _COST[f"{_f}-random"], _LOAD[f"{_f}-random"] = _COST[_f], _LOAD[_f] + 5.0
+
+
+class FlowsConfig(StudyConfig):
+    families: list[str] = Field(
+        ["minilm", "minilm-l3", "smollm2"], min_length=1,
+        description="model families: minilm (all-MiniLM-L6-v2, safetensors), minilm-l3 "
+        "(paraphrase-MiniLM-L3-v2, ONNX), smollm2 (SmolLM2-135M-Instruct, GGUF), each with '-random' (the "
+        "same architecture with transformers' random initialisation, seed `seed`: the null), tiny-bert / "
+        "tiny-llama (tiny random models)",
+    )  # fmt: skip
+    sentences: PositiveInt = Field(
+        48, description="corpus subsample: this many sentences drawn without replacement", examples=[48]
+    )
+    corpus_seed: int = Field(0, description="seed of the corpus subsample")
+    max_tokens: PositiveInt = Field(24, description="only sentences of at most this many tokens are drawn")
+    steps_per_layer: PositiveInt = Field(4, description="Euler steps per unit time (per layer at T_l = 1)")
+    max_time: PositiveFloat = Field(4.0, description="largest T_l of the time fit's grid (step 1/steps)")
+    split_seeds: list[int] = Field(
+        [0, 1], min_length=1, description="seeds of the fit/report halves; the first is the main split"
+    )
+    thresholds: list[PositiveFloat] = Field(
+        [0.6, 1.0, 1.2], min_length=1, description="cluster radii (radians, single linkage)"
+    )
+    cluster_threshold: PositiveFloat = Field(1.0, description="the radius of the main cluster-count verdict")
+    bootstrap: PositiveInt = Field(1000, description="bootstrap resamples over sentences")
+    seed: int = Field(0, description="seed of the bootstrap and of the tiny random models")
+    # -- criteria, declared before the data (commit 'real_model_flows: config, criteria') --
+    criterion_overcluster: PositiveFloat = Field(
+        0.1,
+        description="a flow over-clusters when the mean over depths 1..L of (mean cosine of the flow - mean "
+        "cosine of the model) is >= this",
+    )
+    criterion_cos_gap: PositiveFloat = Field(
+        0.1,
+        description="a flow follows the model's mean cosine when the mean over depths 1..L of |mean cosine "
+        "(flow) - mean cosine (model)| is <= this (as real_model's criterion_cos_gap)",
+    )
+    criterion_rel_gap: PositiveFloat = Field(
+        0.25,
+        description="a flow follows the model's cluster count / effective rank when the mean over depths "
+        "1..L of |flow - model|, divided by the model's mean over the same depths, is <= this",
+    )
+
+    @field_validator("families")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        bad = [f for f in v if f not in FAMILIES]
+        if bad or len(set(v)) != len(v):
+            raise ValueError(f"families must be distinct names among {', '.join(FAMILIES)}: got {v}")
+        return v
+
+    @field_validator("thresholds")
+    @classmethod
+    def _sorted(cls, v: list[float]) -> list[float]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"thresholds must be distinct: got {v}; list each once")
+        return sorted(v)
+
+
+# -- models ------------------------------------------------------------------------------------------------
+def _tiny(family: str, seed: int):
+    """A tiny random BERT or Llama (transformers, float64), the quick variant's stand-in for a family."""
+    import transformers
+
+    torch.manual_seed(seed)
+    if family == "tiny-bert":
+        cfg = transformers.BertConfig(
+            vocab_size=64, hidden_size=24, num_hidden_layers=3, num_attention_heads=3, intermediate_size=48,
+            max_position_embeddings=32, type_vocab_size=2, attn_implementation="eager",
+        )  # fmt: skip
+        model = transformers.BertModel(cfg, add_pooling_layer=False)
+    else:
+        cfg = transformers.LlamaConfig(
+            vocab_size=64, hidden_size=24, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=48, max_position_embeddings=32, rope_theta=100.0, attn_implementation="eager",
+        )  # fmt: skip
+        model = transformers.LlamaModel(cfg)
+    model = model.double().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or "LayerNorm.weight" in name:
+                p.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                p.normal_(0, 0.1)
+    w = from_hf_model(model)
+
+    def tokenize(s: str) -> list[int]:
+        ids = [sum(word.encode("utf-8")) % 60 + 4 for word in s.split()]  # one id per word
+        return [1, *ids, 2] if w.arch == "post_ln" else ids
+
+    return w, tokenize
+
+
+def load_family(family: str, seed: int = 0):
+    """(weights in float64, tokenize: text -> ids, positions of the special tokens: n -> list)."""
+    from .. import bridge
+
+    if family in ("tiny-bert", "tiny-llama"):
+        w, tokenize = _tiny(family, seed)
+    elif family.endswith("-random"):  # the trained family's tokenizer and architecture, random weights
+        from ..analysis.probe import random_like
+
+        trained, tokenize, _ = load_family(family.removesuffix("-random"), seed)
+        w = from_hf_model(random_like(bridge.to_hf_model(trained), seed).double())
+    elif family in ("minilm", "minilm-l3"):
+        w = bridge.load_minilm() if family == "minilm" else bridge.load_minilm_l3()
+        tok = bridge.load_tokenizer(bridge.minilm_path())  # the ONNX package ships no tokenizer
+
+        def tokenize(s: str) -> list[int]:
+            return encode(tok, s, w.max_length)
+    elif family == "smollm2":
+        w = bridge.load_smollm2()
+        tok = bridge.gguf_tokenizer(bridge.smollm2_path())
+
+        def tokenize(s: str) -> list[int]:
+            return list(tok(s, add_special_tokens=True)["input_ids"])
+    else:
+        raise ValueError(f"unknown family {family!r}; valid: {', '.join(FAMILIES)}")
+
+    def special(n: int) -> list[int]:  # BERT: [CLS] first, [SEP] last; a decoder: its first token
+        return [0, n - 1] if w.arch == "post_ln" else [0]
+
+    return w, tokenize, special
+
+
+# -- one sentence ------------------------------------------------------------------------------------------
+def _unit(y: torch.Tensor) -> torch.Tensor:
+    return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)
+
+
+def _hidden(w, x: torch.Tensor) -> torch.Tensor:
+    """The hidden-state representation of a flow's tokens at every depth, normalised row by row."""
+    return _unit(torch.stack([hidden_readout(w, k, x[k]) for k in range(x.shape[0])]))
+
+
+def _profile(x: torch.Tensor, ref: torch.Tensor, thresholds: list[float]) -> dict:
+    """Statistics at depths 0..L of tokens x (K, n, d) against the model's ref (same representation)."""
+    return {
+        "cos": mean_pairwise_inner_product(x).numpy(),
+        "erank": gram_effective_rank(x).numpy(),
+        "clusters": cluster_count_sensitivity(x, thresholds).values.astype(float),
+        "agree": (x * ref).sum(-1).mean(-1).numpy(),
+    }
+
+
+def _sink(w, tokens: torch.Tensor, special: list[int], *, biases: bool) -> np.ndarray:
+    """Attention mass on the special positions of each layer's heads at tokens[l] (mean over heads, rows)."""
+    out = []
+    for layer in range(w.depth):
+        ln = attention_layer_norm(w, layer)
+        a = math.sqrt(w.d) * ln.weight
+        h = tokens[layer] * a + ln.bias if biases else tokens[layer] * a
+        _, A = attention_sublayer(h, w, layer, biases=biases)
+        out.append(float(A[..., special].sum(-1).mean()))
+    return np.asarray(out)
+
+
+def _sentence(w, ids: list[int], special: list[int], c: FlowsConfig) -> dict:
+    fp = forward(w, ids)
+    z, L = fp.tokens, w.depth
+    rho = stream_norms(w, fp.hidden_states) if w.arch == "pre_ln" else None
+    hid = _unit(fp.hidden_states)
+    out = {"n": len(ids), "rho": rho, "stats": {r: {} for r in REPS}}
+    out["stats"]["sphere"]["model"] = _profile(z, z, c.thresholds)
+    out["stats"]["hidden"]["model"] = _profile(hid, hid, c.thresholds)
+    flows = {}
+    for v in ("attention", "biases", "model_scores", "mlp"):
+        x = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer, attentions=fp.attentions,
+                       residual_norms=rho)  # fmt: skip
+        flows[v] = x
+        out["stats"]["sphere"][v] = _profile(x, z, c.thresholds)
+        out["stats"]["hidden"][v] = _profile(_hidden(w, x), hid, c.thresholds)
+    out["curves"] = np.stack(
+        [
+            layer_time_curve(
+                w,
+                z[k],
+                z[k + 1],
+                k,
+                steps_per_layer=c.steps_per_layer,
+                max_time=c.max_time,
+                residual_norm=None if rho is None else rho[k],
+            )  # fmt: skip
+            for k in range(L)
+        ]
+    )
+    out["sink"] = {
+        "model": fp.attentions[..., special].sum(-1).mean((-1, -2)).numpy(),
+        "heads_biasfree": _sink(w, z, special, biases=False),
+        "heads_biases": _sink(w, z, special, biases=True),
+        "flow_attention": _sink(w, flows["attention"], special, biases=False),
+        "flow_biases": _sink(w, flows["biases"], special, biases=True),
+    }
+    return out
+
+
+def _halves(S: int, seed: int) -> tuple[list[int], list[int]]:
+    perm = np.random.default_rng(seed).permutation(S)
+    return sorted(perm[: S // 2].tolist()), sorted(perm[S // 2 :].tolist())
+
+
+def family_task(config: dict, family: str) -> dict:
+    """The computation of one family: every sentence's model pass and flows (a), (b), (d), (e), the
+    time-fit curves, then flow (c) on each report half of every split. Pure: the corpus subsample and
+    the splits are drawn from the config's seeds; the weights are read from installed files."""
+    c = FlowsConfig(**config)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    with one_thread(), torch.no_grad():
+        w, tokenize, special = load_family(family, c.seed)
+        corpus = load_corpus()
+        order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
+        chosen, ids = [], []
+        for k in order:
+            t = tokenize(corpus[k])
+            if 3 <= len(t) <= min(c.max_tokens, w.max_length):
+                chosen.append(int(k))
+                ids.append(t)
+            if len(chosen) == c.sentences:
+                break
+        t_load = time.perf_counter() - t0
+        rows = [_sentence(w, t, special(len(t)), c) for t in ids]
+        curves = np.stack([r["curves"] for r in rows])  # (S, L, M + 1)
+        fitted = []
+        for s in c.split_seeds:
+            A, B = _halves(len(rows), s)
+            for name, fit, rep in (("A->B", A, B), ("B->A", B, A)):
+                T = fit_layer_times(curves[fit], c.steps_per_layer)
+                stats = {r: [] for r in REPS}
+                for i in rep:
+                    fp = forward(w, ids[i])
+                    x = layer_flow(w, fp.tokens[0], variant="fitted_time", steps_per_layer=c.steps_per_layer,
+                                   layer_times=T.tolist(), residual_norms=rows[i]["rho"])  # fmt: skip
+                    stats["sphere"].append(_profile(x, fp.tokens, c.thresholds))
+                    stats["hidden"].append(_profile(_hidden(w, x), _unit(fp.hidden_states), c.thresholds))
+                fitted.append({"split_seed": s, "direction": name, "fit": fit, "report": rep, "times": T,
+                               "stats": {r: _stack(stats[r]) for r in REPS}})  # fmt: skip
+    stats = {
+        r: {src: _stack([row["stats"][r][src] for row in rows]) for src in rows[0]["stats"][r]} for r in REPS
+    }
+    return jsonable(
+        {
+            "family": family,
+            "model": {
+                "name": w.name, "arch": w.arch, "norm": w.norm, "positions": w.positions, "layers": w.depth,
+                "d": w.d, "heads": w.num_heads, "kv_heads": w.kv_heads, "causal": w.causal,
+            },
+            "corpus_index": chosen,
+            "tokens": [len(t) for t in ids],
+            "stats": stats,
+            "curves_mean": curves.mean(0),
+            "curve_grid": np.arange(curves.shape[-1]) / c.steps_per_layer,
+            "fitted": fitted,
+            "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
+            "timing_s": {
+                "load": t_load, "total": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
+            },
+        }
+    )  # fmt: skip
+
+
+def _stack(profiles: list[dict]) -> dict:
+    return {k: np.stack([p[k] for p in profiles]) for k in profiles[0]}
+
+
+# -- analysis ----------------------------------------------------------------------------------------------
+def _arr(res: dict, rep: str, src: str, key: str, k: int | None) -> np.ndarray:
+    """Per-sentence values (S, L + 1) of ``key`` for ``src`` (a flow or the model); clusters at radius k."""
+    a = np.asarray(res["stats"][rep][src][key], float)
+    return a[..., k] if key == "clusters" else a
+
+
+def _fitted_pair(res: dict, rep: str, key: str, k: int | None, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """(model, flow (c)) on the report half of the j-th fit of ``res["fitted"]``."""
+    f = res["fitted"][j]
+    a = np.asarray(f["stats"][rep][key], float)
+    return _arr(res, rep, "model", key, k)[f["report"]], (a[..., k] if key == "clusters" else a)
+
+
+def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, j: int = 0, idx=None):
+    """(model, flow) per-sentence arrays of ``stat`` (flow (c): the report half of the j-th fit)."""
+    if flow == "fitted_time":
+        return _fitted_pair(res, rep, stat, k, j)
+    m, f = _arr(res, rep, "model", stat, k), _arr(res, rep, flow, stat, k)
+    return (m, f) if idx is None else (m[idx], f[idx])
+
+
+def _quantity(kind: str):
+    """The verdict quantities, from paired per-sentence arrays (S, L + 1), over depths 1..L."""
+
+    def q(m: np.ndarray, f: np.ndarray) -> float:
+        mm, fm = m.mean(0)[1:], f.mean(0)[1:]
+        if kind == "over":
+            return float(np.mean(fm - mm))
+        gap = float(np.mean(np.abs(fm - mm)))
+        return gap if kind == "gap" else gap / float(np.mean(mm))
+
+    return q
+
+
+def _boot(q, m: np.ndarray, f: np.ndarray, B: int, seed: int) -> tuple[float, tuple[float, float]]:
+    """q on all sentences and its 95% percentile bootstrap interval over sentences (paired resampling);
+    the interval is widened to contain the estimate where the percentile interval misses it."""
+    v = q(m, f)
+    idx = np.random.default_rng(seed).integers(0, len(m), size=(B, len(m)))
+    vals = np.array([q(m[i], f[i]) for i in idx])
+    lo, hi = np.percentile(vals, [2.5, 97.5])
+    return v, (float(min(lo, v)), float(max(hi, v)))
+
+
+#: the verdicts of each family: (id, flow, statistic, quantity kind, criterion field, statement)
+VERDICTS = (
+    ("attention-overclusters", "attention", "cos", "over", "criterion_overcluster",
+     "the bias-free attention-only flow of the model's heads over-clusters the tokens (mean cosine above "
+     "the model's)"),
+    ("biases-overclusters", "biases", "cos", "over", "criterion_overcluster",
+     "with the attention biases and the LayerNorm shift kept, the attention-only flow still over-clusters "
+     "like the bias-free one"),
+    ("model-scores-overclusters", "model_scores", "cos", "over", "criterion_overcluster",
+     "driven by the model's own attention weights (the values of the bias-free heads), the flow still "
+     "over-clusters: the values, not the scores, make it cluster"),
+    ("fitted-time-cos", "fitted_time", "cos", "gap", "criterion_cos_gap",
+     "with one time per layer fitted on held-out sentences, the attention-only flow follows the model's "
+     "mean cosine"),
+    ("mlp-cos", "mlp", "cos", "gap", "criterion_cos_gap",
+     "the attention + MLP flow follows the model's mean cosine (the MLP closes the gap in mean cosine)"),
+    ("mlp-clusters", "mlp", "clusters", "rel", "criterion_rel_gap",
+     "the attention + MLP flow follows the model's cluster count (the MLP closes the gap in clusters)"),
+    ("mlp-erank", "mlp", "erank", "rel", "criterion_rel_gap",
+     "the attention + MLP flow follows the model's effective rank (the MLP closes the gap in rank)"),
+)  # fmt: skip
+_OPS = {"over": ">=", "gap": "<=", "rel": "<="}
+_QUANT = {
+    "over": "mean over depths 1..L of (mean cosine of the flow - mean cosine of the model)",
+    "gap": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} (model)|",
+    "rel": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} (model)| / mean {stat} (model)",
+}
+
+
+def _verdict_data(res: dict) -> dict:
+    """What the verdicts need of a family's result (per-sentence cosine, rank, clusters; the fits'
+    report halves), kept in the summary so that ``records(summary, config)`` rebuilds them
+    (``scripts/regen_verdicts.py``) without rerunning the study."""
+    keys = ("cos", "erank", "clusters")
+    return {
+        "tokens": res["tokens"],
+        "stats": {r: {src: {k: np.round(np.asarray(v[k], float), 6) for k in keys} for src, v in d.items()}
+                  for r, d in res["stats"].items()},
+        "fitted": [{"split_seed": f["split_seed"], "direction": f["direction"], "report": f["report"],
+                    "stats": {r: {k: np.round(np.asarray(f["stats"][r][k], float), 6) for k in keys}
+                              for r in REPS}} for f in res["fitted"]],
+    }  # fmt: skip
+
+
+def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None = None) -> list:
+    """The verdict records of every family (ids ``flows-<family>-<verdict>``; :data:`VERDICTS`), from the
+    families' results or (None) from the per-sentence data the summary keeps (``verdict_data``)."""
+    c = config
+    if results is None:
+        results = {f: {**s["verdict_data"], "model": s["model"]} for f, s in summary["families"].items()}
+    k_main = c.thresholds.index(min(c.thresholds, key=lambda t: abs(t - c.cluster_threshold)))
+    out = []
+    for fam, res in results.items():
+        S = len(res["tokens"])
+        A, B = _halves(S, c.split_seeds[0])
+        for vid, flow, stat, kind, field, what in VERDICTS:
+            q = _quantity(kind)
+            crit = Criterion(
+                quantity=_QUANT[kind].format(stat={"cos": "cosine", "clusters": "cluster count",
+                                                   "erank": "effective rank"}[stat])
+                + (f" (clusters at {c.thresholds[k_main]:g} rad)" if stat == "clusters" else "")
+                + ", sphere tokens",
+                op=_OPS[kind], threshold=float(getattr(c, field)), declared_in=f"config: {field}",
+                note="declared in the config before the data (commit 'real_model_flows: config, criteria')",
+            )  # fmt: skip
+            k = k_main if stat == "clusters" else None
+            seed = c.seed + len(out)
+
+            pair = partial(_pair, res, flow, stat, k=k)
+
+            v, ci = _boot(q, *pair("sphere"), c.bootstrap, seed)
+            rob = []
+            reps = [_boot(q, *pair(r), c.bootstrap, seed) for r in REPS]
+            rob.append(RobustnessCheck.from_values(crit, "representation", list(REPS), [x[0] for x in reps],
+                                                   ci95=[x[1] for x in reps]))  # fmt: skip
+            if flow == "fitted_time":
+                fits = [_boot(q, *pair("sphere", j=j), c.bootstrap, seed) for j in range(len(res["fitted"]))]
+                names = [f"seed {f['split_seed']} {f['direction']}" for f in res["fitted"]]
+                rob.append(RobustnessCheck.from_values(crit, "time-fit split", names, [x[0] for x in fits],
+                                                       ci95=[x[1] for x in fits]))  # fmt: skip
+                n_used, how = len(res["fitted"][0]["report"]), "report half of the main split"
+            else:
+                halves = [_boot(q, *pair("sphere", idx=h), c.bootstrap, seed) for h in (A, B)]
+                rob.append(RobustnessCheck.from_values(crit, "corpus subsample",
+                                                       ["half A", "half B"], [x[0] for x in halves],
+                                                       ci95=[x[1] for x in halves]))  # fmt: skip
+                n_used, how = S, "all sentences of the subsample"
+            if stat == "clusters":
+                radii = [_boot(q, *pair("sphere", k=i), c.bootstrap, seed) for i in range(len(c.thresholds))]
+                rob.append(
+                    RobustnessCheck.from_values(
+                        crit,
+                        "cluster radius",
+                        list(c.thresholds),
+                        [x[0] for x in radii],
+                        ci95=[x[1] for x in radii],
+                    )
+                )
+            name = res["model"]["name"]
+            out.append(
+                record_test(
+                    id=f"flows-{fam}-{vid}", statement=f"{name}: {what}",
+                    source="issue 26 part 3 (flows that explain the layers); flows: docs/real_models.md; "
+                    "2605.18870, eq. (10) for the attention flow",
+                    criterion=crit, value=v, ci95=ci, samples=n_used,
+                    method=f"percentile bootstrap over sentences ({c.bootstrap} paired resamples, {how})",
+                    robustness=rob,
+                )
+            )  # fmt: skip
+    return out
+
+
+def _mean_ci(a: np.ndarray, B: int, seed: int) -> dict:
+    """Mean over sentences per depth with a 95% percentile bootstrap interval."""
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(B, len(a)))
+    boots = a[idx].mean(1)
+    return {
+        "mean": a.mean(0),
+        "lo": np.percentile(boots, 2.5, axis=0),
+        "hi": np.percentile(boots, 97.5, axis=0),
+    }
+
+
+#: the families' names in tables and figures (the weights' own name is a file path)
+DISPLAY = {
+    "minilm": "all-MiniLM-L6-v2 (safetensors)",
+    "minilm-l3": "paraphrase-MiniLM-L3-v2 (ONNX)",
+    "smollm2": "SmolLM2-135M-Instruct (GGUF Q4_1)",
+    "minilm-random": "all-MiniLM-L6-v2 architecture, random init",
+    "minilm-l3-random": "paraphrase-MiniLM-L3-v2 architecture, random init",
+    "smollm2-random": "SmolLM2-135M architecture, random init",
+}
+
+
+def _family_summary(res: dict, c: FlowsConfig) -> dict:
+    L = res["model"]["layers"]
+    main = res["fitted"][0]
+    per = {}
+    for rep in REPS:
+        per[rep] = {}
+        for src in ("model", *FLOWS):
+            d = {}
+            for key in ("cos", "erank", "clusters", "agree"):
+                if src == "fitted_time":
+                    a = np.asarray(main["stats"][rep][key], float)
+                else:
+                    a = np.asarray(res["stats"][rep][src][key], float)
+                d[key] = _mean_ci(a, c.bootstrap, c.seed)
+            per[rep][src] = d
+    model_report = {
+        rep: {key: np.asarray(res["stats"][rep]["model"][key], float)[main["report"]].mean(0)
+              for key in ("cos", "erank", "clusters")}
+        for rep in REPS
+    }  # fmt: skip
+    name = DISPLAY.get(res["family"], res["model"]["name"])
+    return {
+        "model": {**res["model"], "name": name, "weights": res["model"]["name"]},
+        "sentences": len(res["tokens"]),
+        "corpus_index": res["corpus_index"],
+        "tokens_mean": float(np.mean(res["tokens"])),
+        "per_depth": per,
+        "model_on_report_half": model_report,
+        "fitted_times": [{k: f[k] for k in ("split_seed", "direction", "times")} for f in res["fitted"]],
+        "curves_mean": res["curves_mean"],
+        "curve_grid": res["curve_grid"],
+        "sink": {k: np.asarray(v, float).mean(0) for k, v in res["sink"].items()},
+        "last_depth": {
+            rep: {
+                src: {
+                    "cos": per[rep][src]["cos"]["mean"][L],
+                    "lo": per[rep][src]["cos"]["lo"][L],
+                    "hi": per[rep][src]["cos"]["hi"][L],
+                }
+                for src in ("model", *FLOWS)
+            }
+            for rep in REPS
+        },  # fmt: skip
+        "timing_s": res["timing_s"],
+    }
+
+
+def tables(summary: dict) -> list[Table]:
+    """Per family and depth: mean cosine (sphere, hidden), clusters, effective rank, agreement, and sinks."""
+    thr = summary["thresholds"]
+    k = thr.index(min(thr, key=lambda t: abs(t - summary["cluster_threshold"])))
+    out = []
+    for fam, s in summary["families"].items():
+        L, mi = s["model"]["layers"], s["model"]
+        cols = [Column("depth"), Column("model", "model", ".3f")] + [
+            Column(f, LABELS[f], ".3f") for f in FLOWS
+        ]
+        cols.insert(4, Column("model_report", "model, report half", ".3f"))
+        for rep, key, what in (
+            ("sphere", "cos", "mean cosine, sphere tokens"),
+            ("hidden", "cos", "mean cosine, hidden states"),
+            ("sphere", "clusters", f"clusters at {thr[k]:g} rad, sphere tokens"),
+            ("hidden", "clusters", f"clusters at {thr[k]:g} rad, hidden states"),
+            ("sphere", "erank", "effective rank, sphere tokens"),
+            ("sphere", "agree", "token-wise agreement <z_model, x_flow>, sphere tokens"),
+        ):
+            pd = s["per_depth"][rep]
+
+            def val(src, i, pd=pd, key=key):
+                v = pd[src][key]["mean"][i]
+                return v[k] if key == "clusters" else v
+
+            rows = [{"depth": i, **{src: val(src, i) for src in ("model", *FLOWS)}} for i in range(L + 1)]
+            mr = s["model_on_report_half"][rep].get(key)  # no agreement of the model with itself
+            for i, r in enumerate(rows):
+                r["model_report"] = None if mr is None else (mr[i][k] if key == "clusters" else mr[i])
+            out.append(Table(columns=cols, rows=rows, title=f"{fam}: {what}", id=f"{fam}-{rep}-{key}", note=(
+                f"{mi['name']} ({mi['arch']}, {mi['norm']} norm, {mi['positions']} positions, L = {L}, d = "
+                f"{mi['d']}, H = {mi['heads']}); mean over {s['sentences']} sentences (flow (c): the "
+                f"{len(s['corpus_index']) - len(s['corpus_index']) // 2} sentences of the report half of the "
+                "main split, beside the model on the same half)."
+            )))  # fmt: skip
+        sk = s["sink"]
+        times = s["fitted_times"][0]["times"]
+        out.append(Table(
+            columns=[Column("layer"), Column("model", "model", ".3f"), Column("hb", "bias-free heads", ".3f"),
+                     Column("hk", "biases kept", ".3f"), Column("fa", "flow (a)", ".3f"),
+                     Column("fb", "flow (b)", ".3f"), Column("T", "fitted T_l (main split)", ".2f")],
+            rows=[{"layer": i, "model": sk["model"][i], "hb": sk["heads_biasfree"][i],
+                   "hk": sk["heads_biases"][i], "fa": sk["flow_attention"][i], "fb": sk["flow_biases"][i],
+                   "T": times[i]} for i in range(L)],
+            title=f"{fam}: attention mass on special tokens per layer; fitted times",
+            id=f"{fam}-sink",
+            note="Special tokens: [CLS] and [SEP] (BERT), the first token (decoder). Heads at the model's "
+            "own tokens (bias-free, biases kept) and at the flow's tokens entering the layer.",
+        ))  # fmt: skip
+    return out
+
+
+@study
+class RealModelFlowsStudy(Study):
+    name = "real_model_flows"
+    description = (
+        "issue 26 part 3: each layer of MiniLM-L6, MiniLM-L3 (ONNX) and SmolLM2 (GGUF) against five flows of "
+        "its own heads (bias-free, biases kept, fitted time, the model's scores, + MLP)"
+    )
+    Config = FlowsConfig
+    timing_keys = ("timing_s",)
+
+    def quick_params(self) -> dict:
+        return {"families": ["tiny-bert", "tiny-llama"], "sentences": 8, "steps_per_layer": 2,
+                "max_time": 2.0, "bootstrap": 50}  # fmt: skip
+
+    def plan(self, config) -> dict:
+        cfg = config.model_dump(mode="json")
+        fn = "attnflow.studies.real_model_flows:family_task"
+        return {
+            f"family-{f}": ComputeTask(
+                fn=fn, params={"config": cfg, "family": f},
+                cost_s=_LOAD[f] + _COST[f] * config.sentences * (1 + len(config.split_seeds) / 2),
+            )
+            for f in config.families
+        }  # fmt: skip
+
+    def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
+        c = config
+        results = {f: runs.result(f"family-{f}") for f in c.families}
+        summary = jsonable(
+            {
+                "thresholds": c.thresholds,
+                "cluster_threshold": c.cluster_threshold,
+                "families": {
+                    f: {**_family_summary(r, c), "verdict_data": _verdict_data(r)} for f, r in results.items()
+                },
+                "timing_s": {f: r["timing_s"] for f, r in results.items()},
+            }
+        )
+        return StudyResult(summary=summary, verdicts=records(summary, c), tables=tables(summary))
