@@ -228,9 +228,10 @@ def test_scientific_notation_in_grids():
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"integrator__t1": float("inf")}, r"integrator\.t1 must be a finite number: got inf \(float\)"),
-        ({"integrator__dt": float("inf")}, r"integrator\.dt must be a finite number: got inf \(float\)"),
-        ({"integrator__dt": float("nan")}, r"integrator\.dt must be a finite number: got nan \(float\)"),
+        # t1 and dt: the one time-grid rule (attnflow.simulation.n_steps_for), prefixed with the key
+        ({"integrator__t1": float("inf")}, r"integrator\.t1: t1 must be a finite time > t0 = 0: got inf"),
+        ({"integrator__dt": float("inf")}, r"integrator\.dt: dt must be a finite number > 0: got inf"),
+        ({"integrator__dt": float("nan")}, r"integrator\.dt: dt must be a finite number > 0: got nan"),
         ({"model__beta": float("nan")}, r"model\.beta must be a finite number: got nan"),
         ({"model__layer_scaling": float("inf")}, r"model\.layer_scaling must be a finite number: got inf"),
         ({"weights__sigma2": float("inf")}, r"weights\.sigma2 must be a finite number: got inf"),
@@ -253,10 +254,10 @@ def test_non_finite_values_are_rejected(changes, match):
 def test_infinite_times_in_yaml_name_the_key(tmp_path):
     p = tmp_path / "inf.yaml"
     p.write_text(yaml.safe_dump(TINY).replace("t1: 0.2", "t1: .inf"))
-    with pytest.raises(ConfigError, match=r"integrator\.t1 must be a finite number: got inf"):
+    with pytest.raises(ConfigError, match=r"integrator\.t1: t1 must be a finite time > t0 = 0: got inf"):
         load_config(p)
     p.write_text(yaml.safe_dump(TINY).replace("dt: 0.01", "dt: .inf"))
-    with pytest.raises(ConfigError, match=r"integrator\.dt must be a finite number: got inf"):
+    with pytest.raises(ConfigError, match=r"integrator\.dt: dt must be a finite number > 0: got inf"):
         load_config(p)
 
 
