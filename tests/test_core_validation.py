@@ -562,3 +562,66 @@ def test_simulate_noise_refine_sees_the_brownian_path_of_the_finer_step(x0) -> N
     plain = simulate(m, x0, D0, dt=0.1, **kw).heads.values[:, -1]
     np.testing.assert_allclose(coarse, fine, rtol=0, atol=1e-10)
     assert np.abs(plain - fine).max() > 0.1  # without the refinement: another Brownian path
+
+
+# ------------------------------------------------------------------------------------------
+# no private test switches in public signatures
+# ------------------------------------------------------------------------------------------
+#: Known `_`-prefixed parameters of public functions, each with its owner: the numba kernel's test variants
+#: (``_general``, ``_exact_max``, ``_full``: the general / exact-max / full-pass kernels that tests and
+#: benchmarks compare with the default one) belong to the compiled-kernel work (issue 30, fused loop),
+#: which rewrites these signatures; nothing may be added to this list.
+_KNOWN_PRIVATE_SWITCHES = {
+    "dynamics/numba_backend.py:fused_field": ["_general", "_exact_max", "_full"],
+    "dynamics/numba_kernel.py:pair_sums": ["_general", "_exact_max", "_full"],
+}
+
+
+def _private_parameters(root) -> dict[str, list[str]]:
+    """``module:function`` -> its `_`-prefixed parameters, for every public function and method of the
+    package (public: no `_`-prefixed module, class or function name on its path; ``__init__`` counts)."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+
+    def visit(body, where: str, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name.startswith("_") and node.name != "__init__":
+                    continue
+                a = node.args
+                bad = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg.startswith("_")]
+                if bad:
+                    found[f"{where}:{prefix}{node.name}"] = bad
+            elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                visit(node.body, where, f"{prefix}{node.name}.")
+
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if any(p.startswith("_") and p not in ("__init__.py", "__main__.py") for p in rel.parts):
+            continue
+        visit(ast.parse(path.read_text()).body, rel.as_posix(), "")
+    return found
+
+
+def test_no_private_switches_in_public_signatures() -> None:
+    from pathlib import Path
+
+    found = _private_parameters(Path(af.__file__).parent)
+    assert found == _KNOWN_PRIVATE_SWITCHES, (
+        "a public function takes a `_`-prefixed parameter (a private test switch in a public signature): "
+        "make it a documented option, or move the variant into a private function the tests call"
+    )
+
+
+def test_the_private_switch_scan_finds_a_switch(tmp_path) -> None:
+    mod = tmp_path / "pkg" / "mod.py"
+    mod.parent.mkdir()
+    mod.write_text(
+        "def run(x, *, _fast=False): ...\n"
+        "def _helper(_x): ...\n"
+        "class Thing:\n    def __init__(self, _y=0): ...\n    def go(self, z): ...\n"
+        "class _Hidden:\n    def go(self, _w): ...\n"
+    )
+    (tmp_path / "pkg" / "_private.py").write_text("def run(_z): ...\n")
+    assert _private_parameters(tmp_path / "pkg") == {"mod.py:run": ["_fast"], "mod.py:Thing.__init__": ["_y"]}

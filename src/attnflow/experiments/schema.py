@@ -59,6 +59,7 @@ from .yaml_loader import (
     Yaml12Loader,
     YamlLimitError,
     check_config_dict,
+    load_config_source,
     load_yaml,
     read_config_file,
 )
@@ -168,6 +169,11 @@ UNIONS = {"weights": ("process", WEIGHT_SECTIONS), "tokens": ("init", TOKEN_SECT
 
 
 # -- loading, dumping, comparing -----------------------------------------------------------------------
+#: How :func:`load_config` calls a config, its class and its file, and how to fix a bad file.
+_NAMES = ("experiment", "a config", "an ExperimentConfig", "config file")
+_FIX = "give the path of a YAML config (see `attnflow config example`)"
+
+
 def _validate(data: Any, source: str) -> ExperimentConfig:
     return validate_mapping(data, ExperimentConfig, UNIONS, source, "experiment config", source)
 
@@ -180,20 +186,7 @@ def load_config(source: str | Path | dict | ExperimentConfig) -> ExperimentConfi
     ConfigError
         With one line per problem: the dotted key, the value received and the allowed values.
     """
-    if isinstance(source, ExperimentConfig):
-        return source
-    if isinstance(source, dict):
-        check_config_dict(source, "experiment")
-        return _validate(copy.deepcopy(source), "dict")
-    if not isinstance(source, (str, Path)):
-        raise ConfigError(
-            f"a config is a YAML file, a dict or an ExperimentConfig: got {type(source).__name__}"
-        )
-    path = Path(source)
-    data = read_config_file(
-        path, "config file", "give the path of a YAML config (see `attnflow config example`)"
-    )
-    return _validate(data, str(path))
+    return load_config_source(source, ExperimentConfig, _validate, _NAMES, _FIX)
 
 
 def dump_config(config: ExperimentConfig) -> str:

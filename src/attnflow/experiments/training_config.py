@@ -10,7 +10,6 @@ the training package's registries (:data:`attnflow.training.losses.LOSSES`, ``HE
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -23,13 +22,10 @@ from ..training.adjoint import ADJOINT_STATES
 from ..training.flow import HEAD_PARAMS
 from ..training.losses import CLASS_LOSSES, LOSSES, MEASURE_LOSSES
 from ..training.trainer import GRADIENTS
-from .errors import ConfigError, format_choices, validate_mapping
+from .errors import format_choices, validate_mapping
 from .fields import Section, choice
-from .schema import (
-    ModelConfig,
-    check_config_dict,
-    read_config_file,
-)
+from .sections import ModelConfig
+from .yaml_loader import load_config_source
 
 __all__ = ["EXAMPLE_TRAINING_YAML", "TrainingConfig", "dump_training_config", "load_training_config"]
 
@@ -148,6 +144,11 @@ train: {steps: 200, lr: 0.03, gradient: autograd, record_every: 20, checkpoint_e
 """
 
 
+#: How :func:`load_training_config` calls a config, its class and its file, and how to fix a bad file.
+_NAMES = ("training", "a training config", "a TrainingConfig", "training config file")
+_FIX = "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config"
+
+
 def _validate(data: Any, source: str) -> TrainingConfig:
     label = f"training config {source}"
     return validate_mapping(data, TrainingConfig, UNIONS, source, "training config", label)
@@ -162,22 +163,7 @@ def load_training_config(source: str | Path | dict | TrainingConfig) -> Training
         One line per problem: the dotted key, the value received and the allowed values or bound
         (e.g. ``train.lr must be greater than 0: got -0.1 (float)``).
     """
-    if isinstance(source, TrainingConfig):
-        return source
-    if isinstance(source, dict):
-        check_config_dict(source, "training")
-        return _validate(copy.deepcopy(source), "dict")
-    if not isinstance(source, (str, Path)):
-        raise ConfigError(
-            f"a training config is a YAML file, a dict or a TrainingConfig: got {type(source).__name__}"
-        )
-    path = Path(source)
-    data = read_config_file(
-        path,
-        "training config file",
-        "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config",
-    )
-    return _validate(data, str(path))
+    return load_config_source(source, TrainingConfig, _validate, _NAMES, _FIX)
 
 
 def dump_training_config(cfg: TrainingConfig) -> str:

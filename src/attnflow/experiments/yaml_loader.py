@@ -8,6 +8,7 @@ same way by :func:`check_config_dict`.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "Yaml12Loader",
     "YamlLimitError",
     "check_config_dict",
+    "load_config_source",
     "load_yaml",
     "read_config_file",
 ]
@@ -222,3 +224,35 @@ def read_config_file(path: str | Path, what: str, fix: str) -> Any:
         return load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(short_message(f"{what} {name} is not valid YAML: {exc}")) from None
+
+
+def load_config_source(
+    source: Any, config_cls: type, validate: Callable[[Any, str], Any], names: tuple[str, ...], fix: str
+) -> Any:
+    """The one loading path of a config given as a validated config (returned as is), a dict (bounded by
+    :func:`check_config_dict`, copied) or the path of a YAML file (:func:`read_config_file`).
+
+    Parameters
+    ----------
+    source : the config, a dict or a path
+    config_cls : the pydantic model of the config
+    validate : ``validate(data, source_label)`` -> the validated config
+    names : (the kind named by :func:`check_config_dict`, how the messages call the config, and its
+        class, and its file), e.g. ``("training", "a training config", "a TrainingConfig",
+        "training config file")``
+    fix : how to fix a file that cannot be read
+
+    Raises
+    ------
+    ConfigError
+        Any other type of source, or what the reader and ``validate`` raise.
+    """
+    kind, config, cls_name, file_what = names
+    if isinstance(source, config_cls):
+        return source
+    if isinstance(source, dict):
+        check_config_dict(source, kind)
+        return validate(copy.deepcopy(source), "dict")
+    if not isinstance(source, (str, Path)):
+        raise ConfigError(f"{config} is a YAML file, a dict or {cls_name}: got {type(source).__name__}")
+    return validate(read_config_file(Path(source), file_what, fix), str(source))
