@@ -7,6 +7,7 @@ The whole-step rule ((t1 - t0)/dt must be a whole number of steps) lives here an
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 
 import torch
@@ -42,7 +43,7 @@ def check_dt(dt) -> float:
     >>> check_dt(0.01)
     0.01
     """
-    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
+    if isinstance(dt, bool) or not isinstance(dt, numbers.Real) or not math.isfinite(dt) or dt <= 0:
         raise ValueError(f"dt must be a finite number > 0: got {dt!r}; give a time step such as dt=0.01")
     return float(dt)
 
@@ -55,7 +56,7 @@ def check_t0(t0) -> float:
     ValueError
         ``t0 must be finite: got ...``.
     """
-    if isinstance(t0, bool) or not isinstance(t0, (int, float)) or not math.isfinite(t0):
+    if isinstance(t0, bool) or not isinstance(t0, numbers.Real) or not math.isfinite(t0):
         raise ValueError(f"t0 must be finite: got {t0!r}; e.g. t0=0.0")
     return float(t0)
 
@@ -91,7 +92,7 @@ def n_steps_for(t0: float, t1: float, dt: float) -> int:
     """
     dt = check_dt(dt)
     t0 = check_t0(t0)
-    if isinstance(t1, bool) or not isinstance(t1, (int, float)) or not math.isfinite(t1) or t1 <= t0:
+    if isinstance(t1, bool) or not isinstance(t1, numbers.Real) or not math.isfinite(t1) or t1 <= t0:
         raise ValueError(f"t1 must be a finite time > t0 = {t0:g}: got {t1!r}")
     k = (t1 - t0) / dt
     if not math.isfinite(k) or k > MAX_STEPS:
