@@ -29,34 +29,37 @@ from attnflow.studies import available_studies, get_study, run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: studies whose quick variant runs in a few seconds (CPU seconds of the quick variant, one worker)
+# The tiers, by the CPU seconds of the quick variant (one worker, in one process; measured under ``nice`` on
+# the shared 2-core machine, where wall times were meaningless at a load of ~20): a kill + resume costs about
+# twice the quick variant, so the default tier takes the studies below ~5 s.
+#: studies checked in the default tier (CPU seconds of the quick variant)
 CHEAP = [
-    "depth_limit",
-    "jko_stability",
-    "ntk_injectivity",
-    "stability_weights",
+    "depth_limit",  # 4.9
+    "monotonicity",  # 0.9
+    "ntk_injectivity",  # < 1
+    "numerics_checks",  # 4.2
+    "sufficient_condition",  # 0.6
 ]
-#: the rest (their quick variants take tens of seconds or more: ``-m slow``)
+#: the rest (``-m slow``; CPU seconds of the quick variant, "-" where not measured: particle-run studies)
 SLOW = [
-    "critical_beta",
-    "entropy",
-    "layer_scaling",
-    "longtime",
-    "massucco2026",
-    "massucco2026_code",
-    "massucco2026_d5",
-    "massucco2026_robustness",
-    "massucco2026_s1",
-    "mean_field_heads",
-    "monotonicity",
-    "noise_phase",
-    "numerics_checks",
-    "pde_particles",
-    "real_model",
-    "relu_vs_softmax",
-    "stability_input",
-    "sufficient_condition",
-    "superadditivity",
+    "critical_beta",  # 9.8
+    "entropy",  # 10.0
+    "jko_stability",  # 8.4
+    "layer_scaling",  # 19.0
+    "longtime",  # 39.9
+    "massucco2026",  # -
+    "massucco2026_code",  # -
+    "massucco2026_d5",  # -
+    "massucco2026_robustness",  # -
+    "massucco2026_s1",  # -
+    "mean_field_heads",  # -
+    "noise_phase",  # -
+    "pde_particles",  # -
+    "real_model",  # 13.0
+    "relu_vs_softmax",  # 13.3
+    "stability_input",  # 8.6
+    "stability_weights",  # 11.7 (in the default tier before: now slow, the cheap five cost about as much)
+    "superadditivity",  # 5.6
 ]
 
 
