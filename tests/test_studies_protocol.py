@@ -35,12 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: studies checked in the default tier (CPU seconds of the quick variant)
 CHEAP = [
     "monotonicity",  # 0.9
-    "noise_phase",  # 3.4
+    "noise_phase",  # 2.5-3.4
     "ntk_injectivity",  # 0.05
     "numerics_checks",  # 4.2-4.9
     "sufficient_condition",  # 0.6
 ]
-#: the rest (``-m slow``; CPU seconds of the quick variant, "-" not measured by the deadline)
+#: the rest (``-m slow``; CPU seconds of the quick variant)
 SLOW = [
     "critical_beta",  # 9.8
     "depth_limit",  # 4.9 (kill + resume ~10 s, at the limit: the tier took 71 CPU s with it, 43 the old)
@@ -49,11 +49,11 @@ SLOW = [
     "layer_scaling",  # 19.0
     "longtime",  # 39.9
     "massucco2026",  # 44.5
-    "massucco2026_code",  # -
-    "massucco2026_d5",  # -
-    "massucco2026_robustness",  # -
-    "massucco2026_s1",  # -
-    "mean_field_heads",  # 26.9
+    "massucco2026_code",  # 123
+    "massucco2026_d5",  # 10.9
+    "massucco2026_robustness",  # 15.7
+    "massucco2026_s1",  # 22.8
+    "mean_field_heads",  # 17-27
     "pde_particles",  # 38.0
     "real_model",  # 13.0
     "relu_vs_softmax",  # 13.3
