@@ -103,7 +103,9 @@ def test_whole_step_rule_is_the_core_one(monkeypatch):
     def rule(t0, t1, dt):
         raise ValueError(f"core rule says no to ({t1} - {t0})/{dt}")
 
-    monkeypatch.setattr(schema_mod, "n_steps_for", rule)
+    from attnflow.experiments import fields  # the schema's time-grid check (schema.py re-exports it)
+
+    monkeypatch.setattr(fields, "n_steps_for", rule)
     with pytest.raises(
         ConfigError, match=r"integrator\.t1 / integrator\.dt: core rule says no to \(0\.2 - 0\.0\)"
     ):
@@ -209,7 +211,9 @@ def test_config_weights_are_built_by_the_registry(monkeypatch):
         calls.append((name, params))
         return real(name, **params)
 
-    monkeypatch.setattr(schema_mod, "make_weight_process", spy)
+    from attnflow.experiments import sections  # the schema's weights sections (schema.py re-exports them)
+
+    monkeypatch.setattr(sections, "make_weight_process", spy)
     spec = build(TINY)
     assert (
         "ornstein_uhlenbeck",

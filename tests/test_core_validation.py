@@ -433,3 +433,195 @@ def test_step_noise_override_shape(x0, D0) -> None:
 def test_sinkhorn_cannot_be_causal() -> None:
     with pytest.raises(ValueError, match="attention='sinkhorn' cannot be causal: the only doubly stochastic"):
         _model(attention="sinkhorn", causal=True)
+
+
+# ------------------------------------------------------------------------------------------
+# dt: one validator (attnflow.simulation.spec.check_dt / n_steps_for) behind every entry
+# ------------------------------------------------------------------------------------------
+_CONFIG = {
+    "model": {"direction": "descent", "backend": "torch"},
+    "tokens": {"init": "uniform", "n": N, "d": DIM},
+    "heads": {"init": "identity", "H": 1},
+    "integrator": {"dt": 0.1, "t1": 1.0},
+}
+_PDE_CONFIG = {
+    "model": "pde",
+    "dynamics": {"direction": "ascent", "attention": "softmax", "beta": 1.0},
+    "heads": {"init": "identity", "H": 1, "scale": 1.0},
+    "density": {"init": "uniform", "d": 2},
+    "pde": {"band_limit": 8},
+    "integrator": {"dt": 0.1, "t1": 1.0},
+}
+
+
+def _message(call) -> str:
+    with pytest.raises(ValueError) as info:
+        call()
+    return str(info.value)
+
+
+def _entry_messages(x0, D0, t1: float, dt) -> dict[str, str]:
+    """The error of each entry that takes a time step: Python API, spec, simulator, YAML configs."""
+    from attnflow.experiments.config import load_config
+    from attnflow.experiments.pde_runs import load_pde_config
+    from attnflow.simulation import SimulationSpec
+
+    grid = {"dt": dt, "t1": t1}
+    return {
+        "simulate": _message(lambda: simulate(_model(), x0, D0, t1=t1, dt=dt)),
+        "SimulationSpec": _message(lambda: SimulationSpec(_model(), x0, D0, t1=t1, dt=dt)),
+        "config": _message(lambda: load_config({**_CONFIG, "integrator": grid})),
+        "pde config": _message(lambda: load_pde_config({**_PDE_CONFIG, "integrator": grid})),
+    }
+
+
+@pytest.mark.parametrize("dt", [0.0, -0.1, math.inf, math.nan])
+def test_a_bad_dt_gives_the_same_one_line_error_from_every_entry(x0, D0, dt) -> None:
+    from attnflow.simulation.spec import check_dt
+
+    rule = _message(lambda: check_dt(dt))
+    assert "\n" not in rule and rule.startswith(f"dt must be a finite number > 0: got {dt!r}; ")
+    messages = _entry_messages(x0, D0, 1.0, dt)
+    assert messages.pop("simulate") == rule
+    assert messages.pop("SimulationSpec") == rule
+    for entry, text in messages.items():  # a config names the key first, on a line of its own
+        assert f"integrator.dt: {rule}" in [line.strip() for line in text.splitlines()[1:]], (entry, text)
+    assert _message(lambda: Simulator(_model(), x0, D0, dt=dt)) == rule
+
+
+def test_a_time_grid_error_is_the_same_from_every_entry(x0, D0) -> None:
+    whole = _message(lambda: n_steps_for(0.0, 1.0, 0.3))
+    steps = _message(lambda: n_steps_for(0.0, 1e300, 1e-300))
+    assert steps.startswith("t1 / dt must be at most 1e12 steps: got 1e+300/1e-300 = inf")
+    for t1, dt, rule in [(1.0, 0.3, whole), (1e300, 1e-300, steps)]:
+        messages = _entry_messages(x0, D0, t1, dt)
+        assert messages.pop("simulate") == messages.pop("SimulationSpec") == rule
+        for entry, text in messages.items():
+            lines = [line.strip() for line in text.splitlines()[1:]]
+            assert f"integrator.t1 / integrator.dt: {rule}" in lines, (entry, text)
+
+
+def test_t0_and_record_every_have_one_check(x0, D0) -> None:
+    from attnflow.simulation import SimulationSpec
+
+    for call in (
+        lambda: n_steps_for(math.nan, 1.0, 0.1),
+        lambda: simulate(_model(), x0, D0, t0=math.nan, t1=1.0, dt=0.1),
+        lambda: SimulationSpec(_model(), x0, D0, t0=math.nan, t1=1.0, dt=0.1),
+    ):
+        assert _message(call) == "t0 must be finite: got nan; e.g. t0=0.0"
+    with pytest.raises(
+        ValueError, match=r"record_every must be an integer >= 1: got 0; e.g. record_every=10"
+    ):
+        SimulationSpec(_model(), x0, D0, t1=1.0, dt=0.1, record_every=0)
+
+
+# ------------------------------------------------------------------------------------------
+# simulate() reaches every option of the config: loop, integrator options, noise refinement
+# ------------------------------------------------------------------------------------------
+def test_simulate_takes_the_step_loop(x0, D0) -> None:
+    ds = simulate(_model(), x0, D0, t1=0.2, dt=0.1, loop="python")
+    assert ds.attrs["loop"] == "python"
+    with pytest.raises(ValueError, match=r"loop='fused' cannot run this simulation: integrator 'heun'"):
+        simulate(_model(backend="auto"), x0, D0, t1=0.2, dt=0.1, integrator="heun", loop="fused")
+    with pytest.raises(ValueError, match="unknown loop 'compiled'; valid: auto, fused, python"):
+        simulate(_model(), x0, D0, t1=0.2, dt=0.1, loop="compiled")
+
+
+def test_simulate_takes_integrator_options(x0, D0) -> None:
+    from attnflow.integrators import JKO
+
+    # the options by name give the run of the instance built with them, and differ from the defaults
+    # (one softmax head: the JKO step needs a gradient flow)
+    D0 = D0[:, :1]
+    kw = {"t1": 0.2, "dt": 0.1, "loop": "python"}
+    named = simulate(
+        _model(), x0, D0, integrator="jko", integrator_options={"tol": 1e-2, "max_iter": 3}, **kw
+    )
+    built = simulate(_model(), x0, D0, integrator=JKO(tol=1e-2, max_iter=3), **kw)
+    default = simulate(_model(), x0, D0, integrator="jko", **kw)
+    np.testing.assert_array_equal(named.positions.values, built.positions.values)
+    assert named.attrs == built.attrs
+    assert float(named.integrator_jko_iterations[-1]) < float(default.integrator_jko_iterations[-1])
+    with pytest.raises(ValueError, match="rtol"):
+        simulate(_model(), x0, D0, integrator="jko", integrator_options={"rtol": 1e-3}, **kw)
+
+
+def test_simulate_noise_refine_sees_the_brownian_path_of_the_finer_step(x0) -> None:
+    from attnflow.model.registry import make_weight_process
+
+    # OU heads with a negligible mean reversion: D(T) = D(0) + g W(T) + O(rate), so the heads at T of a run
+    # at dt with noise_refine = m and of a run at dt/m with the same seed differ only by the drift (1e-12)
+    # and the round-off of summing the increments in another order (float64: 1e-13 on entries of size 1).
+    ou = make_weight_process("ornstein_uhlenbeck", sigma2=1.0, noise="symmetric", F="identity", rate=1e-12)
+    m = _model(weights=ou)
+    D0 = heads.identity(P, 1, DIM)
+    kw = {"t1": 0.4, "seed": 3, "record_heads": True, "ledger": False, "loop": "python"}
+    coarse = simulate(m, x0, D0, dt=0.1, noise_refine=4, **kw).heads.values[:, -1]
+    fine = simulate(m, x0, D0, dt=0.025, **kw).heads.values[:, -1]
+    plain = simulate(m, x0, D0, dt=0.1, **kw).heads.values[:, -1]
+    np.testing.assert_allclose(coarse, fine, rtol=0, atol=1e-10)
+    assert np.abs(plain - fine).max() > 0.1  # without the refinement: another Brownian path
+
+
+# ------------------------------------------------------------------------------------------
+# no private test switches in public signatures
+# ------------------------------------------------------------------------------------------
+#: Known `_`-prefixed parameters of public functions, each with its owner: the numba kernel's test variants
+#: (``_general``, ``_exact_max``, ``_full``: the general / exact-max / full-pass kernels that tests and
+#: benchmarks compare with the default one) belong to the compiled-kernel work (issue 30, fused loop),
+#: which rewrites these signatures; nothing may be added to this list.
+_KNOWN_PRIVATE_SWITCHES = {
+    "dynamics/numba_backend.py:fused_field": ["_general", "_exact_max", "_full"],
+    "dynamics/numba_kernel.py:pair_sums": ["_general", "_exact_max", "_full"],
+}
+
+
+def _private_parameters(root) -> dict[str, list[str]]:
+    """``module:function`` -> its `_`-prefixed parameters, for every public function and method of the
+    package (public: no `_`-prefixed module, class or function name on its path; ``__init__`` counts)."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+
+    def visit(body, where: str, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name.startswith("_") and node.name != "__init__":
+                    continue
+                a = node.args
+                bad = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg.startswith("_")]
+                if bad:
+                    found[f"{where}:{prefix}{node.name}"] = bad
+            elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                visit(node.body, where, f"{prefix}{node.name}.")
+
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if any(p.startswith("_") and p not in ("__init__.py", "__main__.py") for p in rel.parts):
+            continue
+        visit(ast.parse(path.read_text()).body, rel.as_posix(), "")
+    return found
+
+
+def test_no_private_switches_in_public_signatures() -> None:
+    from pathlib import Path
+
+    found = _private_parameters(Path(af.__file__).parent)
+    assert found == _KNOWN_PRIVATE_SWITCHES, (
+        "a public function takes a `_`-prefixed parameter (a private test switch in a public signature): "
+        "make it a documented option, or move the variant into a private function the tests call"
+    )
+
+
+def test_the_private_switch_scan_finds_a_switch(tmp_path) -> None:
+    mod = tmp_path / "pkg" / "mod.py"
+    mod.parent.mkdir()
+    mod.write_text(
+        "def run(x, *, _fast=False): ...\n"
+        "def _helper(_x): ...\n"
+        "class Thing:\n    def __init__(self, _y=0): ...\n    def go(self, z): ...\n"
+        "class _Hidden:\n    def go(self, _w): ...\n"
+    )
+    (tmp_path / "pkg" / "_private.py").write_text("def run(_z): ...\n")
+    assert _private_parameters(tmp_path / "pkg") == {"mod.py:run": ["_fast"], "mod.py:Thing.__init__": ["_y"]}

@@ -228,9 +228,10 @@ def test_scientific_notation_in_grids():
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"integrator__t1": float("inf")}, r"integrator\.t1 must be a finite number: got inf \(float\)"),
-        ({"integrator__dt": float("inf")}, r"integrator\.dt must be a finite number: got inf \(float\)"),
-        ({"integrator__dt": float("nan")}, r"integrator\.dt must be a finite number: got nan \(float\)"),
+        # t1 and dt: the one time-grid rule (attnflow.simulation.n_steps_for), prefixed with the key
+        ({"integrator__t1": float("inf")}, r"integrator\.t1: t1 must be a finite time > t0 = 0: got inf"),
+        ({"integrator__dt": float("inf")}, r"integrator\.dt: dt must be a finite number > 0: got inf"),
+        ({"integrator__dt": float("nan")}, r"integrator\.dt: dt must be a finite number > 0: got nan"),
         ({"model__beta": float("nan")}, r"model\.beta must be a finite number: got nan"),
         ({"model__layer_scaling": float("inf")}, r"model\.layer_scaling must be a finite number: got inf"),
         ({"weights__sigma2": float("inf")}, r"weights\.sigma2 must be a finite number: got inf"),
@@ -253,10 +254,10 @@ def test_non_finite_values_are_rejected(changes, match):
 def test_infinite_times_in_yaml_name_the_key(tmp_path):
     p = tmp_path / "inf.yaml"
     p.write_text(yaml.safe_dump(TINY).replace("t1: 0.2", "t1: .inf"))
-    with pytest.raises(ConfigError, match=r"integrator\.t1 must be a finite number: got inf"):
+    with pytest.raises(ConfigError, match=r"integrator\.t1: t1 must be a finite time > t0 = 0: got inf"):
         load_config(p)
     p.write_text(yaml.safe_dump(TINY).replace("dt: 0.01", "dt: .inf"))
-    with pytest.raises(ConfigError, match=r"integrator\.dt must be a finite number: got inf"):
+    with pytest.raises(ConfigError, match=r"integrator\.dt: dt must be a finite number > 0: got inf"):
         load_config(p)
 
 
@@ -327,3 +328,50 @@ def test_build_errors_are_config_errors(tmp_path):
     bad_heads = _with(heads={"init": "file", "H": 2, "path": str(tmp_path / "bad_heads.npy")})
     with pytest.raises(ConfigError, match=r"cannot build the experiment from heads\.path: ValueError"):
         build(bad_heads)
+
+
+# -- simulate() reaches every option of a config ------------------------------------------------------------
+#: config key -> the parameter of attnflow.simulate that takes it
+CONFIG_TO_SIMULATE = {
+    "integrator.method": "integrator",
+    "integrator.dt": "dt",
+    "integrator.t1": "t1",
+    "integrator.tol": "integrator_options",
+    "integrator.max_iter": "integrator_options",
+    "integrator.loop": "loop",
+    "record.every": "record_every",
+    "record.positions": "positions",
+    "record.heads": "record_heads",
+    "record.ledger": "ledger",
+    "paths": "paths",
+    "seed": "seed",
+    "precision": "dtype",
+    "device": "device",
+}
+#: config keys that are not options of one simulation, and why
+NOT_SIMULATE_OPTIONS = {
+    "name": "a label of the run directory",
+    "model": "the TransformerModel passed to simulate",
+    "weights": "the weight process of that model",
+    "tokens": "the initial tokens x0 (attnflow.tokens builds them)",
+    "heads": "the initial heads (attnflow.heads builds them)",
+    "init": "how x0 and heads are drawn per path: the arrays passed to simulate",
+    "checkpoint_every": "the run store's checkpoints (attnflow run)",
+    "allow_large": "the run store's resource check (attnflow run)",
+}
+
+
+def test_simulate_reaches_every_option_of_a_config():
+    import inspect
+
+    from attnflow import simulate
+    from attnflow.experiments.schema import ExperimentConfig, IntegratorConfig, RecordConfig
+
+    keys = [k for k in ExperimentConfig.model_fields if k not in ("integrator", "record")]
+    keys += [f"integrator.{k}" for k in IntegratorConfig.model_fields]
+    keys += [f"record.{k}" for k in RecordConfig.model_fields]
+    unmapped = [k for k in keys if k not in CONFIG_TO_SIMULATE and k not in NOT_SIMULATE_OPTIONS]
+    assert not unmapped, f"config keys that attnflow.simulate cannot take (add a parameter): {unmapped}"
+    params = inspect.signature(simulate).parameters
+    missing = {k: p for k, p in CONFIG_TO_SIMULATE.items() if p not in params}
+    assert not missing, f"simulate lacks the parameters of these config keys: {missing}"

@@ -226,8 +226,8 @@ def test_float32_tokens_are_summed_in_float64():
 @pytest.mark.parametrize("sym", [True, False])
 def test_numba_kernel_equals_torch_path(sym):
     x, D = tokens(2, 300, 3, 11), heads(2, 2, 3, 12, symmetric=sym)
-    a = pair_sums_fastsum(x, D, 2.0, geometry=SPHERE, _impl="numba")
-    b = pair_sums_fastsum(x, D, 2.0, geometry=SPHERE, _impl="torch")
+    a = pair_sums_fastsum(x, D, 2.0, geometry=SPHERE, impl="numba")
+    b = pair_sums_fastsum(x, D, 2.0, geometry=SPHERE, impl="torch")
     # The same truncated expansion (same L) in two implementations: only the order of the operations
     # differs. Each entry is a sum over n = 300 tokens (and (L + 1)^2 coefficients) of terms bounded by the
     # array's largest entry, so reordering moves it by <= (n + (L + 1)^2) u max|b| in the worst case and
@@ -250,7 +250,7 @@ def test_numba_kernel_equals_torch_path(sym):
 def test_cuda_equals_cpu(d):
     x, D = tokens(1, 300, d, 16), heads(1, 2, d, 17, symmetric=False)
     a = pair_sums_fastsum(x.cuda(), D.cuda(), 1.0, geometry=SPHERE)
-    b = pair_sums_fastsum(x, D, 1.0, geometry=SPHERE, _impl="torch")
+    b = pair_sums_fastsum(x, D, 1.0, geometry=SPHERE, impl="torch")
     # CUDA vs CPU, the same PyTorch code: only the reduction order differs (tolerance as for numba above)
     for name in ("row_shift", "row_sum", "row_x", "row_q", "col_shift", "col_x"):
         want = getattr(b, name)
@@ -328,9 +328,9 @@ def test_bad_input_messages():
         pair_sums_fastsum(x, D, 1.0, geometry=SPHERE, tol=2)
     with pytest.raises(ValueError, match=rf"L must be an integer in \[1, L_max = {L_MAX}\]: got 0"):
         pair_sums_fastsum(x, D, 1.0, geometry=SPHERE, L=0)
-    with pytest.raises(ValueError, match=r"_impl must be 'auto', 'torch' or 'numba': got 'gpu'"):
-        pair_sums_fastsum(x, D, 1.0, geometry=SPHERE, _impl="gpu")
-    with pytest.raises(ValueError, match=r"_impl='numba' needs d = 3, CPU tensors and numba: got d = 2"):
-        pair_sums_fastsum(tokens(1, 20, 2, 0), heads(1, 1, 2, 0, True), 1.0, geometry=SPHERE, _impl="numba")
+    with pytest.raises(ValueError, match=r"impl must be 'auto', 'torch' or 'numba': got 'gpu'"):
+        pair_sums_fastsum(x, D, 1.0, geometry=SPHERE, impl="gpu")
+    with pytest.raises(ValueError, match=r"impl='numba' needs d = 3, CPU tensors and numba: got d = 2"):
+        pair_sums_fastsum(tokens(1, 20, 2, 0), heads(1, 1, 2, 0, True), 1.0, geometry=SPHERE, impl="numba")
     with pytest.raises(ValueError, match=r"beta \|D\| = 70 needs L = \d+ > L_max = 128 for tol 1e-10"):
         pair_sums_fastsum(x, torch.eye(3, dtype=f64)[None, None], 70.0, geometry=SPHERE)

@@ -446,7 +446,7 @@ class _Expansion:
         self.L, self.d, self.rows = L, d, rows
         self.kernel = None
         if impl not in ("auto", "torch", "numba"):
-            raise ValueError(f"_impl must be 'auto', 'torch' or 'numba': got {impl!r}")
+            raise ValueError(f"impl must be 'auto', 'torch' or 'numba': got {impl!r}")
         if impl != "torch" and d == 3 and device.type == "cpu" and numba_backend.available():
             from . import fastsum_kernel  # numba compiles on first use only
 
@@ -457,7 +457,7 @@ class _Expansion:
             self.nparts = 4 * numba.get_num_threads()
         elif impl == "numba":
             raise ValueError(
-                f"_impl='numba' needs d = 3, CPU tensors and numba: got d = {d}, device {device.type}"
+                f"impl='numba' needs d = 3, CPU tensors and numba: got d = {d}, device {device.type}"
             )
 
     @contextlib.contextmanager
@@ -516,7 +516,7 @@ def pair_sums_fastsum(
     L: int | None = None,
     L_max: int = L_MAX,
     chunk_bytes: int = 2**26,
-    _impl: str = "auto",
+    impl: str = "auto",
 ) -> PairSums:
     r"""Softmax pair sums of the field at (x, D) by fast summation on S^1 / S^2 (non-causal).
 
@@ -543,10 +543,10 @@ def pair_sums_fastsum(
         Largest degree the rule may choose.
     chunk_bytes : int
         Budget of the per-chunk feature matrices (PyTorch path).
-    _impl : {"auto", "torch", "numba"}
-        Private, for tests and benchmarks: on S^2 with CPU tensors ``auto`` takes the fused numba kernel
+    impl : {"auto", "torch", "numba"}
+        The implementation: on S^2 with CPU tensors ``auto`` takes the fused numba kernel
         (:mod:`~attnflow.dynamics.fastsum_kernel`) when numba is installed, else the PyTorch path (CUDA,
-        S^1).
+        S^1); ``torch`` or ``numba`` force one (to compare them, or to time them).
 
     Returns
     -------
@@ -563,14 +563,14 @@ def pair_sums_fastsum(
     """
     _check(x, D, beta, geometry, tol)
     if x.device.type != "cpu":
-        return _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, _impl)
+        return _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, impl)
     # many small O(n) torch ops: on a busy machine two intra-op threads wait on each other (measured on
     # 2 loaded cores: scaled_bessel at n = 1e5 took 0.05 s on one torch thread, 0.8-2.1 s on two)
     with torch_threads(1):
-        return _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, _impl)
+        return _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, impl)
 
 
-def _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, _impl) -> PairSums:
+def _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, impl) -> PairSums:
     P, n, d = x.shape
     H = D.shape[1]
     f64 = torch.float64
@@ -604,7 +604,7 @@ def _pair_sums(x, D, beta, tol, ledger, L, L_max, chunk_bytes, _impl) -> PairSum
     pairs = [(a, b) for a in range(d) for b in range(a, d)]
     qw = torch.tensor([1.0 if a == b else 2.0 for a, b in pairs], dtype=f64, device=x.device)
 
-    ex = _Expansion(L, d, x.device, rows, _impl)
+    ex = _Expansion(L, d, x.device, rows, impl)
     for p in range(P):
         xp = x64[p].contiguous()
         mom = ex.moments(xp, _moment_functions(xp, ledger))  # mu[g] = sum_j F(x_j) g(x_j)

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..model import heads as heads_mod
 from ..model.transformer import TransformerModel
@@ -50,6 +50,7 @@ from ..pde.field import KERNEL_METHODS
 from ..pde.resources import PdeCost, pde_cost
 from ..simulation import n_steps_for
 from .errors import ConfigError, short_repr, validate_mapping
+from .fields import Section, TimeGrid
 from .files import MAX_NPY_BYTES, atomic_write_text, read_npy, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
@@ -86,18 +87,14 @@ __all__ = [
 ]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-
-
-class UniformDensity(_Section):
+class UniformDensity(Section):
     """``density: {init: uniform, d}``."""
 
     init: Literal["uniform"]
     d: int = Field(ge=2, le=3)
 
 
-class VMFDensity(_Section):
+class VMFDensity(Section):
     """``density: {init: von_mises_fisher, d, centres, kappa, weights}``: a mixture (truncated at L)."""
 
     init: Literal["von_mises_fisher"]
@@ -107,7 +104,7 @@ class VMFDensity(_Section):
     weights: list[float] | None = None
 
 
-class ParticleDensity(_Section):
+class ParticleDensity(Section):
     """``density: {init: particles, path, kappa}``: kernel smoothing (bandwidth 1/sqrt(kappa)) of a ``.npy``
     cloud of shape (n, d)."""
 
@@ -119,7 +116,7 @@ class ParticleDensity(_Section):
 DensityConfig = Annotated[Union[UniformDensity, VMFDensity, ParticleDensity], Field(discriminator="init")]  # noqa: UP007
 
 
-class PdeSection(_Section):
+class PdeSection(Section):
     """``pde: {band_limit, eps, kernel, band_tol}``."""
 
     band_limit: int = Field(ge=1)
@@ -137,26 +134,19 @@ class PdeSection(_Section):
         return self
 
 
-class PdeIntegrator(_Section):
-    """``integrator: {dt, t1}``: Lawson RK4 (:mod:`attnflow.pde.solver`); t1 / dt a whole number."""
+class PdeIntegrator(TimeGrid):
+    """``integrator: {dt, t1}``: Lawson RK4 (:mod:`attnflow.pde.solver`); checked by the one time-grid rule
+    (:class:`~attnflow.experiments.fields.TimeGrid`)."""
 
-    dt: float = Field(gt=0)
-    t1: float = Field(gt=0)
-
-    @model_validator(mode="after")
-    def _whole(self):
-        try:
-            n_steps_for(0.0, self.t1, self.dt)
-        except ValueError as exc:
-            raise ValueError(f"integrator.t1 / integrator.dt: {exc}") from exc
-        return self
+    dt: float = Field(allow_inf_nan=True)
+    t1: float = Field(allow_inf_nan=True)
 
 
-class PdeRecord(_Section):
+class PdeRecord(Section):
     every: int = Field(10, ge=1)
 
 
-class PdeRunConfig(_Section):
+class PdeRunConfig(Section):
     """A density run of the Transformer PDE (module docstring)."""
 
     name: str = "pde_run"

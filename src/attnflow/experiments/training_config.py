@@ -10,49 +10,27 @@ the training package's registries (:data:`attnflow.training.losses.LOSSES`, ``HE
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, model_validator
 
 from ..integrators import INTEGRATORS
 from ..training.adjoint import ADJOINT_STATES
 from ..training.flow import HEAD_PARAMS
 from ..training.losses import CLASS_LOSSES, LOSSES, MEASURE_LOSSES
 from ..training.trainer import GRADIENTS
-from .errors import ConfigError, format_choices, validate_mapping
-from .schema import (
-    ModelConfig,
-    check_config_dict,
-    read_config_file,
-)
+from .errors import format_choices, validate_mapping
+from .fields import Section, choice
+from .sections import ModelConfig
+from .yaml_loader import load_config_source
 
 __all__ = ["EXAMPLE_TRAINING_YAML", "TrainingConfig", "dump_training_config", "load_training_config"]
 
 
-class _Section(BaseModel):
-    # as the experiment schema: unknown keys, loose types and non-finite floats are errors
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-
-
-def _choice(allowed: Callable[[], tuple[str, ...]]) -> Any:
-    def check(value: Any) -> Any:
-        names = allowed()
-        if isinstance(value, str) and value in names:
-            return value
-        raise PydanticCustomError(
-            "literal_error", "Input should be {expected}", {"expected": format_choices(names)}
-        )
-
-    return Annotated[str, BeforeValidator(check)]
-
-
-class FlowConfig(_Section):
+class FlowConfig(Section):
     """``flow:`` the trainable flow (:class:`attnflow.training.TrainableFlow`)."""
 
     d: int = Field(3, ge=2)
@@ -60,17 +38,17 @@ class FlowConfig(_Section):
     heads: int = Field(ge=1)
     t1: float = Field(1.0, gt=0)
     steps_per_layer: int = Field(1, ge=1)
-    param: _choice(lambda: tuple(HEAD_PARAMS)) = "dv"
+    param: choice(lambda: tuple(HEAD_PARAMS)) = "dv"
     head_dim: int | None = Field(None, ge=1)
-    integrator: _choice(lambda: tuple(INTEGRATORS)) = "euler"
+    integrator: choice(lambda: tuple(INTEGRATORS)) = "euler"
     init_scale: float = Field(0.5, ge=0)
 
 
-class MeasureTaskConfig(_Section):
+class MeasureTaskConfig(Section):
     """``task: {kind: measure, ...}``: uniform clouds to a von Mises-Fisher mixture."""
 
     kind: Literal["measure"]
-    loss: _choice(lambda: LOSSES)
+    loss: choice(lambda: LOSSES)
     paths: int = Field(16, ge=1)
     n: int = Field(16, ge=2)
     clusters: int = Field(2, ge=1)
@@ -87,11 +65,11 @@ class MeasureTaskConfig(_Section):
         return self
 
 
-class TwoClassTaskConfig(_Section):
+class TwoClassTaskConfig(Section):
     """``task: {kind: two_class, ...}``: sequences of two classes, linear readout of a class token."""
 
     kind: Literal["two_class"]
-    loss: _choice(lambda: LOSSES) = "logistic"
+    loss: choice(lambda: LOSSES) = "logistic"
     paths: int = Field(32, ge=2)
     n: int = Field(12, ge=2)
     angle: float = Field(math.pi / 3, ge=0, le=math.pi)
@@ -110,20 +88,20 @@ TASK_SECTIONS = (MeasureTaskConfig, TwoClassTaskConfig)
 TaskConfig = Annotated[Union[MeasureTaskConfig, TwoClassTaskConfig], Field(discriminator="kind")]  # noqa: UP007
 
 
-class TrainConfig(_Section):
+class TrainConfig(Section):
     """``train:`` AdamW and the loop."""
 
     steps: int = Field(ge=1)
     lr: float = Field(gt=0)
     weight_decay: float = Field(0.0, ge=0)
-    gradient: _choice(lambda: GRADIENTS) = "autograd"
-    adjoint_state: _choice(lambda: ADJOINT_STATES) = "recomputed"
+    gradient: choice(lambda: GRADIENTS) = "autograd"
+    adjoint_state: choice(lambda: ADJOINT_STATES) = "recomputed"
     batch: int | None = Field(None, ge=1)
     record_every: int = Field(10, ge=1)
     checkpoint_every: int = Field(10, ge=1)
 
 
-class TrainingConfig(_Section):
+class TrainingConfig(Section):
     """A whole training run. Build one with :func:`load_training_config`."""
 
     name: str = "train"
@@ -166,6 +144,11 @@ train: {steps: 200, lr: 0.03, gradient: autograd, record_every: 20, checkpoint_e
 """
 
 
+#: How :func:`load_training_config` calls a config, its class and its file, and how to fix a bad file.
+_NAMES = ("training", "a training config", "a TrainingConfig", "training config file")
+_FIX = "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config"
+
+
 def _validate(data: Any, source: str) -> TrainingConfig:
     label = f"training config {source}"
     return validate_mapping(data, TrainingConfig, UNIONS, source, "training config", label)
@@ -180,22 +163,7 @@ def load_training_config(source: str | Path | dict | TrainingConfig) -> Training
         One line per problem: the dotted key, the value received and the allowed values or bound
         (e.g. ``train.lr must be greater than 0: got -0.1 (float)``).
     """
-    if isinstance(source, TrainingConfig):
-        return source
-    if isinstance(source, dict):
-        check_config_dict(source, "training")
-        return _validate(copy.deepcopy(source), "dict")
-    if not isinstance(source, (str, Path)):
-        raise ConfigError(
-            f"a training config is a YAML file, a dict or a TrainingConfig: got {type(source).__name__}"
-        )
-    path = Path(source)
-    data = read_config_file(
-        path,
-        "training config file",
-        "start from EXAMPLE_TRAINING_YAML in attnflow.experiments.training_config",
-    )
-    return _validate(data, str(path))
+    return load_config_source(source, TrainingConfig, _validate, _NAMES, _FIX)
 
 
 def dump_training_config(cfg: TrainingConfig) -> str:

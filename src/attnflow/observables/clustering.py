@@ -384,8 +384,10 @@ def time_to_one_cluster(run, threshold: float) -> xr.DataArray:
         da = da.expand_dims("path")
     da = da.transpose("path", "time", "token", "dim")
     counts = cluster_count(da, threshold).values  # (P, T)
-    times = np.asarray(da["time"].values, dtype=np.float64) if "time" in da.coords else np.arange(
-        da.sizes["time"], dtype=np.float64
+    times = (
+        np.asarray(da["time"].values, dtype=np.float64)
+        if "time" in da.coords
+        else np.arange(da.sizes["time"], dtype=np.float64)
     )
     one = counts == 1
     first = np.where(one.any(axis=1), times[np.argmax(one, axis=1)], np.nan)

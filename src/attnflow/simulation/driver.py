@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from .progress import exclude_from_rates
+from .spec import check_record_every
 
 __all__ = [
     "CallbackSink",
@@ -234,8 +235,7 @@ def integrate(
         A SIGINT (Ctrl-C) came while stepping: the step under way was finished first (see the module
         docstring); the final state is then not recorded.
     """
-    if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
-        raise ValueError(f"record_every must be an integer >= 1: got {record_every!r}")
+    check_record_every(record_every)
     if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
         raise ValueError(f"n_steps must be an integer >= 0: got {n_steps!r}")
     total = sim.step_index + n_steps if total_steps is None else int(total_steps)

@@ -39,7 +39,7 @@ from ..model.weights import noise_matrix
 from ..random import BrownianSource
 from .driver import CallbackSink, integrate
 from .ledger import EnergyLedger
-from .spec import SimulationSpec
+from .spec import SimulationSpec, check_dt, check_t0
 
 __all__ = ["DTYPES", "LOOPS", "NonFiniteStateError", "Record", "Simulator"]
 
@@ -77,17 +77,6 @@ def _dtype(dtype) -> torch.dtype:
     if dtype not in DTYPES.values():
         raise ValueError(f"dtype must be torch.float32 or torch.float64: got {dtype!r}")
     return dtype
-
-
-def _positive_finite(name: str, value) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0: got {value!r}")
-    return float(value)
 
 
 class Simulator:
@@ -164,9 +153,8 @@ class Simulator:
         self.model = model
         self.dtype = _dtype(dtype)
         self.device = torch.device(device)
-        self.dt = _positive_finite("dt", dt)
-        if not math.isfinite(t0):
-            raise ValueError(f"t0 must be finite: got {t0!r}")
+        self.dt = check_dt(dt)
+        t0 = check_t0(t0)
         x = torch.as_tensor(x0)
         if x.ndim == 2:
             x = x.unsqueeze(0).expand(paths or 1, -1, -1)
@@ -259,22 +247,7 @@ class Simulator:
     @classmethod
     def from_spec(cls, spec: SimulationSpec) -> Simulator:
         """The Simulator of a :class:`attnflow.simulation.SimulationSpec` (at its initial state)."""
-        return cls(
-            spec.model,
-            spec.x0,
-            spec.heads,
-            dt=spec.dt,
-            t0=spec.t0,
-            values=spec.values,
-            integrator=spec.integrator,
-            integrator_options=dict(spec.integrator_options),
-            seed=spec.seed,
-            ledger=spec.ledger,
-            dtype=spec.dtype,
-            device=spec.device,
-            first_path=spec.first_path,
-            loop=spec.loop,
-        )
+        return cls(spec.model, spec.x0, spec.heads, **spec.simulator_options())
 
     @property
     def loop(self) -> str:

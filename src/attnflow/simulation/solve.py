@@ -26,6 +26,7 @@ def simulate(
     t0: float = 0.0,
     values=None,
     integrator: str = "euler",
+    integrator_options: dict | None = None,
     seed: int = 0,
     record_every: int = 1,
     positions: bool = True,
@@ -34,6 +35,8 @@ def simulate(
     dtype="float64",
     device="cpu",
     paths: int | None = None,
+    loop: str = "auto",
+    noise_refine: int = 1,
     progress: bool | Callable[[int], None] | None = None,
 ) -> xr.Dataset:
     """Integrate the multi-head attention dynamics and return a labelled dataset.
@@ -54,6 +57,10 @@ def simulate(
         A name of :data:`attnflow.integrators.INTEGRATORS` (``euler``, ``euler_printed``, ``heun``, ``rk4``,
         ``lie_euler``, ``rkmk2``, ``rkmk4``, ``adaptive_rkmk2``, ``jko``) or an instance such as
         ``JKO(tol=1e-9)``; its cumulative statistics become ``integrator_*`` variables.
+    integrator_options : dict or None
+        Options of a named integrator, as the config's ``integrator.tol`` / ``integrator.max_iter``:
+        ``{"tol": 1e-9, "max_iter": 500}`` for ``jko``, ``{"tol": 1e-6, "max_substeps": 100}`` for
+        ``adaptive_rkmk2`` (:func:`attnflow.integrators.get_integrator`); None for the fixed-step methods.
     seed : int
         Seed of the weight noise (per-path streams, see :mod:`attnflow.random`).
     record_every : int
@@ -65,6 +72,14 @@ def simulate(
         ``"cpu"`` or ``"cuda"``.
     paths : int or None
         Number of paths when ``x0`` is one cloud (n, d).
+    loop : {"auto", "fused", "python"}
+        The step loop, as the config's ``integrator.loop``: ``auto`` takes the compiled multi-step loop
+        when it can run the simulation, ``fused`` requires it (ValueError naming why it cannot run),
+        ``python`` never takes it (:class:`~attnflow.simulation.Simulator`). The loop that ran is the
+        dataset's attribute ``loop``.
+    noise_refine : int
+        Fine Brownian draws summed per step (:class:`attnflow.random.BrownianSource`): with m, this run
+        sees the Brownian path of a run at dt/m with the same seed (strong-convergence studies).
     progress : bool, callable or None
         ``True`` draws a progress bar on stderr (steps, rate, time left; :class:`ProgressBar`);
         a callable is called with 1 after every step; ``None`` or ``False``: no progress.
@@ -95,6 +110,7 @@ def simulate(
             "progress must be True (a progress bar on stderr), False/None (none) or a callable taking "
             f"the number of steps done: got {type(progress).__name__} {progress!r}; pass progress=True"
         )
+    n_steps = n_steps_for(t0, t1, dt)  # the time grid, checked before anything is built
     sim = Simulator(
         model,
         x0,
@@ -103,13 +119,15 @@ def simulate(
         t0=t0,
         values=values,
         integrator=integrator,
+        integrator_options=integrator_options,
         seed=seed,
         ledger=ledger,
         dtype=dtype,
         device=device,
         paths=paths,
+        noise_refine=noise_refine,
+        loop=loop,
     )
-    n_steps = n_steps_for(t0, t1, sim.dt)
     if progress is True:
         label = f"simulate ({sim.x.shape[0]} paths, n={sim.x.shape[1]})"
         with ProgressBar(n_steps, label, unit="steps", enabled=True) as bar:

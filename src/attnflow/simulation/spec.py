@@ -7,26 +7,99 @@ The whole-step rule ((t1 - t0)/dt must be a whole number of steps) lives here an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, fields
 
 import torch
 
 from ..model.transformer import TransformerModel
 
-__all__ = ["SimulationSpec", "n_steps_for"]
+__all__ = ["MAX_STEPS", "SimulationSpec", "check_dt", "check_record_every", "check_t0", "n_steps_for"]
+
+#: The most steps a run may take (a guard against t1/dt typos such as dt = 1e-30).
+MAX_STEPS = 10**12
+
+
+def _short_float(x: float) -> str:
+    """``1e12`` rather than ``1000000000000`` for round powers of ten."""
+    text = f"{x:.0e}".replace("e+0", "e").replace("e+", "e")
+    return text if float(text) == x else f"{x:g}"
+
+
+def check_dt(dt) -> float:
+    """``dt`` as a float if it is a finite number > 0: the one check of the time step.
+
+    Every entry calls it (the YAML config's ``integrator.dt``, :func:`attnflow.simulate`,
+    :class:`SimulationSpec`, :class:`attnflow.simulation.Simulator`), so a bad step gives the same
+    message wherever it is given.
+
+    Raises
+    ------
+    ValueError
+        ``dt must be a finite number > 0: got ...``, with the fix.
+
+    Examples
+    --------
+    >>> check_dt(0.01)
+    0.01
+    """
+    if isinstance(dt, bool) or not isinstance(dt, numbers.Real) or not math.isfinite(dt) or dt <= 0:
+        raise ValueError(f"dt must be a finite number > 0: got {dt!r}; give a time step such as dt=0.01")
+    return float(dt)
+
+
+def check_t0(t0) -> float:
+    """``t0`` as a float if it is a finite number: the one check of the initial time.
+
+    Raises
+    ------
+    ValueError
+        ``t0 must be finite: got ...``.
+    """
+    if isinstance(t0, bool) or not isinstance(t0, numbers.Real) or not math.isfinite(t0):
+        raise ValueError(f"t0 must be finite: got {t0!r}; e.g. t0=0.0")
+    return float(t0)
+
+
+def check_record_every(record_every) -> int:
+    """``record_every`` if it is an integer >= 1: the one check of the recording stride.
+
+    Raises
+    ------
+    ValueError
+        ``record_every must be an integer >= 1: got ...``.
+    """
+    if isinstance(record_every, bool) or not isinstance(record_every, int) or record_every < 1:
+        raise ValueError(f"record_every must be an integer >= 1: got {record_every!r}; e.g. record_every=10")
+    return record_every
 
 
 def n_steps_for(t0: float, t1: float, dt: float) -> int:
-    """Number of steps from t0 to t1; raises unless (t1 - t0)/dt is a whole number (to 1e-9).
+    """Number of steps from t0 to t1: the one check of a time grid.
+
+    ``dt`` must pass :func:`check_dt`, ``t0`` be finite, ``t1`` a finite time > t0, the number of steps
+    at most :data:`MAX_STEPS` and ``(t1 - t0)/dt`` a whole number (to 1e-9).
+
+    Raises
+    ------
+    ValueError
+        Naming the rule, the values received and a corrected ``t1`` or ``dt``.
 
     Examples
     --------
     >>> n_steps_for(0.0, 1.0, 0.1)
     10
     """
-    if not math.isfinite(t1) or t1 <= t0:
+    dt = check_dt(dt)
+    t0 = check_t0(t0)
+    if isinstance(t1, bool) or not isinstance(t1, numbers.Real) or not math.isfinite(t1) or t1 <= t0:
         raise ValueError(f"t1 must be a finite time > t0 = {t0:g}: got {t1!r}")
     k = (t1 - t0) / dt
+    if not math.isfinite(k) or k > MAX_STEPS:
+        raise ValueError(
+            f"t1 / dt must be at most {_short_float(MAX_STEPS)} steps: got {t1 - t0:g}/{dt:g} = {k:.6g}; "
+            "choose a larger dt or a smaller t1"
+        )
     n = round(k)
     if n < 1 or abs(k - n) > 1e-9 * max(1.0, k):
         raise ValueError(
@@ -34,6 +107,10 @@ def n_steps_for(t0: float, t1: float, dt: float) -> int:
             f"choose t1 = {t0 + max(n, 1) * dt:g} or another dt"
         )
     return n
+
+
+#: The fields of a SimulationSpec that are not keyword options of the Simulator (what to run and record).
+_NOT_SIMULATOR = ("model", "x0", "heads", "t1", "record_every", "positions", "record_heads")
 
 
 @dataclass(frozen=True)
@@ -73,6 +150,9 @@ class SimulationSpec:
     loop : {"auto", "fused", "python"}
         The step loop (:class:`attnflow.simulation.Simulator`'s ``loop``): the compiled multi-step loop when
         it can run the simulation (``auto``), required (``fused``) or never (``python``).
+    noise_refine : int
+        Fine Brownian draws per step (:class:`attnflow.random.BrownianSource`): with m, the run sees the
+        Brownian path of a run at dt/m with the same seed.
     """
 
     model: TransformerModel
@@ -93,24 +173,17 @@ class SimulationSpec:
     device: str = "cpu"
     first_path: int = 0
     loop: str = "auto"
+    noise_refine: int = 1
 
     def __post_init__(self):
-        if (
-            isinstance(self.record_every, bool)
-            or not isinstance(self.record_every, int)
-            or self.record_every < 1
-        ):
-            raise ValueError(f"record_every must be an integer >= 1: got {self.record_every!r}")
-        if (
-            isinstance(self.dt, bool)
-            or not isinstance(self.dt, (int, float))
-            or not math.isfinite(self.dt)
-            or self.dt <= 0
-        ):
-            raise ValueError(f"dt must be a finite number > 0: got {self.dt!r}")
-        if not isinstance(self.t0, (int, float)) or not math.isfinite(self.t0):
-            raise ValueError(f"t0 must be finite: got {self.t0!r}")
-        n_steps_for(float(self.t0), float(self.t1), float(self.dt))
+        check_record_every(self.record_every)
+        n_steps_for(self.t0, self.t1, self.dt)  # dt, t0, t1 and the whole-step rule, checked once
+
+    def simulator_options(self) -> dict:
+        """The keyword arguments of :class:`attnflow.simulation.Simulator` besides model, x0 and heads."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_SIMULATOR} | {
+            "integrator_options": dict(self.integrator_options)
+        }
 
     @property
     def n_steps(self) -> int:

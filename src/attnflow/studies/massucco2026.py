@@ -292,6 +292,8 @@ class ReproductionStudy(Study):
     """
 
     Config = ReproductionConfig
+    #: wall-clock times in the summary (left out of the kill/resume and Dask comparisons)
+    timing_keys = ("wall_time_s", "wall_time_this_call_s", "run_wall_time_s")
 
     def __init__(self, manifest: str | Path = "massucco2026") -> None:
         self.manifest = load_manifest(str(manifest))

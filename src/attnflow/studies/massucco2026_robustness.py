@@ -206,6 +206,8 @@ class RobustnessStudy(Study):
         "(x0, D0), averaging windows, dt and n, against the published a = 0.373, b = 0.005, r = -0.33, O(1/H)"
     )
     Config = RobustnessConfig
+    #: the summed wall-clock time of the runs (left out of the kill/resume and Dask comparisons)
+    timing_keys = ("run_time_s",)
 
     def quick_params(self) -> dict:
         return {
