@@ -267,7 +267,7 @@ def test_scores_beyond_the_kernel_range_hand_over_to_the_python_loop():
         # leaves |x| within a few ulp of 1 (1e-13 allows d = 3 sums of squares and one division)
         assert torch.isfinite(sim.x).all(), k
         assert float((sim.x.norm(dim=-1) - 1.0).abs().max()) <= 1e-13, k
-        bound = numba_backend.score_bound(ref.x, ref.D * model.head_scale(ref.t, ref.H), model.beta)
+        bound = numba_backend.score_bound(ref.x, ref.D, model.beta, model.head_scale(ref.t, ref.H))
         if handover is None:
             if bound <= numba_backend.SCORE_MAX:
                 assert sim.loop == "fused", (k, sim.loop_reason)
