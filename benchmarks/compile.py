@@ -19,7 +19,9 @@ main
     the same compiled code paths as the full job (numba compiles per type signature, not per size).
 
 The machine is shared and noisy: compare the rows of one run with each other (which function costs
-what), not absolute seconds across runs.
+what), not absolute seconds across runs. The child's process CPU time (``cpu_fresh_s``, ``cpu_cached_s``)
+is recorded besides the wall times: compiling is single-threaded, so on a loaded machine the CPU time is
+the closer measure of what an idle machine would wait; the load average before and after is recorded.
 """
 
 from __future__ import annotations
@@ -73,8 +75,10 @@ def child(name: str) -> dict:
     t_import = time.perf_counter() - t0
     with event.install_recorder("numba:compile") as rec:
         t1 = time.perf_counter()
+        c1 = time.process_time()
         _run_scenario(name)
         wall = time.perf_counter() - t1
+        cpu = time.process_time() - c1
     # pair START/END events as a stack: compiles nest (a caller compiles its callees inside)
     stack: list[dict] = []
     done: list[dict] = []
@@ -95,7 +99,7 @@ def child(name: str) -> dict:
             if stack:
                 stack[-1]["children"] += item["inclusive_s"]
             done.append(item)
-    return {"scenario": name, "wall_s": wall, "numba_import_s": t_import, "compiles": done}
+    return {"scenario": name, "wall_s": wall, "cpu_s": cpu, "numba_import_s": t_import, "compiles": done}
 
 
 def _spawn(name: str, cache: str) -> dict:
@@ -110,6 +114,7 @@ def _spawn(name: str, cache: str) -> dict:
 
 def measure(name: str) -> dict:
     """Fresh-cache and cached runs of scenario ``name`` with the per-specialisation table."""
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="attnflow-numba-cache-") as cache:
         fresh = _spawn(name, cache)
         cached = _spawn(name, cache)
@@ -136,6 +141,10 @@ def measure(name: str) -> dict:
         "scenario": name,
         "wall_fresh_s": fresh["wall_s"],
         "wall_cached_s": cached["wall_s"],
+        "cpu_fresh_s": fresh["cpu_s"],
+        "cpu_cached_s": cached["cpu_s"],
+        "load_avg_before": load,
+        "load_avg_after": os.getloadavg(),
         "compile_total_s": sum(c["inclusive_s"] for c in top),
         "compile_cached_s": sum(c["inclusive_s"] for c in cached["compiles"] if c["depth"] == 0),
         "specialisations": len(per),
@@ -147,7 +156,9 @@ def measure(name: str) -> dict:
 def _table(res: dict) -> str:
     lines = [
         f"## {res['scenario']}: wall {res['wall_fresh_s']:.1f} s on a fresh cache, "
-        f"{res['wall_cached_s']:.1f} s cached; compile {res['compile_total_s']:.1f} s "
+        f"{res['wall_cached_s']:.1f} s cached (process CPU time {res['cpu_fresh_s']:.1f} s and "
+        f"{res['cpu_cached_s']:.1f} s; load average {res['load_avg_before'][0]:.1f} before, "
+        f"{res['load_avg_after'][0]:.1f} after); compile {res['compile_total_s']:.1f} s "
         f"({res['specialisations']} specialisations of "
         f"{res['functions']} functions; {res['compile_cached_s']:.1f} s compiled in the cached run)",
         "",

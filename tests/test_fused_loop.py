@@ -223,6 +223,10 @@ def test_runs_the_fused_loop_cannot_take_are_named(kw, reason):
         Simulator(*args, dt=0.1, loop="fast")
 
 
+# the heads 1e10 N(0, 1) put exp(scores) beyond float64 at t = 0: the compiled loop reports that at the
+# evaluation it happens (the Python loop would at the step's ledger update, which the non-finite step never
+# reaches); the warning is not what this test checks
+@pytest.mark.filterwarnings("ignore:the energy ledger left float64:RuntimeWarning")
 def test_non_finite_state_raises_as_in_the_python_loop():
     # dt |v| overflows float64: the projected Euler step x + dt s v is infinite, its projection NaN
     model = af.TransformerModel(direction="descent", weights=af.Constant())
@@ -267,7 +271,7 @@ def test_scores_beyond_the_kernel_range_hand_over_to_the_python_loop():
         # leaves |x| within a few ulp of 1 (1e-13 allows d = 3 sums of squares and one division)
         assert torch.isfinite(sim.x).all(), k
         assert float((sim.x.norm(dim=-1) - 1.0).abs().max()) <= 1e-13, k
-        bound = numba_backend.score_bound(ref.x, ref.D * model.head_scale(ref.t, ref.H), model.beta)
+        bound = numba_backend.score_bound(ref.x, ref.D, model.beta, model.head_scale(ref.t, ref.H))
         if handover is None:
             if bound <= numba_backend.SCORE_MAX:
                 assert sim.loop == "fused", (k, sim.loop_reason)
@@ -449,3 +453,144 @@ def test_parallel_threads_give_the_same_bits_and_the_reference_values():
     # a few on a loaded machine gave 1.4e-11 (the PyTorch path's own bits vary between processes there)
     assert out["P1-x-numba"] <= 1e-13 and out["P1-energy-numba"] <= 1e-13, out
     assert out["P1-x-torch"] <= 1e-9 and out["P1-energy-torch"] <= 1e-9, out
+
+
+# --------------------------------------------------------------------------- one home per formula (issue 30)
+
+
+def test_each_shared_formula_has_one_definition_that_both_loops_call():
+    from attnflow.dynamics import assembly, numba_backend, numba_kernel
+    from attnflow.integrators import euler
+    from attnflow.model import transformer, weights
+    from attnflow.simulation import fused, simulator
+
+    homes = {
+        "_layer_scale": transformer.layer_scale,
+        "_relaxation_drift": weights.relaxation_drift,
+        "_symmetric_part": weights.symmetric_part,
+        "_noise_scale": weights.noise_scale,
+        "_euler_increment": euler.euler_increment,
+        "_effective_drift": assembly.effective_drift,
+        "_ito_coefficient": assembly.ito_coefficient,
+        "score_bounds": numba_kernel.score_bounds.py_func,
+    }
+    assert fused.FORMULAS == homes
+    # the compiled loop compiles the very function objects of the homes ...
+    for name, home in homes.items():
+        assert getattr(fused, name).py_func is home, name
+    # ... and the Python loop calls them (by name, from the home's module namespace)
+    callers = {
+        transformer.TransformerModel.head_scale: "layer_scale",
+        transformer.TransformerModel.head_scale_rate: "layer_scale",
+        weights.OrnsteinUhlenbeck.drift: "relaxation_drift",
+        weights.Oscillating.drift: "relaxation_drift",
+        weights.noise_matrix: "symmetric_part",
+        simulator.Simulator._python_step: "noise_scale",
+        euler.ProjectedEuler.drift_step: "euler_increment",
+        assembly.ledger_rates: "effective_drift",
+        numba_backend.score_bound: "score_bounds",
+    }
+    for fn, name in callers.items():
+        assert name in fn.__code__.co_names, (fn.__qualname__, name)
+    assert "ito_coefficient" in assembly.ledger_rates.__code__.co_names
+    # every formula is defined once in src/ (a def at any depth; a regex scan, cheaper than parsing every
+    # file), and the compiled loop's former twin of c(t) is gone
+    src = Path(fused.__file__).resolve().parents[1]
+    names = [home.__name__ for home in homes.values()] + ["_head_scale"]
+    pattern = re.compile(rf"^\s*def ({'|'.join(names)})\(", re.M)
+    defs: dict[str, list[str]] = {}
+    for path in src.rglob("*.py"):
+        for m in pattern.finditer(path.read_text()):
+            defs.setdefault(m.group(1), []).append(str(path.relative_to(src)))
+    for home in homes.values():
+        assert len(defs.get(home.__name__, [])) == 1, (home.__name__, defs.get(home.__name__))
+    assert "_head_scale" not in defs  # fused's own c(t) (before issue 30)
+
+
+def test_layer_scale_values_and_limits():
+    import math
+
+    from attnflow.model.transformer import layer_scale
+
+    assert layer_scale(0.3, math.nan, 4) == (1.0, 0.0)
+    c, rate = layer_scale(0.5, 1.5, 4)  # s = 2, sqrt(H) = 2: c = 1/4, dc/dt = -1/8
+    assert c == 0.25 and rate == -0.125
+    # (t0 + t)^2 beyond float64: the rate underflows to -0.0 (no OverflowError)
+    c, rate = layer_scale(1e200, 1.0, 1)
+    assert c == 1e-200 and rate == 0.0 and math.copysign(1.0, rate) == -1.0
+
+
+def test_take_state_checks_its_arguments():
+    sim = _sim("ou")
+    with pytest.raises(ValueError, match="take_state takes a number of steps >= 0: got -1"):
+        sim.take_state(None, None, -1, None, None)
+    with pytest.raises(ValueError, match="take_state after 2 steps needs the new tokens and heads: got None"):
+        sim.take_state(None, sim.D, 2, None, None)
+    with pytest.raises(ValueError, match=r"take_state: shapes \(2, 22, 3\), \(2, 3, 3, 3\) do not match"):
+        sim.take_state(sim.x[:, :22], sim.D, 1, None, None)
+    x, D = sim.x.clone(), sim.D.clone()
+    sim.take_state(x, D, 3, None, None)
+    assert sim.step_index == 3 and sim.t == sim.t0 + 3 * sim.dt and sim.x is x and sim.evaluation is None
+
+
+def _overflow_message(loop: str) -> tuple[str, Simulator]:
+    # OU towards 2000 I from Gaussian heads: the largest score passes log(max float64) = 709.78 a few steps
+    # in, between two records (record_every = 8), while the scores stay far inside the kernel's range
+    model = af.TransformerModel(
+        direction="descent",
+        beta=1.0,
+        backend="numba",
+        weights=af.OrnsteinUhlenbeck(sigma2=0.0, F=2000.0 * torch.eye(3)),
+    )
+    sim = Simulator(
+        model,
+        af.tokens.uniform(1, 12, 3, seed=0),
+        af.heads.symmetric_gaussian(1, 2, 3, seed=0),
+        dt=0.1,
+        loop=loop,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        integrate(sim, 16, record_every=8, sink=MemorySink())
+    msgs = [str(w.message) for w in caught if "left float64" in str(w.message)]
+    assert len(msgs) == 1, msgs
+    return msgs[0], sim
+
+
+def test_the_compiled_loop_reports_a_ledger_overflow_at_the_step_it_happens():
+    fused_msg, sim = _overflow_message("fused")
+    python_msg, _ = _overflow_message("python")
+    assert sim.loop == "fused"  # the loop did not hand over: the scores stayed in the kernel's range
+    step = int(re.search(r"the evaluation of step (\d+)\)", python_msg).group(1))
+    assert 1 < step <= 8 and step != 1 + 8  # between two records, not at one
+    # the same kernel and assembly (backend numba) on both loops: the same message, word for word
+    assert fused_msg == python_msg
+    assert f"at t = {0.1 * (step - 1):g} (the evaluation of step {step})" in fused_msg
+    assert "energy" in fused_msg and "log(max float64)" in fused_msg and "velocity (finite)" in fused_msg
+
+
+def test_the_half_pass_variant_switches_to_the_full_kernel_when_a_step_needs_it():
+    # OU towards 400 I: beta |D|_F passes the float64 bound-shift range (2 c_h > 600) after a few steps, so
+    # the kernel must shift by exact row maxima (a pass over ordered pairs); the run starts on the variant
+    # compiled with the half pass only and must switch, giving the bits of a run on the full kernel
+    def sim(ordered):
+        model = af.TransformerModel(
+            direction="descent", weights=af.OrnsteinUhlenbeck(sigma2=0.2, F=400.0 * torch.eye(3))
+        )
+        s = Simulator(
+            model, af.tokens.uniform(2, 12, 3, seed=0), af.heads.symmetric_gaussian(2, 2, 3, seed=0), dt=0.1
+        )
+        assert s._fused.ordered is None  # symmetric heads, symmetric noise and target
+        s._fused.ordered = ordered
+        return s
+
+    half, full = sim(None), sim(True)
+    recs = [integrate(s, 12, record_every=4, sink=MemorySink()).records for s in (half, full)]
+    assert half._fused.ordered is True and half.loop == "fused"
+    for a, b in zip(*recs, strict=True):
+        assert torch.equal(a.x, b.x) and a.scalars.keys() == b.scalars.keys()
+        assert all(torch.equal(a.scalars[k], b.scalars[k]) for k in a.scalars)
+    # non-symmetric heads or causal attention start on the full kernel
+    assert _sim("general-heads")._fused.ordered is True
+    assert _sim("causal-values-ascent")._fused.ordered is True
+    assert _sim("ou-full-target-rate")._fused.ordered is True  # full noise: the heads leave symmetry

@@ -33,8 +33,9 @@ a :class:`~attnflow.dynamics.pairsums.PairSums`; this module turns it into a :cl
 
 The numba backend assembles these formulas in compiled code (:mod:`attnflow.dynamics.numba_assembly`, held
 to :func:`assemble` by ``tests/test_numba_assembly.py``); the compiled multi-step loop
-(:mod:`attnflow.simulation.fused`) has compiled twins of :func:`ledger_rates` and
-:func:`martingale_increment`, held to them by ``tests/test_fused_loop.py``.
+(:mod:`attnflow.simulation.fused`) compiles :func:`effective_drift` and :func:`ito_coefficient` from here
+(the factors of :func:`ledger_rates`) and sums them over heads as :func:`ledger_rates` and
+:func:`martingale_increment` do, held to them by ``tests/test_fused_loop.py``.
 
 The velocity is assembled in the precision of the sums that carry it (working precision for the PyTorch
 backend, float64 for the numba kernel) and returned in the tokens' dtype. Every ledger quantity is float64;
@@ -57,10 +58,13 @@ from .pairsums import PairSums
 __all__ = [
     "FieldEval",
     "assemble",
+    "effective_drift",
     "energy_from_lse",
+    "ito_coefficient",
     "ledger_overflow",
     "ledger_rates",
     "martingale_increment",
+    "overflow_message",
     "pair_norm",
 ]
 
@@ -221,7 +225,14 @@ def ledger_overflow(fe: FieldEval) -> str | None:
     if not bad:
         return None
     lse_max = float(fe.lse.detach().to(torch.float64).max()) if fe.lse is not None else float("nan")
-    velocity = "finite" if bool(torch.isfinite(fe.velocity).all()) else "not finite either"
+    return overflow_message(bad, lse_max, bool(torch.isfinite(fe.velocity).all()))
+
+
+def overflow_message(bad: list[str], lse_max: float, velocity_finite: bool) -> str:
+    """The message of :func:`ledger_overflow` from its parts: the quantities that left float64 (``bad``),
+    the largest row log-sum-exp and whether the velocity is finite (the compiled loop of
+    :mod:`attnflow.simulation.fused` finds these in compiled code at the step it happens)."""
+    velocity = "finite" if velocity_finite else "not finite either"
     return (
         f"{', '.join(bad)} left the float64 range: the largest row log-sum-exp of the scores, "
         f"log sum_j exp(beta <x_i, D_h x_j>), is {lse_max:.4g} > {LOG_FLOAT64_MAX:.2f} = log(max float64), "
@@ -235,6 +246,24 @@ def _per_head_g2(g, P: int, H: int) -> torch.Tensor:
     if g.ndim >= 2 and g.shape[-2:] == (1, 1):
         g = g[..., 0, 0]
     return (g**2).expand(P, H) if g.ndim <= 2 else (g**2).reshape(P, H)
+
+
+# The two formulas below are plain arithmetic, valid on tensors (ledger_rates) and on numbers inside numba:
+# the compiled loop of attnflow.simulation.fused compiles these very functions (their one definition).
+
+
+def effective_drift(scale, drift, scale_rate, D):
+    """c f + (dc/dt) D: the drift of the effective heads c(t) D under the layer scaling of Sec. 5, the
+    factor of C_h in the drift rate of E (eq. (147)); ``scale_rate = 0`` adds nothing."""
+    if scale_rate != 0.0:
+        return scale * drift + scale_rate * D
+    return scale * drift
+
+
+def ito_coefficient(beta, symmetric):
+    """beta/4 (noise (Z + Z^T)/2) or beta/2 (noise Z): the factor of sum_h g_h^2 c^2 (Ito factor) in the Ito
+    rate of E (eq. (147); the variances in the module docstring)."""
+    return beta / 4.0 if symmetric else beta / 2.0
 
 
 def ledger_rates(
@@ -268,7 +297,7 @@ def ledger_rates(
         exactly 0 and ``fe`` may come without its Ito factors (evaluated with ``ito=False``).
     """
     P, H = D.shape[:2]
-    f_eff = scale * drift.to(torch.float64) + (scale_rate * D.to(torch.float64) if scale_rate != 0.0 else 0.0)
+    f_eff = effective_drift(scale, drift.to(torch.float64), scale_rate, D.to(torch.float64))
     C = fe.second_moment
     dtE_drift = (f_eff * C).sum(dim=(-1, -2, -3))
     g2 = _per_head_g2(g, P, H).to(C.device) * scale**2
@@ -279,10 +308,8 @@ def ledger_rates(
                 "sums (ito=False); evaluate with ito=True whenever the weight process is stochastic"
             )
         return dtE_drift, torch.zeros_like(dtE_drift)
-    if noise_kind == "symmetric":
-        dtE_ito = (beta / 4.0) * (g2 * fe.ito_moment).sum(-1)
-    else:
-        dtE_ito = (beta / 2.0) * (g2 * fe.ito_full).sum(-1)
+    factor = fe.ito_moment if noise_kind == "symmetric" else fe.ito_full
+    dtE_ito = ito_coefficient(beta, noise_kind == "symmetric") * (g2 * factor).sum(-1)
     return dtE_drift, dtE_ito
 
 

@@ -224,12 +224,12 @@ def _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C
                 C[p, h, a, b] = c[a, b] / norm
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _shift_pass(row_shift, e_shift):
     """``e_shift = exp(row_shift)``, one exponential per run of equal shifts along a row of heads (the
-    bound shift is the same for every row of a head)."""
+    bound shift is the same for every row of a head; serial: one exponential per head and a copy)."""
     P, H, n = row_shift.shape
-    for item in prange(P * H):
+    for item in range(P * H):
         p = item // H
         h = item - p * H
         prev = row_shift[p, h, 0]

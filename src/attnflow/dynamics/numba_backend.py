@@ -34,11 +34,20 @@ def available() -> bool:
     return _AVAILABLE
 
 
-def score_bound(x: torch.Tensor, D: torch.Tensor, beta: float) -> float:
-    """beta max_h |D_h|_F max_j |x_j|^2: a bound on every score |s^h_ij| (the kernel's own shift bound)."""
-    dnorm = torch.linalg.matrix_norm(D.detach().to(torch.float64)).max()
-    xnorm = x.detach().to(torch.float64).square().sum(-1).max()
-    return float(beta * dnorm * xnorm)
+def score_bound(x: torch.Tensor, D: torch.Tensor, beta: float, scale: float = 1.0) -> float:
+    """beta |c| max_h |D_h|_F max_j |x_j|^2: a bound on every score |s^h_ij| of the heads c D.
+
+    The one definition is the kernel's own shift bound :func:`attnflow.dynamics.numba_kernel.score_bounds`
+    (per head, float64); this takes its maximum and the head scale ``scale`` = c(t), as the compiled
+    loop does (:mod:`attnflow.simulation.fused`).
+    """
+    from .numba_kernel import score_bounds  # numba is imported (and compiles) on first use only
+
+    xa = np.ascontiguousarray(x.detach().cpu().numpy())
+    Da = np.ascontiguousarray(D.detach().cpu().numpy())
+    if Da.dtype != xa.dtype or xa.dtype not in (np.float32, np.float64):  # exact: the bound is float64
+        xa, Da = xa.astype(np.float64), Da.astype(np.float64)
+    return float(score_bounds(xa, Da, float(beta)).max()) * abs(float(scale))
 
 
 def _tensor(a: np.ndarray | None) -> torch.Tensor | None:

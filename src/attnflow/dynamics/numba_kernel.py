@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .numba_passes import (
     BOUND_RANGE_32,
@@ -91,6 +91,7 @@ __all__ = [
     "PASSES",
     "bound_range",
     "check_inputs",
+    "choose_pass",
     "pair_sums",
     "pair_sums_core",
     "score_bounds",
@@ -150,34 +151,36 @@ def _keys(xt, bd):
     return kt
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _transpose_tokens(x, xt):
-    """``xt[p, a, j] = x[p, j, a]`` (the kernel's structure-of-arrays layout)."""
+    """``xt[p, a, j] = x[p, j, a]`` (the kernel's structure-of-arrays layout; serial: a copy, O(P n d), is not
+    worth a parallel region's compile time)."""
     P, n, d = x.shape
-    for p in prange(P):
+    for p in range(P):
         for a in range(d):
             for j in range(n):
                 xt[p, a, j] = x[p, j, a]
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _fill_rows(shift, row_shift):
-    """``row_shift[p, h, i] = shift[p, h]`` for every row (float64)."""
+    """``row_shift[p, h, i] = shift[p, h]`` for every row (float64; serial, a copy)."""
     P, H, n = row_shift.shape
-    for item in prange(P * H):
-        p = item // H
-        h = item - p * H
-        for i in range(n):
-            row_shift[p, h, i] = shift[p, h]
+    for p in range(P):
+        for h in range(H):
+            for i in range(n):
+                row_shift[p, h, i] = shift[p, h]
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def score_bounds(x, D, beta):
-    """``c_h = beta |D_h|_F max_j |x_j|^2`` per (p, h), in float64 (sums of squares in index order)."""
+    """``c_h = beta |D_h|_F max_j |x_j|^2`` per (p, h), in float64 (sums of squares in index order): the
+    one definition of the score bound (:func:`attnflow.dynamics.numba_backend.score_bound` and the
+    compiled loop call it). Serial: O(P (n d + H d^2)) is negligible beside the pair passes."""
     P, n, d = x.shape
     H = D.shape[1]
     out = np.empty((P, H))
-    for p in prange(P):
+    for p in range(P):
         r2 = 0.0
         for i in range(n):
             s = 0.0
@@ -196,9 +199,33 @@ def score_bounds(x, D, beta):
 
 
 @njit(cache=True)
+def choose_pass(x, D, beta, bound_range, causal, general, exact_max):
+    """The kernel's choice of pass: ``(symmetric, exact, bound)``.
+
+    ``symmetric``: U^h symmetric (non-causal, every D_h = D_h^T exactly), the column sums are the row sums;
+    ``exact``: a score range 2 c_h too wide for the bound shift (or ``exact_max``), the rows are shifted by
+    their exact maxima; ``bound`` the per-head bounds c_h of :func:`score_bounds`. The symmetric half pass
+    runs when ``symmetric and not exact``.
+    """
+    P, H, d, _ = D.shape
+    symmetric = not causal and not general
+    if symmetric:
+        for p in range(P):
+            for h in range(H):
+                for a in range(d):
+                    for b in range(a):
+                        if D[p, h, a, b] != D[p, h, b, a]:
+                            symmetric = False
+    # |s_ij| <= c_h; if every score range 2 c_h is small (always at the paper's beta) c_h shifts every row
+    bound = score_bounds(x, D, beta)
+    exact = exact_max or 2.0 * bound.max() > bound_range
+    return symmetric, exact, bound
+
+
+@njit(cache=True)
 def pair_sums_core(
     x, D, beta, bound_range, causal, ledger, ito, general, exact_max, full,
-    items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord,
+    items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord, ordered=True,
 ):  # fmt: skip
     """The whole kernel for one evaluation: layouts, the choice of pass, the passes, the column sums.
 
@@ -207,6 +234,11 @@ def pair_sums_core(
     ``col_shift`` and ``col_x`` are placeholders of shapes (1, 1) and (1, 1, 1, 1)). ``pass`` indexes
     :data:`PASSES`. Compiled apart from :func:`pair_sums` so that a compiled
     caller (the multi-step loop of :mod:`attnflow.simulation.fused`) runs exactly the same code.
+
+    ``ordered=None`` compiles the kernel without its passes over ordered pairs (numba prunes the branch on
+    a None argument): only the symmetric half pass, for a caller that has checked :func:`choose_pass`
+    first (the compiled loop's first variant: half the compile time of the kernel); such a kernel returns
+    pass -1 and no sums if the half pass does not apply.
     """
     P, n, d = x.shape
     H = D.shape[1]
@@ -225,19 +257,8 @@ def pair_sums_core(
             for a in range(d):
                 for b in range(d):
                     bd[p, h, a, b] = beta_w * D[p, h, a, b]
-    # U^h symmetric (non-causal, D_h = D_h^T exactly): the column sums are the row sums
-    symmetric = not causal and not general
-    if symmetric:
-        for p in range(P):
-            for h in range(H):
-                for a in range(d):
-                    for b in range(a):
-                        if D[p, h, a, b] != D[p, h, b, a]:
-                            symmetric = False
+    symmetric, exact, bound = choose_pass(x, D, beta, bound_range, causal, general, exact_max)
     colsums = ledger and not symmetric
-    # |s_ij| <= c_h; if every score range 2 c_h is small (always at the paper's beta) c_h shifts every row
-    bound = score_bounds(x, D, beta)
-    exact = exact_max or 2.0 * bound.max() > bound_range
     rsum = np.zeros((P, H, n))
     ysum = np.zeros((P, H, n, d))
     qsum = np.zeros((P, H, n) if want_q else (1, 1, 1))
@@ -264,6 +285,8 @@ def pair_sums_core(
                                 qsum[p, h, j] += cbuf[p, h, c, d + 1, j]
         _fill_rows(shift, row_shift)
         return 0, False, row_shift, rsum, ysum, qsum, np.zeros((1, 1)), np.zeros((1, 1, 1, 1))
+    if ordered is None:  # compiled without the ordered-pair passes (pruned): the caller checks choose_pass
+        return -1, False, row_shift, rsum, ysum, qsum, np.zeros((1, 1)), np.zeros((1, 1, 1, 1))
     kt = _keys(xt, bd)
     row_max = np.empty((P, H, n), dtype=x.dtype)
     if exact:

@@ -11,6 +11,15 @@ from __future__ import annotations
 
 from .base import Integrator
 
+__all__ = ["ProjectedEuler", "euler_increment"]
+
+
+def euler_increment(y, dt, rate):
+    """y + dt rate: the explicit Euler update of the tokens (before the retraction Pi) and of the heads
+    (Sec. 6 scheme). Plain arithmetic, valid on tensors and inside numba: the compiled loop of
+    :mod:`attnflow.simulation.fused` compiles this very function (its one definition)."""
+    return y + dt * rate
+
 
 class ProjectedEuler(Integrator):
     """First-order projected Euler (order 1)."""
@@ -20,6 +29,6 @@ class ProjectedEuler(Integrator):
     name = "euler"
 
     def drift_step(self, field, x, D, t, dt, first):
-        x_new = field.retract(x + dt * field.token_rate(first))
-        D_new = D + dt * field.weight_rate(D, t)
+        x_new = field.retract(euler_increment(x, dt, field.token_rate(first)))
+        D_new = euler_increment(D, dt, field.weight_rate(D, t))
         return x_new, D_new

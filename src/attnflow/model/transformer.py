@@ -19,6 +19,7 @@ __all__ = [
     "LAYER_SCALING_MAX",
     "LAYER_SCALING_MIN",
     "TransformerModel",
+    "layer_scale",
 ]
 
 DIRECTIONS = {"ascent": 1.0, "descent": -1.0}
@@ -35,6 +36,34 @@ BETA_MIN = sys.float_info.min
 #: sqrt(1.8e308) = 1.3e154, rounded inwards).
 LAYER_SCALING_MIN = 1e-150
 LAYER_SCALING_MAX = 1e150
+
+
+def layer_scale(t, t0, H):
+    """The layer scaling of Sec. 5: c(t) = 1 / ((t0 + t) sqrt(H)) and dc/dt = -1 / ((t0 + t)^2 sqrt(H)).
+
+    The one definition of the formula: :meth:`TransformerModel.head_scale` and
+    :meth:`TransformerModel.head_scale_rate` call it, and the compiled loop
+    (:mod:`attnflow.simulation.fused`) compiles this very function (plain arithmetic on floats, valid in
+    Python and in numba).
+
+    Parameters
+    ----------
+    t : float
+    t0 : float
+        The scaling's offset; NaN means no layer scaling (c = 1, dc/dt = 0).
+    H : int
+        Number of heads.
+
+    Returns
+    -------
+    (float, float)
+        c(t) and dc/dt. ``s * s`` overflows to inf (rate -0.0) where ``s**2`` would raise in Python.
+    """
+    if math.isnan(t0):
+        return 1.0, 0.0
+    s = t0 + t
+    root = math.sqrt(H)
+    return 1.0 / (s * root), -1.0 / (s * s * root)
 
 
 @dataclass(frozen=True)
@@ -166,20 +195,16 @@ class TransformerModel:
         return DIRECTIONS[self.direction]
 
     def head_scale(self, t: float, H: int) -> float:
-        """c(t) = 1 / ((t0 + t) sqrt(H)) under layer scaling, else 1 (Sec. 5; the compiled loop of
-        :mod:`attnflow.simulation.fused` has a twin, held to this by its tests)."""
-        if self.layer_scaling is None:
-            return 1.0
-        return 1.0 / ((self.layer_scaling + t) * math.sqrt(H))
+        """c(t) = 1 / ((t0 + t) sqrt(H)) under layer scaling, else 1 (Sec. 5; :func:`layer_scale`)."""
+        return layer_scale(t, self._scaling_t0, H)[0]
 
     def head_scale_rate(self, t: float, H: int) -> float:
-        """dc/dt (0 without layer scaling)."""
-        if self.layer_scaling is None:
-            return 0.0
-        try:
-            return -1.0 / ((self.layer_scaling + t) ** 2 * math.sqrt(H))
-        except OverflowError:  # (t0 + t)^2 > 1.8e308: the rate is below the smallest float64
-            return -0.0
+        """dc/dt (0 without layer scaling; :func:`layer_scale`)."""
+        return layer_scale(t, self._scaling_t0, H)[1]
+
+    @property
+    def _scaling_t0(self) -> float:
+        return math.nan if self.layer_scaling is None else float(self.layer_scaling)
 
     def describe(self) -> dict:
         """JSON-friendly description stored with results."""

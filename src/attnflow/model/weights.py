@@ -36,6 +36,9 @@ __all__ = [
     "forcing_s1",
     "forcing_s2",
     "noise_matrix",
+    "noise_scale",
+    "relaxation_drift",
+    "symmetric_part",
 ]
 
 NOISE_KINDS = ("symmetric", "full")
@@ -48,6 +51,29 @@ def _check_noise(noise: str) -> None:
         raise ValueError(f"unknown noise kind {noise!r}; valid: {', '.join(NOISE_KINDS)}")
 
 
+# The formulas below are plain arithmetic, valid on tensors (the Python loop) and on numbers inside numba (the
+# compiled loop of attnflow.simulation.fused compiles these very functions): each has this one definition.
+
+
+def relaxation_drift(rate, target, D):
+    """The drift f(D, t) = lambda (F(t) - D) of the OU and oscillating processes (eq. (10), Sec. 6).
+
+    ``target`` is F (OU) or the forcing F(t + phi_h) (oscillating); tensors or numbers.
+    """
+    return rate * (target - D)
+
+
+def symmetric_part(a, b):
+    """(a + b)/2 as 0.5 (a + b): the symmetric noise shape (Z + Z^T)/2 with ``a = Z``, ``b = Z^T``
+    (NOTES.md §1 / Sec. 6); tensors or the entries Z_ab, Z_ba."""
+    return 0.5 * (a + b)
+
+
+def noise_scale(g, dt):
+    """g sqrt(dt): the factor of the Euler-Maruyama weight-noise increment g sqrt(dt) xi (eq. (10))."""
+    return g * math.sqrt(dt)
+
+
 def noise_matrix(z: torch.Tensor, noise: str) -> torch.Tensor:
     """The noise shape xi from i.i.d. normals z: (Z + Z^T)/2 (symmetric, NOTES.md §1 / Sec. 6) or Z (full).
 
@@ -57,7 +83,7 @@ def noise_matrix(z: torch.Tensor, noise: str) -> torch.Tensor:
         i.i.d. standard normals.
     noise : {"symmetric", "full"}
     """
-    return 0.5 * (z + z.transpose(-1, -2)) if noise == "symmetric" else z
+    return symmetric_part(z, z.transpose(-1, -2)) if noise == "symmetric" else z
 
 
 class WeightProcess(ABC):
@@ -206,7 +232,7 @@ class OrnsteinUhlenbeck(WeightProcess):
         return self.F.to(dtype=D.dtype, device=D.device)
 
     def drift(self, D, t):
-        return self.rate * (self.target(D) - D)
+        return relaxation_drift(self.rate, self.target(D), D)
 
     def diffusion(self, D, t):
         return math.sqrt(2.0 * self.sigma2)
@@ -288,7 +314,7 @@ class Oscillating(WeightProcess):
         return fn(t + phi).to(dtype=dtype, device=device)
 
     def drift(self, D, t):
-        return self.rate * (self.forcing_at(t, D.shape[1], D.dtype, D.device) - D)
+        return relaxation_drift(self.rate, self.forcing_at(t, D.shape[1], D.dtype, D.device), D)
 
     def validate(self, H, d):
         if not callable(self.forcing) and FORCING_DIMS[self.forcing] != d:

@@ -19,14 +19,19 @@ step-by-step :meth:`attnflow.simulation.Simulator.step` of such a run goes throu
 K = 1. Against the Python loop (PyTorch backend, the reference) the fused loop agrees to round-off:
 float64 1e-12, float32 1e-5 after the test's steps.
 
-The formulas are those of their homes, cited there: the velocity and ledger of
-:mod:`attnflow.dynamics.assembly` (compiled in :mod:`attnflow.dynamics.numba_assembly`), the ledger rates
-and martingale increment of :func:`~attnflow.dynamics.assembly.ledger_rates` and
-:func:`~attnflow.dynamics.assembly.martingale_increment` (eq. (147)), the Euler step of
-:mod:`attnflow.integrators.euler`, the drift of :mod:`attnflow.model.weights` (eq. (10)), the geodesic random
-walk of :meth:`attnflow.simulation.Simulator.brownian_step` and the layer scaling c(t) of
-:meth:`attnflow.model.transformer.TransformerModel.head_scale` (Sec. 5). ``tests/test_fused_loop.py`` checks
-each against the Python loop.
+The formulas of the step are compiled from their one definition in their home (:data:`FORMULAS`: the very
+function objects that the Python loop calls, checked by ``tests/test_fused_loop.py``): the layer scaling
+c(t), dc/dt (:func:`attnflow.model.transformer.layer_scale`, Sec. 5), the drift lambda (F - D), the noise
+shape and g sqrt(dt) (:mod:`attnflow.model.weights`, eq. (10)), the Euler update
+(:func:`attnflow.integrators.euler.euler_increment`), the factors of the ledger rates
+(:func:`attnflow.dynamics.assembly.effective_drift`, :func:`~attnflow.dynamics.assembly.ito_coefficient`,
+eq. (147)) and the score bound (:func:`attnflow.dynamics.numba_kernel.score_bounds`). The velocity and
+ledger are the kernel's and the compiled assembly's (:mod:`attnflow.dynamics.numba_assembly`); the sums
+over heads of the rates and the martingale increment, the retraction and the geodesic random walk of
+:meth:`attnflow.simulation.Simulator.brownian_step` are loops over those formulas, held to the Python loop
+by the tests. The state goes back to the simulator through :meth:`attnflow.simulation.Simulator.take_state`.
+A ledger quantity that leaves float64 is reported at the step it happens (:func:`_check_ledger`), as the
+Python loop does.
 
 Runs outside this set (other integrators, attention kinds or geometries, custom weight processes, the
 PyTorch or fast-summation backends, ``backend="auto"`` with n >= :data:`attnflow.dynamics.fastsum.AUTO_MIN_N`
@@ -41,26 +46,36 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from numba import njit, prange
+from numba import njit
 
 from ..dynamics import numba_backend
-from ..dynamics.assembly import FieldEval, pair_norm
+from ..dynamics.assembly import FieldEval, effective_drift, ito_coefficient, overflow_message, pair_norm
 from ..dynamics.fastsum import AUTO_MIN_N
 from ..dynamics.numba_assembly import assemble_core
-from ..dynamics.numba_kernel import bound_range, pair_sums_core, score_bounds, work_items
+from ..dynamics.numba_kernel import bound_range, choose_pass, pair_sums_core, score_bounds, work_items
 from ..geometry import Sphere
-from ..integrators.euler import ProjectedEuler
-from ..model.weights import Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant
+from ..integrators.euler import ProjectedEuler, euler_increment
+from ..model.transformer import layer_scale
+from ..model.weights import (
+    Constant,
+    OrnsteinUhlenbeck,
+    Oscillating,
+    PiecewiseConstant,
+    noise_scale,
+    relaxation_drift,
+    symmetric_part,
+)
 
-__all__ = ["BLOCK_SECONDS", "HUGE", "NONFINITE", "OK", "Block", "FusedLoop", "plan"]
+__all__ = ["BLOCK_SECONDS", "FORMULAS", "HUGE", "NONFINITE", "OK", "Block", "FusedLoop", "plan"]
 
 #: target wall time of one compiled block (Ctrl-C and progress are seen between blocks)
 BLOCK_SECONDS = 0.5
 
 #: the weight processes of the compiled loop: zero drift (constant, piecewise constant), OU, oscillating
 PROC_ZERO, PROC_OU, PROC_OSCILLATING = 0, 1, 2
-#: status of a compiled block: all steps taken; a step gave a non-finite state; scores left the kernel's range
-OK, NONFINITE, HUGE = 0, 1, 2
+#: status of a compiled block: all steps taken; a step gave a non-finite state; scores left the kernel's
+#: range; the step needs the kernel's passes over ordered pairs, which this variant was compiled without
+OK, NONFINITE, HUGE, ORDERED = 0, 1, 2, 3
 _PROCESSES = (Constant, OrnsteinUhlenbeck, Oscillating, PiecewiseConstant)
 
 
@@ -87,8 +102,7 @@ def plan(sim) -> str | None:
             return f"backend 'auto' with n = {sim.n} >= {AUTO_MIN_N} (the fast summation may take over)"
     elif model.backend != "numba":
         return f"backend {model.backend!r} (the fused loop runs the numba kernel: backend 'numba' or 'auto')"
-    De = sim.D * model.head_scale(sim.t, sim.H)
-    bound = numba_backend.score_bound(sim.x, De, model.beta)
+    bound = numba_backend.score_bound(sim.x, sim.D, model.beta, model.head_scale(sim.t, sim.H))
     if bound > numba_backend.SCORE_MAX:
         return (
             f"scores up to beta |D|_F max|x|^2 = {bound:.3g}, beyond the kernel's range "
@@ -98,6 +112,29 @@ def plan(sim) -> str | None:
 
 
 # --------------------------------------------------------------------------- compiled loop
+
+# The formulas of the step are compiled from their one definition in their home (plain arithmetic that runs
+# on tensors in the Python loop and on numbers here); ``tests/test_fused_loop.py`` checks that these are the
+# very function objects (``.py_func``) of the homes.
+_layer_scale = njit(layer_scale)  # c(t), dc/dt (Sec. 5)
+_relaxation_drift = njit(relaxation_drift)  # lambda (F - D) (eq. (10))
+_symmetric_part = njit(symmetric_part)  # (Z + Z^T)/2 (Sec. 6)
+_noise_scale = njit(noise_scale)  # g sqrt(dt) (eq. (10))
+_euler_increment = njit(euler_increment)  # y + dt rate (Sec. 6 scheme)
+_effective_drift = njit(effective_drift)  # c f + c' D (eq. (147))
+_ito_coefficient = njit(ito_coefficient)  # beta/4 or beta/2 (eq. (147))
+
+#: the shared formulas: name in the compiled loop -> the home function it compiles
+FORMULAS = {
+    "_layer_scale": layer_scale,
+    "_relaxation_drift": relaxation_drift,
+    "_symmetric_part": symmetric_part,
+    "_noise_scale": noise_scale,
+    "_euler_increment": euler_increment,
+    "_effective_drift": effective_drift,
+    "_ito_coefficient": ito_coefficient,
+    "score_bounds": score_bounds.py_func,
+}
 
 
 @njit(cache=True)
@@ -109,8 +146,10 @@ def _wcast(like, value):
 
 
 @njit(cache=True)
-def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no):
-    """The field and ledger at (x, D) with head scale ``c`` (:func:`attnflow.dynamics.field.evaluate`)."""
+def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no, ordered):
+    """The field and ledger at (x, D) with head scale ``c`` (:func:`attnflow.dynamics.field.evaluate`);
+    ``(False, placeholders)`` when ``ordered`` is None (the kernel compiled with its symmetric half pass
+    only) and the half pass does not apply."""
     if c != 1.0:
         De = np.empty_like(D)
         for idx in np.ndindex(D.shape):
@@ -124,8 +163,13 @@ def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch
     else:
         De = D
         Ve = V if has_v else D
+    if ordered is None:
+        symmetric, exact, _ = choose_pass(x, De, beta, brange, causal, False, False)
+        if exact or not symmetric:
+            e1, e2, e3 = np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1, 1))
+            return False, e3, e3, e1, e1, e1, e2, e2, np.zeros((1, 1, 1, 1)), e3, e3
     _, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = pair_sums_core(
-        x, De, beta, brange, causal, ledger, ito, False, False, False, ih, ch, nh, io, co, no
+        x, De, beta, brange, causal, ledger, ito, False, False, False, ih, ch, nh, io, co, no, ordered
     )
     vel, _raw, grad, energy, G2, Ghat2, head_mass, ito_m, C = assemble_core(
         x,
@@ -144,42 +188,32 @@ def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch
         True,
         ledger,
     )
-    return vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum
+    return True, vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum
 
 
 @njit(cache=True)
-def _head_scale(t, layer_t0, H):
-    """c(t) and dc/dt under layer scaling (Sec. 5; ``layer_t0`` NaN: none): as ``TransformerModel``."""
-    if math.isnan(layer_t0):
-        return 1.0, 0.0
-    s = layer_t0 + t
-    return 1.0 / (s * math.sqrt(H)), -1.0 / (s**2 * math.sqrt(H))
-
-
-@njit(parallel=True, cache=True)
 def _drift(proc, D, rate, target, out):
     """f(D, t) of eq. (10): 0 (constant, piecewise constant) or rate (target - D) (OU, oscillating)."""
     P, H, d, _ = D.shape
-    for item in prange(P * H):
-        p = item // H
-        h = item - p * H
-        for a in range(d):
-            for b in range(d):
-                out[p, h, a, b] = 0.0 if proc == PROC_ZERO else rate * (target[h, a, b] - D[p, h, a, b])
+    for p in range(P):
+        for h in range(H):
+            for a in range(d):
+                for b in range(d):
+                    out[p, h, a, b] = (
+                        0.0 if proc == PROC_ZERO else _relaxation_drift(rate, target[h, a, b], D[p, h, a, b])
+                    )
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _rates(D, drift, C, ito_m, head_mass, c, c_rate, g2, stochastic, noise_sym, beta, r0, r1):
     """Drift and Ito rates of E at frozen tokens (:func:`attnflow.dynamics.assembly.ledger_rates`)."""
     P, H, d, _ = D.shape
-    for p in prange(P):
+    for p in range(P):
         s = 0.0
         for h in range(H):
             for a in range(d):
                 for b in range(d):
-                    f = c * np.float64(drift[p, h, a, b])
-                    if c_rate != 0.0:
-                        f += c_rate * np.float64(D[p, h, a, b])
+                    f = _effective_drift(c, np.float64(drift[p, h, a, b]), c_rate, np.float64(D[p, h, a, b]))
                     s += f * C[p, h, a, b]
         r0[p] = s
         r1[p] = 0.0
@@ -187,40 +221,39 @@ def _rates(D, drift, C, ito_m, head_mass, c, c_rate, g2, stochastic, noise_sym, 
             acc = 0.0
             for h in range(H):
                 acc += g2 * c * c * (ito_m[p, h] if noise_sym else head_mass[p, h])
-            r1[p] = (beta / 4.0 if noise_sym else beta / 2.0) * acc
+            r1[p] = _ito_coefficient(beta, noise_sym) * acc
 
 
-@njit(parallel=True, cache=True)
-def _noise(z, gs, half, noise_sym, out):
+@njit(cache=True)
+def _noise(z, gs, noise_sym, out):
     """The weight-noise increment g sqrt(dt) xi, xi = (Z + Z^T)/2 or Z (eq. (10), Sec. 6)."""
     P, H, d, _ = z.shape
-    for item in prange(P * H):
-        p = item // H
-        h = item - p * H
-        for a in range(d):
-            for b in range(d):
-                xi = half * (z[p, h, a, b] + z[p, h, b, a]) if noise_sym else z[p, h, a, b]
-                out[p, h, a, b] = gs * xi
+    for p in range(P):
+        for h in range(H):
+            for a in range(d):
+                for b in range(d):
+                    xi = _symmetric_part(z[p, h, a, b], z[p, h, b, a]) if noise_sym else z[p, h, a, b]
+                    out[p, h, a, b] = gs * xi
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _token_update(x, vel, dtw, signw, noisy, ztok, tok_scale, tiny, zw, x_new):
     """Projected Euler Pi(x + dt s v) (integrators.euler), then with ``noisy`` the geodesic random walk
     exp_x(sqrt(2 eps dt) P(x) z) (Simulator.brownian_step), in the working precision."""
     P, n, d = x.shape
-    for item in prange(P * n):
+    y = np.empty(d, dtype=x.dtype)
+    u = np.empty(d, dtype=x.dtype)
+    for item in range(P * n):
         p = item // n
         i = item - p * n
-        y = np.empty(d, dtype=x.dtype)
         r = zw
         for a in range(d):
-            y[a] = x[p, i, a] + dtw * (signw * _wcast(x, vel[p, i, a]))
+            y[a] = _euler_increment(x[p, i, a], dtw, signw * _wcast(x, vel[p, i, a]))
             r += y[a] * y[a]
         r = np.sqrt(r)
         for a in range(d):
             x_new[p, i, a] = y[a] / r
         if noisy:
-            u = np.empty(d, dtype=x.dtype)
             dot = zw
             for a in range(d):
                 dot += x_new[p, i, a] * ztok[p, i, a]
@@ -240,23 +273,24 @@ def _token_update(x, vel, dtw, signw, noisy, ztok, tok_scale, tiny, zw, x_new):
                 x_new[p, i, a] = y[a] / m2
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _head_update(D, drift, nz, dtw, D_new):
     """D + dt f(D, t) + g sqrt(dt) xi (Euler-Maruyama, integrators.base)."""
     P, H, d, _ = D.shape
-    for item in prange(P * H):
-        p = item // H
-        h = item - p * H
-        for a in range(d):
-            for b in range(d):
-                D_new[p, h, a, b] = D[p, h, a, b] + dtw * drift[p, h, a, b] + nz[p, h, a, b]
+    for p in range(P):
+        for h in range(H):
+            for a in range(d):
+                for b in range(d):
+                    D_new[p, h, a, b] = (
+                        _euler_increment(D[p, h, a, b], dtw, drift[p, h, a, b]) + nz[p, h, a, b]
+                    )
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic):
     """The step's left Riemann terms and martingale increment (simulation.ledger, eq. (147))."""
     P, H, d, _ = C.shape
-    for p in prange(P):
+    for p in range(P):
         acc[0, p] = acc[0, p] + (r0[p] + r1[p]) * dt
         acc[1, p] = acc[1, p] + G2[p] * dt
         acc[2, p] = acc[2, p] + Ghat2[p] * dt
@@ -270,11 +304,32 @@ def _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic):
 
 
 @njit(cache=True)
+def _check_ledger(ovf, step, vel, energy, G2, Ghat2, row_shift, rsum):
+    """Note in ``ovf`` the first evaluation whose ledger left float64 (issue 29: reported at the step it
+    happens): ``ovf = (state index, energy, G2, Ghat2 not finite, largest row log-sum-exp, velocity finite)``,
+    the parts of :func:`attnflow.dynamics.assembly.overflow_message`; ``ovf[0] = -1`` until then."""
+    if ovf[0] >= 0.0:
+        return
+    e_bad = not np.isfinite(energy).all()
+    g_bad = not np.isfinite(G2).all()
+    gh_bad = not np.isfinite(Ghat2).all()
+    if not (e_bad or g_bad or gh_bad):
+        return
+    lse_max = -np.inf
+    for idx in np.ndindex(rsum.shape):
+        lse_max = max(lse_max, row_shift[idx] + math.log(rsum[idx]))
+    ovf[0] = step
+    ovf[1], ovf[2], ovf[3] = e_bad, g_bad, gh_bad
+    ovf[4] = lse_max
+    ovf[5] = np.isfinite(vel).all()
+
+
+@njit(cache=True)
 def _run(
     x, D, V, has_v, t0, step0, dt, nsteps, sign, beta, norm, causal, ledger, brange, score_max,
     ih, ch, nh, io, co, no,
     proc, rate, F, Fo, stochastic, ito, g, noise_sym, layer_t0, eps_tok, z, ztok,
-    acc, E0, have_E0, fe_in, have_fe, tiny_value,
+    acc, E0, have_E0, fe_in, have_fe, tiny_value, ovf, ordered,
 ):  # fmt: skip
     """``nsteps`` projected Euler steps of the coupled system (see the module docstring).
 
@@ -290,7 +345,9 @@ def _run(
     ``layer_t0`` the layer scaling's t0 (NaN: none); ``eps_tok`` the token noise; ``z`` (nsteps, P, H, d, d)
     and ``ztok`` (nsteps, P, n, d) the block's standard normals; ``acc`` (5, P) the ledger's running sums
     (int_dtE, int_G2, int_Ghat2, martingale, jumps), ``E0`` (P) and ``have_E0``; ``fe_in`` and ``have_fe``
-    the evaluation of the initial state; ``tiny_value`` the dtype's smallest normal number.
+    the evaluation of the initial state; ``tiny_value`` the dtype's smallest normal number; ``ovf`` (6,)
+    the first ledger overflow (:func:`_check_ledger`); ``ordered`` None compiles the kernel with its symmetric
+    half pass only (status :data:`ORDERED` when a step needs more), True with every pass.
 
     ``fe_in`` is the evaluation at the initial state when ``have_fe`` (else recomputed). Returns
     ``(status, steps done, x, D, x_bad, D_bad, evaluation, r0, r1, have_E0, have_evaluation)``: the state
@@ -302,8 +359,7 @@ def _run(
     H = D.shape[1]
     dtw = _wcast(x, dt)
     signw = _wcast(x, sign)
-    half = _wcast(x, 0.5)
-    gs = _wcast(x, _wcast(x, g) * math.sqrt(dt))
+    gs = _wcast(x, _noise_scale(_wcast(x, g), dt))
     tok_scale = _wcast(x, math.sqrt(2.0 * eps_tok * dt))
     tiny = _wcast(x, tiny_value)
     zw = _wcast(x, 0.0)
@@ -313,25 +369,34 @@ def _run(
     r1 = np.zeros(P)
     vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = fe_in
     have = have_fe
-    for k in range(nsteps):
+    # steps 0..nsteps-1 evaluate, update and step; the last pass (k = nsteps) evaluates the final state and
+    # its rates, which serve the record and the next block (one evaluation site: one compiled copy)
+    for k in range(nsteps + 1):
         t = t0 + (step0 + k) * dt
-        c, c_rate = _head_scale(t, layer_t0, H)
+        c, c_rate = _layer_scale(t, layer_t0, H)
         if not have:
             if score_bounds(x, D, beta).max() * abs(c) > score_max:
                 return HUGE, k, x, D, x, D, fe_in, r0, r1, have_E0, False
-            vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
-                x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no
+            ok, vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
+                x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no, ordered
             )
+            if not ok:
+                return ORDERED, k, x, D, x, D, fe_in, r0, r1, have_E0, False
+            if ledger:
+                _check_ledger(ovf, step0 + k, vel, energy, G2, Ghat2, row_shift, rsum)
             have = True
         if ledger and not have_E0:
             for p in range(P):
                 E0[p] = energy[p]
             have_E0 = True
-        _drift(proc, D, rate, Fo[k] if proc == PROC_OSCILLATING else F, drift)
+        if k < nsteps or ledger:
+            _drift(proc, D, rate, Fo[k] if proc == PROC_OSCILLATING else F, drift)
         if ledger:
             _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
+        if k == nsteps:
+            break
         if stochastic:
-            _noise(z[k], gs, half, noise_sym, nz)
+            _noise(z[k], gs, noise_sym, nz)
         x_new = np.empty_like(x)
         D_new = np.empty_like(D)
         _token_update(
@@ -354,22 +419,6 @@ def _run(
         x = x_new
         D = D_new
         have = False
-    # the final state: its evaluation and rates serve the record and the next block
-    t = t0 + (step0 + nsteps) * dt
-    c, c_rate = _head_scale(t, layer_t0, H)
-    if not have:
-        if score_bounds(x, D, beta).max() * abs(c) > score_max:
-            return HUGE, nsteps, x, D, x, D, fe_in, r0, r1, have_E0, False
-        vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
-            x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no
-        )
-    if ledger:
-        if not have_E0:
-            for p in range(P):
-                E0[p] = energy[p]
-            have_E0 = True
-        _drift(proc, D, rate, Fo[nsteps] if proc == PROC_OSCILLATING else F, drift)
-        _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
     fe = (vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum)
     return OK, nsteps, x, D, x, D, fe, r0, r1, have_E0, True
 
@@ -443,7 +492,31 @@ class FusedLoop:
         self.V = np.ascontiguousarray(V.numpy()) if V is not None else _dummy(4, self.np_dtype)
         self.jumps = isinstance(w, PiecewiseConstant)
         self.seconds_per_step: float | None = None
-        self._fe_arrays: tuple | None = None  # the compiled evaluation behind sim._fe
+        self._fe_arrays: tuple | None = None  # the compiled evaluation behind sim.evaluation
+        #: None: the kernel variant with the symmetric half pass only (half the kernel's compile time), while
+        #: the heads stay exactly symmetric and the scores within the bound shift's range; True: every pass.
+        #: A run that needs more switches for good (status ORDERED; the steps taken are the same bits).
+        self.ordered: bool | None = None if self._stays_symmetric() else True
+
+    def _stays_symmetric(self) -> bool:
+        """Whether the run starts with symmetric heads and keeps them symmetric (non-causal attention,
+        symmetric noise or none, a symmetric target or forcing): the half pass then serves every step whose
+        scores fit the bound shift."""
+        sim, w = self.sim, self.sim.model.weights
+
+        def sym(a) -> bool:
+            a = torch.as_tensor(a)
+            return bool(torch.equal(a, a.transpose(-1, -2)))
+
+        if sim.model.causal or not sym(sim.D) or (self.stochastic and not self.noise_sym):
+            return False
+        if self.proc == PROC_OU:
+            return sym(self.F)
+        if self.proc == PROC_OSCILLATING:
+            return sym(w.forcing_at(sim.t, sim.H, sim.dtype))
+        if self.jumps:
+            return sym(w.layers)
+        return True
 
     # -- block length ----------------------------------------------------------------------------
     def block_steps(self) -> int:
@@ -491,6 +564,15 @@ class FusedLoop:
         ``z`` replaces the weight noise's draws of a single step (``k = 1``), as in
         :meth:`Simulator.step`.
         """
+        block = self._run_block(k, z)
+        if block.status != ORDERED:
+            return block
+        self.ordered = True  # a step needs the ordered-pair passes: the full kernel from here on
+        rest = self._run_block(k - block.steps, z if block.steps == 0 else None)
+        return Block(rest.status, block.steps + rest.steps, rest.x_bad, rest.D_bad)
+
+    def _run_block(self, k: int, z: torch.Tensor | None) -> Block:
+        """One call of the compiled loop with the kernel variant :attr:`ordered` (see :meth:`run`)."""
         sim = self.sim
         model, w = sim.model, sim.model.weights
         P, n, H = sim.P, sim.n, sim.H
@@ -512,12 +594,13 @@ class FusedLoop:
         )
         have_E0 = led.E0 is not None
         E0 = led.E0.numpy().copy() if have_E0 else np.zeros(P)
-        have_fe = sim._fe is not None and self._fe_arrays is not None
+        have_fe = sim.evaluation is not None and self._fe_arrays is not None
         fe_in = self._fe_arrays if have_fe else (
             _dummy(3, np.float64), _dummy(3, np.float64), _dummy(1, np.float64), _dummy(1, np.float64),
             _dummy(1, np.float64), _dummy(2, np.float64), _dummy(2, np.float64), _dummy(4, np.float64),
             _dummy(3, np.float64), _dummy(3, np.float64),
         )  # fmt: skip
+        ovf = np.array([-1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
         ih, ch, nh = work_items(P, H, n, True)
         io, co, no = work_items(P, H, n, bool(model.causal))
         status, done, x, D, x_bad, D_bad, fe, r0, r1, have_E0, have_final = _run(
@@ -527,7 +610,7 @@ class FusedLoop:
             ih, ch, nh, io, co, no,
             self.proc, self.rate, self.F, Fo, self.stochastic, self.ito, self.g, self.noise_sym,
             self.layer_t0, self.eps, zs, ztok, acc, E0, have_E0, fe_in, have_fe,
-            float(np.finfo(self.np_dtype).tiny),
+            float(np.finfo(self.np_dtype).tiny), ovf, self.ordered,
         )  # fmt: skip
         if done < k:
             # the streams give back the draws of the steps not taken; a step that became non-finite took its
@@ -537,22 +620,33 @@ class FusedLoop:
                 self._rewind(sim.noise, zstate, used)
             if tstate is not None:
                 self._rewind(sim.token_noise, tstate, used)
-        if done > 0:
-            sim.x, sim.D = torch.from_numpy(x), torch.from_numpy(D)
-            sim.step_index += done
-            sim.t = sim.t0 + sim.step_index * sim.dt
         if sim.ledger_on:
-            for i, name in enumerate(("int_dtE", "int_G2", "int_Ghat2", "martingale")):
-                led.acc[name] = torch.from_numpy(acc[i].copy())
-            if have_E0 and led.E0 is None:
-                led.E0 = torch.from_numpy(E0.copy())
+            names = ("int_dtE", "int_G2", "int_Ghat2", "martingale", "jumps")
+            led.load_state_dict(
+                {
+                    "acc": {name: torch.from_numpy(acc[i].copy()) for i, name in enumerate(names)},
+                    "E0": led.E0 if led.E0 is not None else torch.from_numpy(E0.copy()) if have_E0 else None,
+                },
+                sim.device,
+            )
+            if ovf[0] >= 0:
+                bad = [name for name, flag in zip(("energy", "G2", "Ghat2"), ovf[1:4], strict=True) if flag]
+                step = int(ovf[0])
+                why = overflow_message(bad, float(ovf[4]), bool(ovf[5]))
+                led.warn_overflow(why, sim.t0 + step * sim.dt, step)
         if have_final:
             self._fe_arrays = fe
-            sim._fe = self._field_eval(fe)
-            sim._rates = (torch.from_numpy(r0.copy()), torch.from_numpy(r1.copy())) if sim.ledger_on else None
+            evaluation = self._field_eval(fe)
+            rates = (torch.from_numpy(r0.copy()), torch.from_numpy(r1.copy())) if sim.ledger_on else None
         else:
-            self._fe_arrays = None
-            sim._fe = sim._rates = None
+            self._fe_arrays = evaluation = rates = None
+        sim.take_state(
+            torch.from_numpy(x) if done > 0 else None,
+            torch.from_numpy(D) if done > 0 else None,
+            done,
+            evaluation,
+            rates,
+        )
         if done > 0 and status == OK:
             self.seconds_per_step = (time.perf_counter() - t0) / done
         if status == NONFINITE:

@@ -116,7 +116,13 @@ class EnergyLedger:
         if self._warned:
             return
         why = ledger_overflow(fe)
-        if why is None:
+        if why is not None:
+            self.warn_overflow(why, t, step)
+
+    def warn_overflow(self, why: str, t: float, step: int | None = None) -> None:
+        """Warn once that the ledger left float64 at time ``t`` (the evaluation that starts step
+        ``step + 1``), with the reason ``why`` (:func:`attnflow.dynamics.assembly.overflow_message`)."""
+        if self._warned:
             return
         self._warned = True
         where = f"t = {t:g}" + (f" (the evaluation of step {step + 1})" if step is not None else "")

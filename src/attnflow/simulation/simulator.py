@@ -35,7 +35,7 @@ from ..dynamics.system import VectorField
 from ..integrators import get_integrator
 from ..model import heads as heads_mod
 from ..model.transformer import TransformerModel
-from ..model.weights import noise_matrix
+from ..model.weights import noise_matrix, noise_scale
 from ..random import BrownianSource
 from .driver import CallbackSink, integrate
 from .ledger import EnergyLedger
@@ -259,7 +259,38 @@ class Simulator:
         """The initial energy per path (None before the first evaluation or without the ledger)."""
         return self.ledger.E0
 
+    @property
+    def evaluation(self) -> FieldEval | None:
+        """The field at the current state if it was evaluated already (None otherwise)."""
+        return self._fe
+
     # -- state -----------------------------------------------------------------------------------
+    def take_state(
+        self,
+        x: torch.Tensor | None,
+        D: torch.Tensor | None,
+        steps: int,
+        evaluation: FieldEval | None,
+        rates: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> None:
+        """Take the state reached by ``steps`` steps taken outside this object (the compiled loop of
+        :mod:`attnflow.simulation.fused`): tokens ``x`` and heads ``D`` (None with ``steps = 0``), and the
+        field at that state with its ledger rates (None: evaluated on demand)."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"take_state takes a number of steps >= 0: got {steps!r}")
+        if steps > 0:
+            if x is None or D is None:
+                raise ValueError(f"take_state after {steps} steps needs the new tokens and heads: got None")
+            if tuple(x.shape) != tuple(self.x.shape) or tuple(D.shape) != tuple(self.D.shape):
+                raise ValueError(
+                    f"take_state: shapes {tuple(x.shape)}, {tuple(D.shape)} do not match this run "
+                    f"{tuple(self.x.shape)}, {tuple(self.D.shape)}"
+                )
+            self.x, self.D = x, D
+            self.step_index += steps
+            self.t = self.t0 + self.step_index * self.dt
+        self._fe, self._rates = evaluation, rates
+
     def _current(self) -> tuple[FieldEval, tuple[torch.Tensor, torch.Tensor] | None]:
         """The field at the current state and its ledger rates, each computed once per state."""
         if self._fe is None and self._fused is not None:
@@ -399,8 +430,9 @@ class Simulator:
         """Scores beyond the kernel's range: the Python loop (and the dispatcher) take over from here on,
         also in a run resumed from a later checkpoint (``state_dict`` keeps the loop)."""
         self._fused = None
-        De = self.D * self.model.head_scale(self.t, self.H)
-        bound = numba_backend.score_bound(self.x, De, self.model.beta)
+        bound = numba_backend.score_bound(
+            self.x, self.D, self.model.beta, self.model.head_scale(self.t, self.H)
+        )
         self.loop_reason = reason or (
             f"scores up to {bound:.3g} left the kernel's range {numba_backend.SCORE_MAX:g} at step "
             f"{self.step_index}: the Python loop took over"
@@ -435,10 +467,8 @@ class Simulator:
             else:
                 z = z.to(dtype=self.dtype, device=self.device)
             g = w.diffusion(self.D, t)
-            noise = (
-                torch.as_tensor(g, dtype=self.dtype, device=self.device)
-                * math.sqrt(dt)
-                * noise_matrix(z, w.noise)
+            noise = noise_scale(torch.as_tensor(g, dtype=self.dtype, device=self.device), dt) * noise_matrix(
+                z, w.noise
             )
         x_new, D_new = self.integrator.step(self.field, self.x, self.D, t, dt, fe, noise)
         jump = w.jump(D_new, t + dt)
