@@ -138,6 +138,8 @@ def test_the_committed_probe_index_is_the_probes_summaries():
     assert set(subs) == {"minilm", "minilm-l3", "smollm2"} and all("versions" in s for s in subs.values())
     fresh = probe_index(subs)
     assert fresh["probes"] == index["probes"] and index["versions"]["attnflow"]
+    assert fresh["verdicts"] == index["verdicts"]  # one description record per probed model
+    assert [r["class"] for r in index["verdicts"]] == ["description"] * 3
     # the index's null column is the mean over the random initialisations, recomputed here
     s = subs["minilm"]["per_layer"]
     for key in INDEX_MEASURES:

@@ -49,6 +49,7 @@ from ..bridge import TransformerWeights, attention_sublayer, block, forward, fro
 
 __all__ = [
     "probe_index",
+    "probe_records",
     "probe_versions",
     "regenerate_summary",
     "PER_HEAD",
@@ -860,5 +861,33 @@ def probe_index(summaries: dict[str, dict]) -> dict:
         "description": "attnflow probe of real models against random initialisations of the same "
         "architecture (issue 26); per-model results in the sub-directories (summary.json, figures)",
         "probes": probes,
+        "verdicts": [r.to_json() for r in probe_records(probes)],
         "versions": probe_versions(),
     }
+
+
+def probe_records(probes: dict[str, dict]) -> list:
+    """One record of class ``description`` per probed model: the probe measures (first and last layer of
+    each :data:`INDEX_MEASURES`, model against the mean of its random-initialisation nulls); it states no
+    falsifiable claim. The claims about these layers are tested by the ``real_model_flows`` study."""
+    from .verdicts import record_description
+
+    out = []
+    for name, p in probes.items():
+        ends = {
+            key: {
+                side: [row[side][0], row[side][-1]] for side in ("model", "random_init_mean") if side in row
+            }
+            for key, row in p["per_layer"].items()
+        }
+        out.append(
+            record_description(
+                id=f"probe-{name}",
+                statement=f"{p.get('description') or name}: per-layer measures of the trained model and of "
+                "its random initialisations (first and last layer shown)",
+                source="issue 26 part 1 (measures of the over-smoothing and anisotropy literature)",
+                result={"first_last": ends, "sentences": p.get("sentences")},
+                notes="a description: the probe measures; real_model_flows tests claims about these layers",
+            )
+        )
+    return out
