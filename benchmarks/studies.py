@@ -181,6 +181,9 @@ def read_full(name: str) -> dict:
                 k["tasks"] += 1
                 k["elapsed_s"] += float(res["elapsed_s"])
             row["kinds"] = kinds
+            if "wall_time_s" not in row and isinstance(log.get("wall_time_s"), (int, float)):
+                row["wall_time_s"] = float(log["wall_time_s"])  # the summary's own record lacks it
+                row["wall_time_from"] = "run_log.json"
         else:
             row["run_log"] = "committed run_log.json is a resumed run (every task skipped): no per-task times"
     except (OSError, ValueError):
