@@ -62,14 +62,23 @@ def child(name: str, out: Path, workers: int | None) -> dict:
     phases = {p: {"wall_s": 0.0, "cpu_s": 0.0} for p in PHASES}
     chosen = {}
 
+    stack: list[str] = []
+    nested = {p: {"wall_s": 0.0, "cpu_s": 0.0} for p in PHASES}  # figure time inside each phase
+
     def timed(phase, fn):
         def wrapper(*args, **kwargs):
             w0, c0 = time.perf_counter(), _cpu()
+            stack.append(phase)
             try:
                 return fn(*args, **kwargs)
             finally:
-                phases[phase]["wall_s"] += time.perf_counter() - w0
-                phases[phase]["cpu_s"] += _cpu() - c0
+                stack.pop()
+                dw, dc = time.perf_counter() - w0, _cpu() - c0
+                phases[phase]["wall_s"] += dw
+                phases[phase]["cpu_s"] += dc
+                if phase == "render" and stack:  # figures drawn inside analyse (or tasks: after_run hooks)
+                    nested[stack[-1]]["wall_s"] += dw
+                    nested[stack[-1]]["cpu_s"] += dc
 
         return wrapper
 
@@ -87,9 +96,11 @@ def child(name: str, out: Path, workers: int | None) -> dict:
     w0, c0 = time.perf_counter(), _cpu()
     summary = runner.run_study(name, out, quick=True, workers=workers, figures=render)
     wall, cpu = time.perf_counter() - w0, _cpu() - c0
-    # the figures run inside analyse(): report the analysis without them
-    phases["analyse"]["wall_s"] -= phases["render"]["wall_s"]
-    phases["analyse"]["cpu_s"] -= phases["render"]["cpu_s"]
+    # the figures run inside analyse() (and, for studies with an after_run hook, inside the tasks phase):
+    # report those phases without them
+    for p in ("tasks", "analyse"):
+        phases[p]["wall_s"] -= nested[p]["wall_s"]
+        phases[p]["cpu_s"] -= nested[p]["cpu_s"]
     named = sum(phases[p]["wall_s"] for p in PHASES[:-1])
     phases["other"] = {"wall_s": wall - named, "cpu_s": cpu - sum(phases[p]["cpu_s"] for p in PHASES[:-1])}
     kinds: dict[str, dict] = {}
