@@ -18,6 +18,16 @@ shared machine hits all of them alike) and the median over rounds is reported as
   the CPU (with ``--device cuda``: on the GPU);
 * ``numba_gen_f32``, ``numba_gen_f64``: the same kernel with non-symmetric heads
   (``D_h`` plus 0.5 in entry (0, 1)), i.e. its general path with column sums;
+* ``sdpa_f32``, ``sdpa_f64``: the peer a PyTorch user would pick,
+  ``torch.nn.functional.scaled_dot_product_attention`` with queries ``beta x D_h``, keys and values ``x``:
+  the per-head softmax means ``sum_j A_ij x_j`` only (the velocity before the tangent projection and the
+  head sum, which cost O(P H n d));
+* ``sdpa_ledger_f32``, ``sdpa_ledger_f64``: the same plus the ledger's extra sums done in PyTorch: the row
+  log-sum-exps and the Ito sums ``sum_j A_ij <x_i, x_j>^2`` from the materialised score matrices (what the
+  kernel's ``ledger=True`` call returns beyond the velocity, for symmetric heads);
+* ``keops_f32``, ``keops_f64``: KeOps (``pykeops``) ``LazyTensor`` softmax reduction on the CPU
+  (``sumsoftmaxweight``: the per-head softmax means, velocity only), or ``not available: <reason>`` in
+  the notes and the table when it cannot be imported or compiled;
 * ``torch_f32``, ``torch_f64``: the PyTorch reference path ``attnflow.dynamics.field.evaluate``
   with ``backend="torch"`` (skipped with a message when it cannot be imported);
 * ``numpy_f32``, ``numpy_f64``: the dense NumPy baseline (``benchmarks/numpy_baseline.py``);
@@ -170,6 +180,82 @@ def tiled_method(dtype_name: str, device: str):
     return (prepare, call), None
 
 
+def _sdpa_qkv(x, D, tdtype, device):
+    """Queries ``beta x D_h`` (beta = 1), keys = values = ``x`` as (P, H, n, d) tensors for SDPA."""
+    import torch
+
+    xt = torch.as_tensor(x, dtype=tdtype, device=device)
+    Dt = torch.as_tensor(D, dtype=tdtype, device=device)
+    q = torch.einsum("pnd,phde->phne", xt, Dt).contiguous()  # <x_i, D x_j> = (D^T x_i) . x_j
+    kv = xt[:, None].expand_as(q).contiguous()
+    return q, kv
+
+
+def sdpa_method(dtype_name: str, device: str, ledger: bool):
+    """``scaled_dot_product_attention`` (velocity only, or with the ledger's extra sums in PyTorch)."""
+    import torch
+    import torch.nn.functional as F
+
+    if device == "cuda" and not torch.cuda.is_available():
+        return None, "torch reports no CUDA device"
+    torch.set_num_threads(os.cpu_count() or 1)
+    tdtype = getattr(torch, dtype_name)
+
+    def prepare(x, D):
+        return _sdpa_qkv(x, D, tdtype, device)
+
+    def call(q, kv):
+        with torch.no_grad():
+            mean = F.scaled_dot_product_attention(q, kv, kv, scale=1.0)
+            if ledger:
+                s = q @ kv.transpose(-1, -2)  # scores (P, H, n, n)
+                lse = torch.logsumexp(s, dim=-1)
+                g2 = (kv[:, :1] @ kv[:, :1].transpose(-1, -2)).square()  # <x_i, x_j>^2, (P, 1, n, n)
+                row_q = (torch.exp(s - lse[..., None]) * g2).sum(-1)
+                del row_q
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return mean
+
+    return (prepare, call), None
+
+
+def keops_method(dtype_name: str):
+    """KeOps ``LazyTensor`` softmax reduction on the CPU (velocity only), or why it is not available."""
+    try:
+        import torch
+        from pykeops.torch import LazyTensor
+    except Exception as exc:  # noqa: BLE001 - any import failure is reported in the table
+        return None, f"not available: pykeops import failed ({exc.__class__.__name__}: {exc})".splitlines()[0]
+    tdtype = getattr(torch, dtype_name)
+
+    def prepare(x, D):
+        q, kv = _sdpa_qkv(x, D, tdtype, "cpu")
+        return LazyTensor(q[:, :, :, None, :]), LazyTensor(kv[:, :, None, :, :]), kv[:, :, None, :, :]
+
+    def call(q_i, k_j, v_j):
+        s_ij = q_i | k_j  # scores, (P, H, n, n, 1) symbolic
+        return s_ij.sumsoftmaxweight(LazyTensor(v_j), dim=3)
+
+    try:  # compile (and check) on a tiny input so that a broken toolchain is a note, not a crash
+        rng = np.random.default_rng(0)
+        xs = rng.normal(size=(1, 5, 3))
+        Ds = rng.normal(size=(1, 2, 3, 3))
+        got = call(*prepare(xs, Ds)).double().numpy()
+        s = np.einsum("pnd,phde,pme->phnm", xs, Ds, xs)
+        a = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("phnm,pmd->phnd", a / a.sum(-1, keepdims=True), xs)
+        tol = 1e-4 if dtype_name == "float32" else 1e-10  # float32 sums of 5 terms; float64 round-off
+        if not np.allclose(got, want, atol=tol):
+            return None, f"not available: KeOps result differs from NumPy by {np.abs(got - want).max():.2g}"
+    except Exception as exc:  # noqa: BLE001 - compiler or runtime failure: recorded, not raised
+        return (
+            None,
+            f"not available: KeOps compile/run failed ({exc.__class__.__name__}: {exc})".splitlines()[0],
+        )
+    return (prepare, call), None
+
+
 STEPS_PER_CALL = 8  # steps per timed call of the simulation-loop methods
 
 
@@ -238,6 +324,18 @@ def build_methods(device: str):
             notes[f"torch_{name}"] = why
         else:
             methods[f"torch_{name}"] = found
+        for key, found_why in (
+            (f"sdpa_{name}", sdpa_method("float32" if name == "f32" else "float64", device, ledger=False)),
+            (
+                f"sdpa_ledger_{name}",
+                sdpa_method("float32" if name == "f32" else "float64", device, ledger=True),
+            ),
+            (f"keops_{name}", keops_method("float32" if name == "f32" else "float64")),
+        ):
+            if found_why[0] is None:
+                notes[key] = found_why[1]
+            else:
+                methods[key] = found_why[0]
     return methods, notes
 
 
@@ -272,6 +370,7 @@ def run_cell(n, heads, npaths, methods, rates, args):
     for dt in ("f32", "f64"):
         kernel = rate.get(f"numba_{dt}")
         others = (f"numpy_{dt}", f"torch_{dt}", f"exp2_{dt}", f"full_{dt}", f"tiled_{dt}")
+        others += (f"sdpa_{dt}", f"sdpa_ledger_{dt}", f"keops_{dt}")
         for other in others:
             if kernel and rate.get(other):
                 result.setdefault("ratios", {})[f"numba_{dt}/{other}"] = kernel / rate[other]
@@ -336,16 +435,22 @@ def memory_check() -> dict:
 def format_table(cells, notes, memory) -> str:
     cols = ["numba_f32", "numba_f64", "full_f32", "full_f64", "noito_f32", "noito_f64"]
     cols += ["numba_gen_f32", "numba_gen_f64", "tiled_f32", "tiled_f64", "torch_f32", "torch_f64"]
+    cols += ["sdpa_f32", "sdpa_f64", "sdpa_ledger_f32", "sdpa_ledger_f64", "keops_f32", "keops_f64"]
     cols += ["numpy_f32", "numpy_f64", "exp2_f32", "exp2_f64"]
     cols += ["steps_fused_f32", "steps_fused_f64", "steps_python_f32", "steps_python_f64"]
     ratio_cols = ["numba_f32/numpy_f32", "numba_f64/numpy_f64", "numba_f32/full_f32", "numba_f64/full_f64"]
-    ratio_cols += ["numba_f32/exp2_f32", "numba_f64/torch_f64", "numba_f64/tiled_f64"]
+    ratio_cols += ["numba_f32/exp2_f32", "numba_f64/exp2_f64", "numba_f64/torch_f64", "numba_f64/tiled_f64"]
+    ratio_cols += ["numba_f32/sdpa_f32", "numba_f64/sdpa_f64", "numba_f32/sdpa_ledger_f32"]
+    ratio_cols += ["numba_f64/sdpa_ledger_f64", "numba_f32/keops_f32", "numba_f64/keops_f64"]
     ratio_cols += ["steps_fused_f32/steps_python_f32", "steps_fused_f64/steps_python_f64"]
     ratio_cols += ["steps_fused_f32/numpy_f32"]
 
     def short(c: str) -> str:
         return (
-            c.replace("numba_gen_", "gen_").replace("steps_fused_", "sfus_").replace("steps_python_", "spy_")
+            c.replace("numba_gen_", "gen_")
+            .replace("steps_fused_", "sfus_")
+            .replace("steps_python_", "spy_")
+            .replace("sdpa_ledger_", "sdpaL_")
         )
 
     head = f"{'n':>6} {'H':>4} {'P':>3} " + " ".join(f"{short(c):>10}" for c in cols)
@@ -357,7 +462,10 @@ def format_table(cells, notes, memory) -> str:
     ]
     for cell in cells:
         row = f"{cell['n']:>6} {cell['H']:>4} {cell['P']:>3} "
-        row += " ".join(f"{cell['rates'][c]:>10.3g}" if c in cell["rates"] else f"{'skip':>10}" for c in cols)
+        row += " ".join(
+            f"{cell['rates'][c]:>10.3g}" if c in cell["rates"] else f"{'n/a' if c in notes else 'skip':>10}"
+            for c in cols
+        )
         ratios = cell.get("ratios", {})
         row += " | " + " ".join(f"{ratios[c]:>13.2f}" if c in ratios else f"{'-':>13}" for c in ratio_cols)
         lines.append(row)

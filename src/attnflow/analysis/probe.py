@@ -94,7 +94,11 @@ class ProbeConfig:
     jacobian_sequences : int
         Sequences per length.
     power_iterations : int
-        Power iterations per spectral norm (the estimate is a lower bound that converges from below).
+        Products J V per spectral norm (subspace iteration, :func:`spectral_norm`; the estimate is a lower
+        bound that converges from below).
+    power_vectors : int
+        Columns of V: the block of vectors iterated together (batched), which converges in fewer steps
+        than one vector when the top singular values are close.
     dtype : {"float32", "float64"}
     """
 
@@ -106,10 +110,11 @@ class ProbeConfig:
     jacobian_lengths: tuple[int, ...] = (8, 32, 128)
     jacobian_sequences: int = 1
     power_iterations: int = 8
+    power_vectors: int = 1
     dtype: str = "float32"
 
     def __post_init__(self):
-        for name in ("batch_size", "bootstrap", "jacobian_sequences", "power_iterations"):
+        for name in ("batch_size", "bootstrap", "jacobian_sequences", "power_iterations", "power_vectors"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"ProbeConfig.{name} must be an integer >= 1: got {v!r}")
@@ -173,20 +178,55 @@ def doubly_stochastic_distance(A: torch.Tensor) -> torch.Tensor:
 
 
 def spectral_norm(
-    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, iterations: int, seed: int
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    *,
+    iterations: int,
+    seed: int,
+    vectors: int = 1,
 ) -> float:
-    r"""Largest singular value of the Jacobian of ``fn`` at ``x`` by power iteration on :math:`J^\top J`.
+    r"""Largest singular value of the Jacobian of ``fn`` at ``x`` by subspace (power) iteration on
+    :math:`J^\top J`.
 
-    One forward pass builds the graph; each step applies :math:`J^\top` (a backward pass) and :math:`J`
-    (the double-backward identity :math:`Jv = \partial_u \langle J^\top u, v\rangle`);
-    the estimate :math:`\|J v\|` with :math:`\|v\| = 1` increases to
-    :math:`\sigma_{\max}` (a lower bound at every step).
+    ``vectors = 1``: plain power iteration (:func:`_power_iteration`), the estimate :math:`\|Jv\|`.
+    ``vectors > 1``: one forward pass builds the reverse-mode graph (``torch.func.vjp``); the products
+    :math:`JV` run in forward mode (``torch.func.jvp``) and :math:`J^\top (JV)` in reverse mode, both
+    batched over the ``vectors`` columns of :math:`V` (``torch.func.vmap``), which are re-orthonormalised
+    after each step (QR); the estimate is the largest singular value of :math:`JV` for the final
+    orthonormal :math:`V` (Rayleigh-Ritz). Either is a lower bound on :math:`\sigma_{\max}` at every step.
+    ``iterations`` counts the products :math:`JV` (the last one gives the estimate).
     """
     g = torch.Generator().manual_seed(int(seed))
+    x = x.detach()
+    if vectors == 1:
+        return _power_iteration(fn, x, iterations, g)
+    V = torch.randn((vectors, *x.shape), generator=g, dtype=x.dtype)
+
+    def orthonormal(W: torch.Tensor) -> torch.Tensor:
+        Q, _ = torch.linalg.qr(W.reshape(vectors, -1).T)
+        return Q.T.reshape(W.shape)
+
+    V = orthonormal(V)
+    with torch.enable_grad():
+        _, vjp_fn = torch.func.vjp(fn, x)
+        jvp = torch.func.vmap(lambda v: torch.func.jvp(fn, (x,), (v,))[1])
+        vjp = torch.func.vmap(lambda u: vjp_fn(u)[0])
+        for k in range(iterations):
+            JV = jvp(V).detach()
+            if k == iterations - 1:
+                break
+            V = orthonormal(vjp(JV).detach())  # J^T J V, re-orthonormalised
+    return float(torch.linalg.matrix_norm(JV.reshape(vectors, -1), ord=2))
+
+
+def _power_iteration(fn, x: torch.Tensor, iterations: int, g: torch.Generator) -> float:
+    """Plain power iteration (one vector): J^T by a backward pass, J by the double-backward identity
+    :math:`Jv = \\partial_u \\langle J^\\top u, v\\rangle` on one graph (measured faster on the CPU than
+    ``torch.func.jvp`` for MiniLM's blocks: 6.6 against 10.0 s CPU for 8 iterations at n = 128)."""
     v = torch.randn(x.shape, generator=g, dtype=x.dtype)
     v = v / v.norm()
     with torch.enable_grad():
-        xg = x.detach().requires_grad_(True)
+        xg = x.requires_grad_(True)
         y = fn(xg)
         u = torch.zeros_like(y, requires_grad=True)
         (JTu,) = torch.autograd.grad(y, xg, u, create_graph=True)  # J^T u, linear in u
@@ -480,11 +520,13 @@ def _jacobians(w, sentences, special, c: ProbeConfig, progress, label):
                 lip[a, s, layer] = spectral_norm(
                     lambda x, layer=layer: attention_sublayer(x, w, layer)[0],
                     x_attn, iterations=c.power_iterations, seed=c.seed + 7 * layer + s,
+                    vectors=c.power_vectors,
                 )  # fmt: skip
                 x_block = fp.hidden_states[layer].detach()
                 jb[a, s, layer] = spectral_norm(
                     lambda x, layer=layer: block(w, layer, x),
                     x_block, iterations=c.power_iterations, seed=c.seed + 11 * layer + s,
+                    vectors=c.power_vectors,
                 )  # fmt: skip
         if progress:
             progress(f"{label}: Jacobians at n = {n} ({time.perf_counter() - t0:.1f} s)")

@@ -23,8 +23,9 @@ The energy ledger of the density (continuum analogue of NOTES.md §3) is
 + \frac{1}{2H}\sum_h\iint e^{s_h}\langle x, \dot D_h y\rangle u u`: the token term, the token-noise term
 (generator :math:`\varepsilon\Delta`) and the explicit time dependence of the heads.
 
-Integrals are quadratures on the grid's nodes; each row of scores is shifted by its maximum before the
-exponential (the log-sum-exp shift), so nothing overflows for any beta |D| the band limit admits. On
+Integrals are quadratures on the grid's nodes; each row of scores is shifted before the exponential (by
+the bound :math:`\beta|D^\top x_i|` in the compiled pass of :mod:`attnflow.pde.quadsums`, by the row maximum
+in the NumPy form), so nothing overflows for any beta |D| the band limit admits. On
 S^1, a head that commutes with rotations (:math:`D = [[a, -b], [b, a]]`, e.g. :math:`\beta I`) gives a
 kernel of the angle difference, and the sums are circular convolutions done by FFT (``kernel="fft"``;
 identical to the quadrature up to round-off, checked in the tests).
@@ -36,11 +37,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ATTENTIONS", "KERNEL_METHODS", "DensityField", "density_field", "rotation_invariant"]
+from .quadsums import quadrature_sums
+
+__all__ = [
+    "ATTENTIONS",
+    "KERNEL_METHODS",
+    "QUADRATURE_BACKENDS",
+    "DensityField",
+    "density_field",
+    "rotation_invariant",
+]
 
 #: attention kinds the density solver implements (the normalised and the unnormalised kernel)
 ATTENTIONS = ("softmax", "usa")
 KERNEL_METHODS = ("auto", "fft", "quadrature")
+#: how the quadrature sums run: one compiled pass over node pairs (:mod:`attnflow.pde.quadsums`), or the
+#: NumPy form that builds the N x N score matrix (the reference the compiled pass is tested against)
+QUADRATURE_BACKENDS = ("numba", "numpy")
 
 
 @dataclass
@@ -88,7 +101,9 @@ def _circular(k: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.fft.irfft(fk[:, None] * np.fft.rfft(g, axis=0), n=n, axis=0)
 
 
-def _kernel_sums(x: np.ndarray, wu: np.ndarray, Dm: np.ndarray, beta: float, fft: bool):
+def _kernel_sums(
+    x: np.ndarray, wu: np.ndarray, Dm: np.ndarray, beta: float, fft: bool, quadrature: str = "numba"
+):
     """Row shift M_i, Z_i = sum_q e^{s_iq - M_i} wu_q and Y_i = sum_q e^{s_iq - M_i} wu_q y_q
     for s_iq = beta <x_i, Dm y_q> on the grid's own nodes (x = y)."""
     if fft:
@@ -100,6 +115,8 @@ def _kernel_sums(x: np.ndarray, wu: np.ndarray, Dm: np.ndarray, beta: float, fft
         Z = _circular(k, wu)
         Y = _circular(k, wu[:, None] * x)
         return np.full(n, M), Z, Y
+    if quadrature == "numba":
+        return quadrature_sums(x, wu, Dm, beta)
     S = beta * (x @ Dm @ x.T)
     M = S.max(axis=1)
     E = np.exp(S - M[:, None])
@@ -121,6 +138,7 @@ def density_field(
     sign: float,
     heads_dot: np.ndarray | None = None,
     kernel: str = "auto",
+    quadrature: str = "numba",
 ) -> DensityField:
     """Velocity, first variation, energy and energy rates of a density given at quadrature nodes.
 
@@ -142,6 +160,10 @@ def density_field(
         d/dt of the effective heads (for the heads' term of the ledger).
     kernel : {"auto", "fft", "quadrature"}
         ``fft`` (S^1 heads commuting with rotations only), ``quadrature``, or ``auto`` (fft where it applies).
+    quadrature : {"numba", "numpy"}
+        How the quadrature sums run (:data:`QUADRATURE_BACKENDS`): one compiled pass over node pairs
+        (:mod:`attnflow.pde.quadsums`, the default) or the NumPy form with the N x N score matrix; the two
+        agree to round-off.
 
     Returns
     -------
@@ -154,6 +176,11 @@ def density_field(
         )
     if kernel not in KERNEL_METHODS:
         raise ValueError(f"unknown kernel method {kernel!r}; valid: {', '.join(KERNEL_METHODS)}")
+    if quadrature not in QUADRATURE_BACKENDS:
+        raise ValueError(
+            f"unknown quadrature backend {quadrature!r}; valid: {', '.join(QUADRATURE_BACKENDS)} (numba: the "
+            "compiled pass, numpy: the reference with the N x N score matrix)"
+        )
     H = heads.shape[0]
     wu = w * u
     vel = np.zeros_like(x)
@@ -170,7 +197,7 @@ def density_field(
                 f"beta I): head {h} is {Dm.tolist()}; use kernel='quadrature' or 'auto'"
             )
         fft = inv and kernel in ("auto", "fft")
-        M, Z, Y = _kernel_sums(x, wu, Dm, beta, fft)
+        M, Z, Y = _kernel_sums(x, wu, Dm, beta, fft, quadrature)
         eM = np.exp(M)
         Wv = Y @ Dm.T  # sum_q e^{s - M} wu_q D y_q
         W = Wv / Z[:, None] if attention == "softmax" else eM[:, None] * Wv
@@ -181,7 +208,7 @@ def density_field(
             phi += 2 * m
             gphi += 2 * eM[:, None] * Wv
         else:
-            Mt, Zt, Yt = _kernel_sums(x, wu, Dm.T, beta, fft)
+            Mt, Zt, Yt = _kernel_sums(x, wu, Dm.T, beta, fft, quadrature)
             eMt = np.exp(Mt)
             phi += m + eMt * Zt
             gphi += eM[:, None] * Wv + eMt[:, None] * (Yt @ Dm)

@@ -37,7 +37,7 @@ from ..model.transformer import TransformerModel
 from ..model.weights import noise_matrix
 from ..random import BrownianSource
 from .band import BAND_TOL, check_band_limit, kernel_radius, minimum_band_limit
-from .field import ATTENTIONS, KERNEL_METHODS, DensityField, density_field
+from .field import ATTENTIONS, KERNEL_METHODS, QUADRATURE_BACKENDS, DensityField, density_field
 from .grids import SpectralGrid, make_grid
 
 __all__ = ["CFL_MAX", "DensitySolver", "make_solver", "records_to_dataset", "snapshot", "solve_density"]
@@ -80,6 +80,9 @@ class DensitySolver:
     seed : int
         Seed of the heads' noise (stochastic weight processes).
     kernel : {"auto", "fft", "quadrature"}
+    quadrature : {"numba", "numpy"}
+        How the quadrature sums run (:func:`attnflow.pde.field.density_field`): compiled (default) or the
+        NumPy reference; the two agree to round-off.
     band_tol : float
         Tolerance of the band-limit rule (:mod:`attnflow.pde.band`).
 
@@ -102,6 +105,7 @@ class DensitySolver:
         eps: float = 0.0,
         seed: int = 0,
         kernel: str = "auto",
+        quadrature: str = "numba",
         band_tol: float = BAND_TOL,
     ):
         if not isinstance(model, TransformerModel):
@@ -122,6 +126,11 @@ class DensitySolver:
             )
         if kernel not in KERNEL_METHODS:
             raise ValueError(f"unknown kernel method {kernel!r}; valid: {', '.join(KERNEL_METHODS)}")
+        if quadrature not in QUADRATURE_BACKENDS:
+            raise ValueError(
+                f"unknown quadrature backend {quadrature!r}; valid: {', '.join(QUADRATURE_BACKENDS)}"
+            )
+        self.quadrature = quadrature
         if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not (math.isfinite(dt) and dt > 0):
             raise ValueError(f"dt must be a finite number > 0: got {dt!r}")
         self.eps = _check_nonneg("eps", eps, "eps is the token noise intensity (0: the paper's PDE)")
@@ -178,9 +187,12 @@ class DensitySolver:
         Dn = D[0].numpy()
         return c * Dn, cdot * Dn + c * f[0].numpy()
 
-    def _field(self, u_coef: np.ndarray, D: torch.Tensor, t: float) -> DensityField:
+    def _field(
+        self, u_coef: np.ndarray, D: torch.Tensor, t: float, u: np.ndarray | None = None
+    ) -> DensityField:
+        """The field of the density with coefficients ``u_coef`` (``u``: its grid values, if at hand)."""
         Deff, Ddot = self._effective(D, t)
-        u = self.grid.synthesis(u_coef)
+        u = self.grid.synthesis(u_coef) if u is None else u
         return density_field(
             self.grid.points,
             self.grid.weights,
@@ -191,12 +203,13 @@ class DensitySolver:
             sign=self.model.sign,
             heads_dot=Ddot,
             kernel=self.kernel,
+            quadrature=self.quadrature,
         )
 
     def _rhs(self, u_coef: np.ndarray, D: torch.Tensor, t: float, fe: DensityField | None = None):
         """(transport part of du/dt in coefficients, dD/dt, dE/dt) at one stage."""
-        fe = self._field(u_coef, D, t) if fe is None else fe
         u = self.grid.synthesis(u_coef)
+        fe = self._field(u_coef, D, t, u) if fe is None else fe
         du = -self.grid.divergence(u[:, None] * fe.velocity)
         rate = fe.token_rate + fe.heads_rate
         if self.eps > 0:

@@ -1,0 +1,323 @@
+"""Time per study, per task kind and per phase, and the CPU utilisation of the cores (issue 27 part 2).
+
+``python benchmarks/studies.py --json FILE [--studies a,b,...] [--workers N] [--timeout S]``
+
+Two sources, kept apart in the output (``source`` = ``measured`` or ``read``):
+
+* **measured**: every registered study's *quick* variant is run now, each in a fresh subprocess (so its
+  CPU-time accounting starts at zero) into a temporary directory, with the runner's own choice of local
+  workers (``--workers`` overrides). The child wraps the runner's phases and times each one, wall clock and
+  CPU time of the process and its reaped children (``resource.getrusage``, user + system):
+  ``plan`` (the config and ``Study.plan``), ``tasks`` (``run_tasks``: every particle run or computation,
+  locally or in worker processes), ``analyse`` (``Study.analyse`` less the figures) and ``render`` (the
+  plot layer's figure function). ``other`` is the rest of ``run_study`` (locks, study.json, summary, the
+  table). Per task kind (``particle``, ``compute``, ``pde``, ...) it sums the runner's per-task
+  ``elapsed_s`` (time inside the worker, so with two workers the kinds' sum can exceed the phase's wall).
+  The CPU utilisation is ``CPU time / wall / cores``: 1.0 means both cores busy the whole time.
+  The first study of a fresh checkout also pays numba's compilation (cached on disk afterwards).
+* **read**: the full variants' wall times from the committed ``docs/studies/<name>/summary.json``
+  (``wall_time_s`` of the runner; also ``run_time_s``, the sum of the runs' times, where a study records
+  it, which gives the utilisation ``run_time_s / wall / cores``), their task counts per kind from the
+  committed ``study.json``, and per-kind task times from a committed ``run_log.json`` when it holds
+  finished (not skipped) tasks. The committed full runs were made on a shared 2-core machine under load,
+  at different dates and revisions: they are what users waited, not a controlled measurement.
+
+The load average before and after is recorded; per-study lines and the totals are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDIES_DIR = ROOT / "docs" / "studies"
+PHASES = ("plan", "tasks", "analyse", "render", "other")
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process and its terminated, waited-for children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def child(name: str, out: Path, workers: int | None) -> dict:
+    """Run one study's quick variant with its phases timed (the body of the subprocess)."""
+    from attnflow.studies import runner
+
+    try:
+        from attnflow.plot.studies import figures_for
+
+        figures = figures_for(name)
+    except ImportError:  # no plot layer (matplotlib missing): no render phase
+        figures = None
+    phases = {p: {"wall_s": 0.0, "cpu_s": 0.0} for p in PHASES}
+    chosen = {}
+
+    stack: list[str] = []
+    nested = {p: {"wall_s": 0.0, "cpu_s": 0.0} for p in PHASES}  # figure time inside each phase
+
+    def timed(phase, fn):
+        def wrapper(*args, **kwargs):
+            w0, c0 = time.perf_counter(), _cpu()
+            stack.append(phase)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                stack.pop()
+                dw, dc = time.perf_counter() - w0, _cpu() - c0
+                phases[phase]["wall_s"] += dw
+                phases[phase]["cpu_s"] += dc
+                if phase == "render" and stack:  # figures drawn inside analyse (or tasks: after_run hooks)
+                    nested[stack[-1]]["wall_s"] += dw
+                    nested[stack[-1]]["cpu_s"] += dc
+
+        return wrapper
+
+    orig_plan, orig_tasks, orig_analyse = runner._plan, runner.run_tasks, runner._analyse
+    runner._plan = timed("plan", orig_plan)
+
+    def run_tasks(specs, root, **kw):
+        chosen["workers"] = kw.get("workers")
+        chosen["specs"] = {k: v["kind"] for k, v in specs.items()}
+        return orig_tasks(specs, root, **kw)
+
+    runner.run_tasks = timed("tasks", run_tasks)
+    runner._analyse = timed("analyse", orig_analyse)
+    render = timed("render", figures) if figures is not None else None
+    w0, c0 = time.perf_counter(), _cpu()
+    summary = runner.run_study(name, out, quick=True, workers=workers, figures=render)
+    wall, cpu = time.perf_counter() - w0, _cpu() - c0
+    # the figures run inside analyse() (and, for studies with an after_run hook, inside the tasks phase):
+    # report those phases without them
+    for p in ("tasks", "analyse"):
+        phases[p]["wall_s"] -= nested[p]["wall_s"]
+        phases[p]["cpu_s"] -= nested[p]["cpu_s"]
+    named = sum(phases[p]["wall_s"] for p in PHASES[:-1])
+    phases["other"] = {"wall_s": wall - named, "cpu_s": cpu - sum(phases[p]["cpu_s"] for p in PHASES[:-1])}
+    kinds: dict[str, dict] = {}
+    for task, res in summary.log.get("tasks", {}).items():
+        kind = chosen["specs"].get(task, "?")
+        k = kinds.setdefault(kind, {"tasks": 0, "elapsed_s": 0.0})
+        k["tasks"] += 1
+        k["elapsed_s"] += float(res.get("elapsed_s", 0.0))
+    cores = os.cpu_count() or 1
+    return {
+        "study": name,
+        "source": "measured",
+        "variant": "quick",
+        "workers": chosen.get("workers"),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_utilisation": cpu / wall / cores if wall > 0 else None,
+        "phases": {
+            p: {**v, "cpu_utilisation": v["cpu_s"] / v["wall_s"] / cores if v["wall_s"] > 0.05 else None}
+            for p, v in phases.items()
+        },
+        "kinds": kinds,
+    }
+
+
+def measure(name: str, workers: int | None, timeout: float) -> dict:
+    """Run :func:`child` for ``name`` in a fresh interpreter; a failure or timeout is recorded, not raised."""
+    with tempfile.TemporaryDirectory(prefix=f"bench_{name}_") as tmp:
+        cmd = [sys.executable, __file__, "--child", name, "--out", str(Path(tmp) / name)]
+        if workers is not None:
+            cmd += ["--workers", str(workers)]
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {
+                "study": name,
+                "source": "measured",
+                "variant": "quick",
+                "error": f"timeout > {timeout:g} s",
+            }
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            return {
+                "study": name, "source": "measured", "variant": "quick",
+                "error": f"exit {done.returncode}: {tail[0][:300]}",
+                "wall_s": time.perf_counter() - t0,
+            }  # fmt: skip
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def read_full(name: str) -> dict:
+    """The committed full variant's wall time and task counts (``docs/studies/<name>``), or why not."""
+    folder = STUDIES_DIR / name
+    row: dict = {"study": name, "source": "read", "variant": "full"}
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError) as exc:
+        row["error"] = f"no committed summary.json ({exc.__class__.__name__})"
+        return row
+    run = summary.get("run", {})
+    row["quick"] = bool(run.get("quick", summary.get("quick", False)))
+    for key in ("wall_time_s", "run_time_s", "run_wall_time_s"):
+        if isinstance(summary.get(key), (int, float)):
+            row[key] = float(summary[key])
+    cores = os.cpu_count() or 1
+    if "run_time_s" in row and row.get("wall_time_s"):
+        row["cpu_utilisation_from_run_times"] = row["run_time_s"] / row["wall_time_s"] / cores
+    try:
+        header = json.loads((folder / "study.json").read_text())
+        tasks = header.get("tasks") or {}
+        if not tasks and header.get("runs"):
+            tasks = {r: "particle" for r in header["runs"]}
+        counts: dict[str, int] = {}
+        for kind in tasks.values():
+            counts[kind] = counts.get(kind, 0) + 1
+        row["task_counts"] = counts
+        row["started"] = header.get("started")
+    except (OSError, ValueError):
+        pass
+    try:
+        log = json.loads((folder / "run_log.json").read_text())
+        done = {k: v for k, v in log.get("tasks", {}).items() if not v.get("skipped") and "elapsed_s" in v}
+        if done:
+            kinds: dict[str, dict] = {}
+            for task, res in done.items():
+                kind = (tasks or {}).get(task, "?")
+                k = kinds.setdefault(kind, {"tasks": 0, "elapsed_s": 0.0})
+                k["tasks"] += 1
+                k["elapsed_s"] += float(res["elapsed_s"])
+            row["kinds"] = kinds
+            if "wall_time_s" not in row and isinstance(log.get("wall_time_s"), (int, float)):
+                row["wall_time_s"] = float(log["wall_time_s"])  # the summary's own record lacks it
+                row["wall_time_from"] = "run_log.json"
+        else:
+            row["run_log"] = "committed run_log.json is a resumed run (every task skipped): no per-task times"
+    except (OSError, ValueError):
+        row["run_log"] = "no committed run_log.json: no per-task times"
+    return row
+
+
+def fmt(v, spec=".1f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table(measured: list[dict], full: list[dict]) -> str:
+    """Markdown: one row per study, quick measured and full read, then the totals."""
+    by_full = {r["study"]: r for r in full}
+    lines = [
+        "| study | quick wall s (measured) | plan | tasks | analyse | render | other | CPU s | CPU util. "
+        "| workers "
+        "| task kinds (quick: n, s) | full wall s (read) | full tasks | full CPU util. |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    tq = tf = 0.0
+    names = sorted({r["study"] for r in measured} | set(by_full))
+    by_meas = {r["study"]: r for r in measured}
+    for name in names:
+        m, f = by_meas.get(name, {}), by_full.get(name, {})
+        if "error" in m:
+            qcells = [f"failed: {m['error'][:60]}"] + ["-"] * 8
+        elif m:
+            ph = m["phases"]
+            kinds = ", ".join(f"{k} {v['tasks']}, {v['elapsed_s']:.1f}" for k, v in m["kinds"].items())
+            qcells = [fmt(m["wall_s"])] + [fmt(ph[p]["wall_s"]) for p in PHASES]
+            qcells += [fmt(m["cpu_s"]), fmt(m["cpu_utilisation"], ".2f"), str(m["workers"]), kinds or "-"]
+            tq += m["wall_s"]
+        else:
+            qcells = ["not run"] + ["-"] * 8
+        fwall = f.get("wall_time_s")
+        if fwall is not None:
+            tf += fwall
+        fcells = [
+            fmt(fwall, ".0f") + (" (quick!)" if f.get("quick") else ""),
+            ", ".join(f"{k} {v}" for k, v in (f.get("task_counts") or {}).items()) or "-",
+            fmt(f.get("cpu_utilisation_from_run_times"), ".2f"),
+        ]
+        lines.append(f"| {name} | " + " | ".join(qcells + fcells) + " |")
+    lines.append(
+        f"| **total** | **{tq:.0f}** |  |  |  |  |  |  |  |  |  | **{tf:.0f}** ({tf / 60:.0f} min) |  |  |"
+    )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--studies", default=None, help="comma-separated names (default: every registered study)")
+    ap.add_argument("--workers", type=int, default=None, help="local workers (default: the runner's choice)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="per-study limit of the quick runs, seconds")
+    ap.add_argument("--no-run", action="store_true", help="only read the committed full variants")
+    ap.add_argument(
+        "--resume", action="store_true", help="keep the measured studies already in --json, run the others"
+    )
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.out, args.workers)))
+        return
+    if args.json is None:
+        ap.error("--json FILE is required")
+    from attnflow.studies import available_studies
+
+    names = args.studies.split(",") if args.studies else sorted(available_studies())
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    measured = []
+    if args.resume and args.json.exists():
+        old = json.loads(args.json.read_text())
+        measured = [r for r in old.get("measured", []) if "error" not in r and r["study"] in names]
+        load_before = old.get("load_before", load_before)
+    full = [read_full(name) for name in names if (STUDIES_DIR / name).is_dir()]
+    if not args.no_run:
+        for name in names:
+            if any(r["study"] == name for r in measured):
+                continue
+            row = measure(name, args.workers, args.timeout)
+            row["load_after"] = os.getloadavg()
+            measured.append(row)
+            what = row.get("error") or f"{row['wall_s']:.1f} s, CPU util. {row['cpu_utilisation']:.2f}"
+            print(f"quick {name}: {what}  (load {os.getloadavg()[0]:.1f})", flush=True)
+            write(args.json, load_before, t0, measured, full)  # partial results survive an interruption
+    write(args.json, load_before, t0, measured, full, final=True)
+
+
+def write(
+    path: Path, load_before, t0: float, measured: list[dict], full: list[dict], final: bool = False
+) -> None:
+    """Print (when ``final``) and write the payload."""
+    text = table(measured, full)
+    total_q = sum(r.get("wall_s", 0.0) for r in measured if "error" not in r)
+    total_f = sum(r.get("wall_time_s", 0.0) for r in full)
+    if final:
+        for row in full:
+            print(f"full {row['study']}: {fmt(row.get('wall_time_s'), '.0f')} s (read)")
+        print(text)
+        print(
+            f"total quick (measured): {total_q:.0f} s; "
+            f"total full (read): {total_f:.0f} s = {total_f / 3600:.2f} h"
+        )
+    payload = {
+        "benchmark": "studies",
+        "cpus": os.cpu_count(),
+        "load_before": load_before,
+        "complete": final,
+        "load_after": os.getloadavg(),
+        "seconds": time.perf_counter() - t0,
+        "measured": measured,
+        "full": full,
+        "total_quick_measured_s": total_q,
+        "total_full_read_s": total_f,
+        "table": text,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1))
+
+
+if __name__ == "__main__":
+    main()
