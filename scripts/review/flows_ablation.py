@@ -10,6 +10,7 @@ the sphere tokens at depths 0..L for:
   flow_sK      flow (a) with K Euler steps per layer (bias-free, T = 1)
 Usage: python flows_ablation.py FAMILY S STEPS... > out.json
 """
+
 import json
 import sys
 

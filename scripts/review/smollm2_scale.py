@@ -5,6 +5,7 @@ Prints, per sentence subsample, rho_l against the median norm of the non-first t
 attention sink with a massive norm), and flow (a)'s over-clustering (mean over depths 1..L, last depth) with
 rho_l = mean (the study's) and rho_l = median of tokens 1..n-1.  Usage: python smollm2_scale.py S > out.json
 """
+
 import json
 import sys
 
@@ -28,7 +29,14 @@ with torch.no_grad():
             ids.append(t)
         if len(ids) == S:
             break
-    out = {"rho_mean": [], "rho_median_rest": [], "first_over_median": [], "model": [], "mean": [], "median": []}
+    out = {
+        "rho_mean": [],
+        "rho_median_rest": [],
+        "first_over_median": [],
+        "model": [],
+        "mean": [],
+        "median": [],
+    }
     for t in ids:
         fp = forward(w, t)
         rho = stream_norms(w, fp.hidden_states)
