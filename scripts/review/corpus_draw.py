@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import torch
 
-from attnflow.bridge import forward, layer_flow
+from attnflow.bridge import forward, layer_flow, stream_norms
 from attnflow.observables import mean_pairwise_inner_product
 from attnflow.studies.real_model import load_corpus
 from attnflow.studies.real_model_flows import load_family
@@ -31,8 +31,9 @@ with torch.no_grad():
     for t in ids:
         fp = forward(w, t)
         cos["model"].append(mean_pairwise_inner_product(fp.tokens).numpy())
+        rho = stream_norms(w, fp.hidden_states) if w.arch == "pre_ln" else None
         for v in ("attention", "mlp"):
-            x = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=4)
+            x = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=4, residual_norms=rho)
             cos[v].append(mean_pairwise_inner_product(x).numpy())
 m = np.array(cos["model"])
 rng = np.random.default_rng(0)
