@@ -260,8 +260,9 @@ def test_study_verdicts_fail_when_the_claims_are_false():
     from attnflow.studies.real_model_flows import FlowsConfig, records
 
     c = FlowsConfig(families=["tiny-bert"], bootstrap=100)
-    close = {"attention": 0.0, "biases": 0.0, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0}
-    far = {"attention": 0.4, "biases": 0.4, "model_scores": 0.4, "fitted_time": 0.4, "mlp": 0.4}
+    # (b) differs from (a) by a hair: bit-identical flows give an identity record instead (test below)
+    close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0}
+    far = {"attention": 0.4, "biases": 0.41, "model_scores": 0.4, "fitted_time": 0.4, "mlp": 0.4}
     v_close = {
         r.id.split("tiny-bert-")[1]: r.verdict for r in records({}, c, {"tiny-bert": _fake_results(close)})
     }
@@ -274,9 +275,37 @@ def test_study_verdicts_fail_when_the_claims_are_false():
     assert all(v_far[k] == "holds" for k in over) and all(v_far[k] == "fails" for k in follow)
     recs = records({}, c, {"tiny-bert": _fake_results(far)})
     choices = {r.id: [x.choice for x in r.robustness] for r in recs}
-    assert choices["flows-tiny-bert-fitted-time-cos"] == ["representation", "time-fit split"]
-    assert choices["flows-tiny-bert-mlp-clusters"] == ["representation", "corpus subsample", "cluster radius"]
+    assert choices["flows-tiny-bert-fitted-time-cos"] == ["representation", "time-fit split", "depth summary"]
+    assert choices["flows-tiny-bert-mlp-clusters"] == [
+        "representation", "corpus subsample", "depth summary", "cluster radius"
+    ]  # fmt: skip
     assert all(r.criterion.declared_in.startswith("config: criterion_") for r in recs)
+
+
+def test_study_verdicts_identity_and_depth_summary():
+    """Review of issue 26 part 3: a flow (b) equal to (a) bit for bit is an identity, not a test; a gap
+    that only opens at the last depth is diluted by the mean over depths and the depth check says so."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=100)
+    res = _fake_results({"attention": 0.0, "biases": 0.0, "mlp": 0.0})
+    v = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": res})}
+    assert v["biases-overclusters"].verdict == "identity"
+    assert v["biases-overclusters"].result == {"same_as": "flows-tiny-bert-attention-overclusters"}
+    assert v["attention-overclusters"].verdict == "fails"
+    # the MLP flow off by 0.25 at depth L only (L = 3): mean over depths 1..3 is 0.083 <= 0.1, last 0.25
+    for r in ("sphere", "hidden"):
+        cos = np.array(res["stats"][r]["mlp"]["cos"], float)
+        cos[:, -1] += 0.25
+        res["stats"][r]["mlp"]["cos"] = cos
+    rec = {x.id: x for x in records({}, c, {"tiny-bert": res})}["flows-tiny-bert-mlp-cos"]
+    dep = next(x for x in rec.robustness if x.choice == "depth summary")
+    assert dep.values == ["mean over depths 1..L", "last depth L"]
+    assert dep.outcomes == ["holds", "fails"] and rec.verdict == "depends on depth summary"
+    with pytest.raises(ValueError, match="depths must be 'all' \\(1..L\\) or 'last' \\(L\\): got 'first'"):
+        from attnflow.studies.real_model_flows import _quantity
+
+        _quantity("gap", "first")
 
 
 def test_study_config_errors():
@@ -305,6 +334,9 @@ def test_flows_study_quick(tmp_path):
         assert all(cos[f]["cos"]["mean"][0] == pytest.approx(cos["model"]["cos"]["mean"][0], abs=1e-12)
                    for f in ("attention", "biases", "model_scores", "mlp"))  # fmt: skip
         assert len(cos["model"]["cos"]["mean"]) == L + 1
-    assert len(s["verdicts"]) == 14 and {v["class"] for v in s["verdicts"]} == {"test"}
+    # tiny-llama has no biases: its flow (b) is (a) bit for bit, an identity record
+    assert len(s["verdicts"]) == 14 and {v["class"] for v in s["verdicts"]} == {"test", "identity"}
+    ids = [v["id"] for v in s["verdicts"] if v["class"] == "identity"]
+    assert ids == ["flows-tiny-llama-biases-overclusters"]
     assert "| depth | model | (a) bias-free attention |" in (tmp_path / "table.md").read_text()
     assert sorted(s["figures"]) == ["real_model_flows_tiny-bert", "real_model_flows_tiny-llama"]

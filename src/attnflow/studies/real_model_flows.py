@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from ..analysis.verdicts import Criterion, RobustnessCheck, record_test
+from ..analysis.verdicts import Criterion, RobustnessCheck, record_identity, record_test
 from ..bridge import (
     attention_sublayer,
     encode,
@@ -367,11 +367,16 @@ def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, j: int = 
     return (m, f) if idx is None else (m[idx], f[idx])
 
 
-def _quantity(kind: str):
-    """The verdict quantities, from paired per-sentence arrays (S, L + 1), over depths 1..L."""
+def _quantity(kind: str, depths: str = "all"):
+    """The verdict quantities, from paired per-sentence arrays (S, L + 1), over depths 1..L (``depths =
+    "all"``, the declared criterion) or at the last depth L only (``"last"``, a robustness check: a mean
+    over depths dilutes a gap that grows with depth, since every flow starts on the model's z_0)."""
+    if depths not in ("all", "last"):
+        raise ValueError(f"depths must be 'all' (1..L) or 'last' (L): got {depths!r}")
+    sl = slice(1, None) if depths == "all" else slice(-1, None)
 
     def q(m: np.ndarray, f: np.ndarray) -> float:
-        mm, fm = m.mean(0)[1:], f.mean(0)[1:]
+        mm, fm = m.mean(0)[sl], f.mean(0)[sl]
         if kind == "over":
             return float(np.mean(fm - mm))
         gap = float(np.mean(np.abs(fm - mm)))
@@ -417,6 +422,19 @@ _QUANT = {
     "gap": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} (model)|",
     "rel": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} (model)| / mean {stat} (model)",
 }
+#: the depth summaries of the robustness check "depth summary" (the first is the declared criterion)
+_DEPTHS = {"all": "mean over depths 1..L", "last": "last depth L"}
+
+
+def _same_flow(res: dict, flow: str, other: str) -> bool:
+    """Whether ``flow`` and ``other`` gave bit-identical statistics on every sentence and representation
+    (a Llama model has no biases and no norm shift: flow (b) is flow (a) by construction)."""
+    st = res["stats"]
+    return all(
+        np.array_equal(np.asarray(st[r][flow][k], float), np.asarray(st[r][other][k], float))
+        for r in REPS
+        for k in ("cos", "erank", "clusters")
+    )
 
 
 def _verdict_data(res: dict) -> dict:
@@ -447,6 +465,20 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         A, B = _halves(S, c.split_seeds[0])
         for vid, flow, stat, kind, field, what in VERDICTS:
             q = _quantity(kind)
+            if flow == "biases" and _same_flow(res, "biases", "attention"):
+                out.append(
+                    record_identity(
+                        id=f"flows-{fam}-{vid}", statement=f"{res['model']['name']}: {what}",
+                        source="issue 26 part 3 (flows that explain the layers); flows: docs/real_models.md",
+                        why="flow (b) is flow (a) bit for bit on every sentence and representation: the "
+                        "weights have no nonzero attention/projection bias and no norm shift (Llama: none "
+                        "exist; transformers' random init of BERT: all zero), so a test of (b) would only "
+                        "repeat the one of (a) (bridge.flows module docstring; test "
+                        "test_llama_has_no_biases_so_flow_b_is_flow_a)",
+                        result={"same_as": f"flows-{fam}-attention-overclusters"},
+                    )
+                )  # fmt: skip
+                continue
             crit = Criterion(
                 quantity=_QUANT[kind].format(stat={"cos": "cosine", "clusters": "cluster count",
                                                    "erank": "effective rank"}[stat])
@@ -477,6 +509,17 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                                                        ["half A", "half B"], [x[0] for x in halves],
                                                        ci95=[x[1] for x in halves]))  # fmt: skip
                 n_used, how = S, "all sentences of the subsample"
+            pair_fn = partial(pair, "sphere")
+            dep = [_boot(_quantity(kind, d), *pair_fn(), c.bootstrap, seed) for d in _DEPTHS]
+            rob.append(
+                RobustnessCheck.from_values(
+                    crit,
+                    "depth summary",
+                    list(_DEPTHS.values()),
+                    [x[0] for x in dep],
+                    ci95=[x[1] for x in dep],
+                )
+            )
             if stat == "clusters":
                 radii = [_boot(q, *pair("sphere", k=i), c.bootstrap, seed) for i in range(len(c.thresholds))]
                 rob.append(
