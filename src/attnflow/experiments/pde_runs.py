@@ -57,13 +57,13 @@ from .progress import ProgressBar
 from .resources import RunCost, check_resources
 from .rundir import (
     CorruptRunError,
-    RunConfigMismatchError,
     claim_run_dir,
     load_checkpoint,
     one_line,
     resume_hint,
     save_checkpoint,
     sigterm_as_interrupt,
+    stored_config_diff,
 )
 from .schema import (
     UNIONS as PARTICLE_UNIONS,
@@ -72,6 +72,7 @@ from .schema import (
     WeightsConfig,
     check_config_dict,
     check_weights_fit,
+    flatten_config,
     read_config_file,
     weight_process,
 )
@@ -404,15 +405,8 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
     out.mkdir(parents=True, exist_ok=True)
     text = _dump(cfg)
 
-    def diff(path: Path) -> list:
-        try:
-            old = load_pde_config(path)
-        except ConfigError as exc:
-            raise RunConfigMismatchError(
-                f"{path} cannot be read, so the run cannot be resumed ({one_line(exc, 300)}); choose another "
-                "out_dir or pass resume=False to overwrite it"
-            ) from None
-        a, b = _flat(old.model_dump(mode="json")), _flat(cfg.model_dump(mode="json"))
+    def compare(old: PdeRunConfig) -> list:
+        a, b = flatten_config(old.model_dump(mode="json")), flatten_config(cfg.model_dump(mode="json"))
         return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
     with DirectoryLock(out, "run directory"), sigterm_as_interrupt():
@@ -421,7 +415,7 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
             kind="PDE run",
             run_files=PDE_RUN_FILES,
             config_file=CONFIG_FILE,
-            config_diff=diff,
+            config_diff=stored_config_diff(load_pde_config, compare),
             checkpoint_file=CHECKPOINT_FILE,
             resume=resume,
         )
@@ -485,15 +479,6 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
         meta.pop("error", None)
         atomic_write_text(out / META_FILE, _json(meta))
         ck.unlink(missing_ok=True)
-    return out
-
-
-def _flat(d: Any, prefix: str = "") -> dict:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
     return out
 
 
