@@ -35,7 +35,6 @@ import yaml
 from pydantic import Field, model_validator
 
 from ..model import heads as heads_mod
-from ..model.transformer import TransformerModel
 from ..pde import (
     BAND_TOL,
     DensitySolver,
@@ -259,18 +258,10 @@ def build_pde(config) -> DensitySolver:
     memory and time it would need are checked first (:func:`check_pde_resources`)."""
     cfg = load_pde_config(config)
     check_pde_resources(cfg)
-    m = cfg.dynamics
     cap = None if cfg.allow_large else MAX_NPY_BYTES
     try:
-        model = TransformerModel(
-            direction=m.direction,
-            attention=m.attention,
-            beta=m.beta,
-            geometry=m.geometry,
-            weights=weight_process(cfg.weights),
-            causal=m.causal,
-            layer_scaling=m.layer_scaling,
-        )
+        # the solver reads direction, attention, beta, geometry and the weights (pde/solver.py)
+        model = cfg.dynamics.build(weight_process(cfg.weights))
         den = cfg.density
         if isinstance(den, ParticleDensity):
             x = read_npy(den.path, cap, what="density.path")
