@@ -299,3 +299,30 @@ def test_checkpoint_and_meta_are_fsynced_before_replace(tmp_path, monkeypatch):
     for i in replaces:
         assert events[i - 1] == "fsync"  # the tmp file reached the disk before the rename
         assert events[i + 1] == "fsync"  # and the rename itself (the directory)
+
+
+def test_unreadable_stored_config_refuses_to_resume(tmp_path):
+    # the one rule of every run store (rundir.stored_config_diff): a stored config that does not load
+    # is named with its reason and the fix, and nothing is overwritten
+    from attnflow.experiments.errors import ConfigError
+    from attnflow.experiments.rundir import stored_config_diff
+
+    out = tmp_path / "r"
+    run_experiment(TINY, out)
+    (out / "config.yaml").write_text("seed: [not, a, config]\n")
+    with pytest.raises(
+        RunConfigMismatchError, match=r"config\.yaml cannot be read, so the run cannot be resumed"
+    ):
+        run_experiment(TINY, out)
+    assert (out / "config.yaml").read_text() == "seed: [not, a, config]\n"
+
+    def load(path):
+        raise ConfigError("first line\nsecond line")
+
+    with pytest.raises(RunConfigMismatchError, match=r"\(first line\); choose another out_dir$"):
+        stored_config_diff(load, list, fix="choose another out_dir")(tmp_path / "c.yaml")
+    with pytest.raises(
+        RunConfigMismatchError, match=r"\(first line\nsecond line\); choose another out_dir or"
+    ):
+        stored_config_diff(load, list, limit=None)(tmp_path / "c.yaml")
+    assert stored_config_diff(lambda p: 1, lambda old: [("k", old, 2)])(tmp_path / "c.yaml") == [("k", 1, 2)]

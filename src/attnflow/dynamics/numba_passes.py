@@ -206,6 +206,40 @@ def row_max_pass(xt, kt, items, causal, row_max):
 
 
 @njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+def _row_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, ebuf, length, zero):
+    """Row ``i``'s ``length`` pairs in one SIMD loop (``d = 3``, 1-d views of the tile from its first
+    column): the shifted exponentials kept in ``ebuf`` and the row sums, returned as ``(ell, y0, y1, y2)``;
+    the one row loop of :func:`_tile_d3` and :func:`_half_tile_d3`."""
+    ell = zero
+    y0 = zero
+    y1 = zero
+    y2 = zero
+    for jj in range(length):
+        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
+        ebuf[jj] = e
+        ell += e
+        y0 += e * x0[jj]
+        y1 += e * x1[jj]
+        y2 += e * x2[jj]
+    return ell, y0, y1, y2
+
+
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+def _row_exps(xi, mi, k, j0, j1, sbuf, ebuf, zero):
+    """Any ``d``: row ``i``'s scores against columns ``j0:j1`` of ``k`` (in ``sbuf``), their shifted
+    exponentials (in ``ebuf``) and the returned sum ``ell``; the row loop of :func:`_tile_generic` and
+    :func:`_half_tile_generic`."""
+    length = j1 - j0
+    _score_tile(xi, k, j0, j1, sbuf)
+    ell = zero
+    for j in range(length):
+        e = _exp_shifted(sbuf[j] - mi)
+        ebuf[j] = e
+        ell += e
+    return ell
+
+
+@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
 def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
     """Fused ``d = 3`` tile: scores, exponentials and the row sums in one SIMD loop.
 
@@ -224,17 +258,7 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
     x0 = x[0, j0:j1]
     x1 = x[1, j0:j1]
     x2 = x[2, j0:j1]
-    ell = zero
-    y0 = zero
-    y1 = zero
-    y2 = zero
-    for jj in range(length):
-        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
-        ebuf[jj] = e
-        ell += e
-        y0 += e * x0[jj]
-        y1 += e * x1[jj]
-        y2 += e * x2[jj]
+    ell, y0, y1, y2 = _row_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, ebuf, length, zero)
     if colsums:
         c0 = wi * xi0
         c1 = wi * xi1
@@ -259,12 +283,7 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
 def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ito, colsums, sbuf, ebuf, ysum, zero):
     """Any-``d`` tile through small buffers; returns ``(ell, q)`` and fills ``ysum``."""
     length = j1 - j0
-    _score_tile(xi, k, j0, j1, sbuf)
-    ell = zero
-    for j in range(length):
-        e = _exp_shifted(sbuf[j] - mi)
-        ebuf[j] = e
-        ell += e
+    ell = _row_exps(xi, mi, k, j0, j1, sbuf, ebuf, zero)
     for a in range(xi.shape[0]):
         acc = zero
         for j in range(length):
@@ -376,17 +395,7 @@ def _half_tile_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, z0, z1, z2, z3, z4,
     wrap-around and vectorise (with ``range(j0, j1)`` the exponential loop compiled to scalar code;
     benchmarks/asm_report.py).
     """
-    ell = zero
-    y0 = zero
-    y1 = zero
-    y2 = zero
-    for jj in range(length):
-        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
-        ebuf[jj] = e
-        ell += e
-        y0 += e * x0[jj]
-        y1 += e * x1[jj]
-        y2 += e * x2[jj]
+    ell, y0, y1, y2 = _row_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, ebuf, length, zero)
     for jj in range(length):
         e = ebuf[jj]
         z0[jj] += e
@@ -413,12 +422,7 @@ def _half_tile_generic(xi, mi, k, x, zt, j0, j1, ito, sbuf, ebuf, ysum, zero):
     """Any-``d`` version of :func:`_half_tile_d3` through small buffers; returns ``(ell, q)``."""
     d = xi.shape[0]
     length = j1 - j0
-    _score_tile(xi, k, j0, j1, sbuf)
-    ell = zero
-    for j in range(length):
-        e = _exp_shifted(sbuf[j] - mi)
-        ebuf[j] = e
-        ell += e
+    ell = _row_exps(xi, mi, k, j0, j1, sbuf, ebuf, zero)
     for j in range(length):
         zt[0, j] += ebuf[j]
     for a in range(d):

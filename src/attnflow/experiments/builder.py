@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 
 from ..model import heads as heads_mod, tokens as tokens_mod
-from ..model.transformer import TransformerModel
 from ..simulation import DTYPES, SimulationSpec
 from .errors import ConfigError
 from .files import MAX_NPY_BYTES, read_npy
@@ -132,20 +131,7 @@ def build(config: ExperimentConfig | dict | str | Path) -> SimulationSpec:
     cfg = load_config(config)
     dtype = DTYPES[cfg.precision]
     with _building("model", "weights"):
-        m = cfg.model
-        model = TransformerModel(
-            direction=m.direction,
-            attention=m.attention,
-            beta=m.beta,
-            geometry=m.geometry,
-            weights=weight_process(cfg.weights),
-            causal=m.causal,
-            layer_scaling=m.layer_scaling,
-            sinkhorn_iters=m.sinkhorn_iters,
-            sinkhorn_tol=m.sinkhorn_tol,
-            backend=m.backend,
-            token_noise=m.token_noise,
-        )
+        model = cfg.model.build(weight_process(cfg.weights))
     t, seed = cfg.tokens, cfg.seed
     P_run = paths_computed(cfg)
     P = 1 if cfg.init == "shared" else P_run  # paths drawn; a shared draw is copied to P_run paths

@@ -35,7 +35,6 @@ import yaml
 from pydantic import Field, model_validator
 
 from ..model import heads as heads_mod
-from ..model.transformer import TransformerModel
 from ..pde import (
     BAND_TOL,
     DensitySolver,
@@ -57,13 +56,13 @@ from .progress import ProgressBar
 from .resources import RunCost, check_resources
 from .rundir import (
     CorruptRunError,
-    RunConfigMismatchError,
     claim_run_dir,
     load_checkpoint,
     one_line,
     resume_hint,
     save_checkpoint,
     sigterm_as_interrupt,
+    stored_config_diff,
 )
 from .schema import (
     UNIONS as PARTICLE_UNIONS,
@@ -72,6 +71,7 @@ from .schema import (
     WeightsConfig,
     check_config_dict,
     check_weights_fit,
+    flatten_config,
     read_config_file,
     weight_process,
 )
@@ -258,18 +258,10 @@ def build_pde(config) -> DensitySolver:
     memory and time it would need are checked first (:func:`check_pde_resources`)."""
     cfg = load_pde_config(config)
     check_pde_resources(cfg)
-    m = cfg.dynamics
     cap = None if cfg.allow_large else MAX_NPY_BYTES
     try:
-        model = TransformerModel(
-            direction=m.direction,
-            attention=m.attention,
-            beta=m.beta,
-            geometry=m.geometry,
-            weights=weight_process(cfg.weights),
-            causal=m.causal,
-            layer_scaling=m.layer_scaling,
-        )
+        # the solver reads direction, attention, beta, geometry and the weights (pde/solver.py)
+        model = cfg.dynamics.build(weight_process(cfg.weights))
         den = cfg.density
         if isinstance(den, ParticleDensity):
             x = read_npy(den.path, cap, what="density.path")
@@ -404,15 +396,8 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
     out.mkdir(parents=True, exist_ok=True)
     text = _dump(cfg)
 
-    def diff(path: Path) -> list:
-        try:
-            old = load_pde_config(path)
-        except ConfigError as exc:
-            raise RunConfigMismatchError(
-                f"{path} cannot be read, so the run cannot be resumed ({one_line(exc, 300)}); choose another "
-                "out_dir or pass resume=False to overwrite it"
-            ) from None
-        a, b = _flat(old.model_dump(mode="json")), _flat(cfg.model_dump(mode="json"))
+    def compare(old: PdeRunConfig) -> list:
+        a, b = flatten_config(old.model_dump(mode="json")), flatten_config(cfg.model_dump(mode="json"))
         return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
     with DirectoryLock(out, "run directory"), sigterm_as_interrupt():
@@ -421,7 +406,7 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
             kind="PDE run",
             run_files=PDE_RUN_FILES,
             config_file=CONFIG_FILE,
-            config_diff=diff,
+            config_diff=stored_config_diff(load_pde_config, compare),
             checkpoint_file=CHECKPOINT_FILE,
             resume=resume,
         )
@@ -485,15 +470,6 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
         meta.pop("error", None)
         atomic_write_text(out / META_FILE, _json(meta))
         ck.unlink(missing_ok=True)
-    return out
-
-
-def _flat(d: Any, prefix: str = "") -> dict:
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out: dict = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
     return out
 
 

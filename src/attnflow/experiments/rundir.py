@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from .errors import ConfigError
 from .files import (
     MARKER_FILE,
     CorruptFileError,
@@ -51,6 +52,7 @@ __all__ = [
     "resume_hint",
     "save_checkpoint",
     "sigterm_as_interrupt",
+    "stored_config_diff",
 ]
 
 
@@ -157,6 +159,48 @@ def claim_run_dir(
     if present:
         clear_run_files(out, run_files)
     return False
+
+
+def stored_config_diff(
+    load: Callable[[Path], Any],
+    compare: Callable[[Any], list],
+    *,
+    fix: str = "choose another out_dir or pass resume=False to overwrite it",
+    limit: int | None = 300,
+) -> Callable[[Path], list]:
+    """The ``config_diff`` of :func:`claim_run_dir` for a kind of run: read the stored config, compare it.
+
+    Parameters
+    ----------
+    load : callable
+        ``load(path)`` -> the stored config; raises :class:`~attnflow.experiments.errors.ConfigError`
+        when the file is not a valid config of this kind.
+    compare : callable
+        ``compare(old_config)`` -> the differing keys (see ``config_diff`` of :func:`claim_run_dir`).
+    fix : str
+        What the user can do when the stored config cannot be read.
+    limit : int or None
+        The reason is cut to its first line of at most ``limit`` characters (:func:`one_line`);
+        ``None`` keeps the whole message.
+
+    Returns
+    -------
+    callable
+        ``diff(stored_config_path)``; a stored config that does not load raises
+        :class:`RunConfigMismatchError` naming the file, the reason and ``fix``.
+    """
+
+    def diff(path: Path) -> list:
+        try:
+            old = load(path)
+        except ConfigError as exc:
+            reason = exc if limit is None else one_line(exc, limit)
+            raise RunConfigMismatchError(
+                f"{path} cannot be read, so the run cannot be resumed ({reason}); {fix}"
+            ) from None
+        return compare(old)
+
+    return diff
 
 
 # -- checkpoints ---------------------------------------------------------------------------------------

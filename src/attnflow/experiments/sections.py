@@ -97,6 +97,28 @@ class ModelConfig(Section):
             )
         return v
 
+    def build(self, weights: WeightProcess) -> transformer_module.TransformerModel:
+        """The :class:`attnflow.TransformerModel` of this section with the heads' weight process ``weights``.
+
+        Raises
+        ------
+        ValueError
+            From :class:`attnflow.TransformerModel` (a combination it refuses, e.g. causal Sinkhorn).
+        """
+        return transformer_module.TransformerModel(
+            direction=self.direction,
+            attention=self.attention,
+            beta=self.beta,
+            geometry=self.geometry,
+            weights=weights,
+            causal=self.causal,
+            layer_scaling=self.layer_scaling,
+            sinkhorn_iters=self.sinkhorn_iters,
+            sinkhorn_tol=self.sinkhorn_tol,
+            backend=self.backend,
+            token_noise=self.token_noise,
+        )
+
 
 # -- weights: one section per named process of attnflow.model.registry --------------------------------
 class _WeightsSection(Section):

@@ -76,6 +76,7 @@ from .rundir import (
     resume_hint,
     save_checkpoint,
     sigterm_as_interrupt,
+    stored_config_diff,
 )
 from .schema import ExperimentConfig, config_diff, dump_config, flatten_config, load_config
 
@@ -533,24 +534,16 @@ def _claim(out: Path, cfg: ExperimentConfig, resume: bool) -> tuple[bool, dict]:
     before the marker existed) of this very config when resuming, which is adopted.
     """
 
-    def diff(path: Path) -> list[str]:
-        try:
-            old = load_config(path)
-        except ConfigError as exc:
-            raise RunConfigMismatchError(
-                f"{path} cannot be read, so the run cannot be resumed ({exc}); choose another out_dir or "
-                "pass resume=False to overwrite it"
-            ) from None
-        keys = config_diff(old, cfg)
+    def compare(old: ExperimentConfig) -> list:
         od, nd = flatten_config(old), flatten_config(cfg)
-        return [(k, od.get(k), nd.get(k)) for k in keys]
+        return [(k, od.get(k), nd.get(k)) for k in config_diff(old, cfg)]
 
     resumable = claim_run_dir(
         out,
         kind="run",
         run_files=RUN_FILES,
         config_file=CONFIG_FILE,
-        config_diff=diff,
+        config_diff=stored_config_diff(load_config, compare, limit=None),
         checkpoint_file=CHECKPOINT_FILE,
         resume=resume,
     )

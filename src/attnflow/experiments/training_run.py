@@ -36,20 +36,19 @@ from ..training.losses import logistic_loss, measure_loss
 from ..training.meanfield import risk_landscape
 from ..training.tasks import MeasureTask, TwoClassTask
 from ..training.trainer import NonFiniteLossError, Trainer
-from .errors import ConfigError
 from .files import atomic_write_text, inside, read_json, utc_now
 from .locking import DirectoryLock
 from .progress import ProgressBar
 from .resources import check_resources, training_cost
 from .rundir import (
     CorruptRunError,
-    RunConfigMismatchError,
     claim_run_dir,
     load_checkpoint,
     one_line,
     resume_hint,
     save_checkpoint,
     sigterm_as_interrupt,
+    stored_config_diff,
 )
 from .training_config import TrainingConfig, dump_training_config, load_training_config
 
@@ -161,14 +160,7 @@ def _claim(out: Path, cfg: TrainingConfig) -> bool:
     """Whether the directory holds a run of this config to resume (the rule of every run store,
     :func:`~attnflow.experiments.rundir.claim_run_dir`): another config or foreign run files are refused."""
 
-    def diff(path: Path) -> list:
-        try:
-            old = load_training_config(path)
-        except ConfigError as exc:
-            raise RunConfigMismatchError(
-                f"{path} cannot be read, so the run cannot be resumed ({one_line(exc, 300)}); choose another "
-                "out_dir"
-            ) from None
+    def compare(old: TrainingConfig) -> list:
         if old == cfg:
             return []
         a, b = old.model_dump(), cfg.model_dump()
@@ -186,7 +178,7 @@ def _claim(out: Path, cfg: TrainingConfig) -> bool:
         kind="training run",
         run_files=TRAINING_RUN_FILES,
         config_file=CONFIG,
-        config_diff=diff,
+        config_diff=stored_config_diff(load_training_config, compare, fix="choose another out_dir"),
         checkpoint_file=CHECKPOINT,
         resume=True,
     )
