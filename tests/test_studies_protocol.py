@@ -62,6 +62,7 @@ SLOW = [
     "mean_field_heads",  # 17-27
     "pde_particles",  # 38.0
     "real_model",  # 13.0
+    "real_model_flows",  # 9-40 wall s under load (tiny BERT and tiny Llama families)
     "relu_vs_softmax",  # 13.3
     "stability_input",  # 8.6
     "stability_weights",  # 11.7 (in the default tier before)

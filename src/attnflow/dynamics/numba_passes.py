@@ -25,13 +25,15 @@ __all__ = [
     "BOUND_RANGE_32",
     "BOUND_RANGE_64",
     "MIN_CHUNK_ROWS",
+    "LOOP_FLAGS",
+    "exp_shifted",
     "accumulate_pass",
     "half_pass",
     "item_keys",
     "row_max_pass",
 ]
 
-_LOOP_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
+LOOP_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 _EXP_FLAGS = {"nsz", "arcp", "contract", "afn"}
 _TILE = 512  # columns per tile: 9 arrays of 512 floats stay in L1/L2
 _ROW_BLOCK = 64  # rows accumulated in working precision before promoting column sums
@@ -80,7 +82,7 @@ def _pow2(typingctx, kf):
     return sig, codegen
 
 
-def _exp_shifted(t):
+def exp_shifted(t):
     """``exp(t)`` for shifted scores ``t <= 0``; values below the flush limit give 0."""
     return np.exp(t)
 
@@ -114,7 +116,7 @@ def _exp_shifted_f64(t):
     return 0.0 if t < _FLUSH_64 else value
 
 
-@overload(_exp_shifted, jit_options={"fastmath": _EXP_FLAGS})
+@overload(exp_shifted, jit_options={"fastmath": _EXP_FLAGS})
 def _exp_shifted_overload(t):
     if t == types.float32:
         return _exp_shifted_f32
@@ -128,7 +130,7 @@ def _exp_shifted_overload(t):
 # reference-count updates that are as expensive as the ~300 pairs of one row at paper size.
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _score_tile(xi, k, j0, j1, buf):
     """``buf[j - j0] = <xi, k[:, j]>`` for ``j0 <= j < j1`` (any ``d``; loops over 0-based 1-d views, see
     :func:`_half_tile_d3`)."""
@@ -143,7 +145,7 @@ def _score_tile(xi, k, j0, j1, buf):
             buf[j] += xa * ka[j]
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _score_tile_d3(xi0, xi1, xi2, k, j0, j1, buf):
     """``d = 3`` scores of one row against columns ``j0 <= j < j1`` (0-based 1-d views, see
     :func:`_half_tile_d3`)."""
@@ -154,7 +156,7 @@ def _score_tile_d3(xi0, xi1, xi2, k, j0, j1, buf):
         buf[jj] = xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj]
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _tile_max(buf, length):
     """``max(buf[:length])`` with eight independent chains (LLVM does not vectorise a
     float max reduction; one chain is latency-bound at ~3 cycles per element)."""
@@ -175,7 +177,7 @@ def _tile_max(buf, length):
     return m
 
 
-@njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
+@njit(parallel=True, fastmath=LOOP_FLAGS, cache=True)
 def row_max_pass(xt, kt, items, causal, row_max):
     """Pass 1: ``row_max[p, h, i] = max_j s_ij`` over the (masked) columns."""
     n = xt.shape[2]
@@ -205,7 +207,7 @@ def row_max_pass(xt, kt, items, causal, row_max):
 # --------------------------------------------------------------------------- pass 2
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _row_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, ebuf, length, zero):
     """Row ``i``'s ``length`` pairs in one SIMD loop (``d = 3``, 1-d views of the tile from its first
     column): the shifted exponentials kept in ``ebuf`` and the row sums, returned as ``(ell, y0, y1, y2)``;
@@ -215,7 +217,7 @@ def _row_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, ebuf, length, zero):
     y1 = zero
     y2 = zero
     for jj in range(length):
-        e = _exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
+        e = exp_shifted(xi0 * k0[jj] + xi1 * k1[jj] + xi2 * k2[jj] - mi)
         ebuf[jj] = e
         ell += e
         y0 += e * x0[jj]
@@ -224,7 +226,7 @@ def _row_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, ebuf, length, zero):
     return ell, y0, y1, y2
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _row_exps(xi, mi, k, j0, j1, sbuf, ebuf, zero):
     """Any ``d``: row ``i``'s scores against columns ``j0:j1`` of ``k`` (in ``sbuf``), their shifted
     exponentials (in ``ebuf``) and the returned sum ``ell``; the row loop of :func:`_tile_generic` and
@@ -233,13 +235,13 @@ def _row_exps(xi, mi, k, j0, j1, sbuf, ebuf, zero):
     _score_tile(xi, k, j0, j1, sbuf)
     ell = zero
     for j in range(length):
-        e = _exp_shifted(sbuf[j] - mi)
+        e = exp_shifted(sbuf[j] - mi)
         ebuf[j] = e
         ell += e
     return ell
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
     """Fused ``d = 3`` tile: scores, exponentials and the row sums in one SIMD loop.
 
@@ -279,7 +281,7 @@ def _tile_d3(xi0, xi1, xi2, mi, wi, k, x, zt, ebuf, j0, j1, ito, colsums, zero):
     return ell, y0, y1, y2, q
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ito, colsums, sbuf, ebuf, ysum, zero):
     """Any-``d`` tile through small buffers; returns ``(ell, q)`` and fills ``ysum``."""
     length = j1 - j0
@@ -314,7 +316,7 @@ def _aligned_zeros(rows, cols, dtype):
     return raw[off : off + rows * cols].reshape((rows, cols))
 
 
-@njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
+@njit(parallel=True, fastmath=LOOP_FLAGS, cache=True)
 def accumulate_pass(
     xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero, rsum, ysum, qsum, zsum
 ):
@@ -383,7 +385,7 @@ def accumulate_pass(
 _HALF_ROWS = 5  # cbuf rows per column: e, e x_i (3 for d = 3; d in general), e <x_i, x_j>^2
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _half_tile_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, z0, z1, z2, z3, z4, ebuf, length, ito, zero):
     """Pairs ``j0 <= j < j0 + length`` (all ``j < i``) of row ``i``: returns the row part and adds the
     column part to the tile's column rows ``z0..z4``; the Ito sums in a second loop over ``ebuf`` (as in
@@ -417,7 +419,7 @@ def _half_tile_d3(xi0, xi1, xi2, mi, k0, k1, k2, x0, x1, x2, z0, z1, z2, z3, z4,
     return ell, y0, y1, y2, q
 
 
-@njit(fastmath=_LOOP_FLAGS, cache=True, inline="always")
+@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _half_tile_generic(xi, mi, k, x, zt, j0, j1, ito, sbuf, ebuf, ysum, zero):
     """Any-``d`` version of :func:`_half_tile_d3` through small buffers; returns ``(ell, q)``."""
     d = xi.shape[0]
@@ -458,7 +460,7 @@ def item_keys(bd, x, r1, out):
                 out[a, j] += bd[a, b] * x[b, j]
 
 
-@njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
+@njit(parallel=True, fastmath=LOOP_FLAGS, cache=True)
 def half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsum, cbuf):
     """Symmetric half pass: every unordered pair once (see the comment above).
 
@@ -491,7 +493,7 @@ def half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsu
             for a in range(d):
                 s += x[a, i] * k[a, i]
                 r2 += x[a, i] * x[a, i]
-            e = _exp_shifted(s - mi)
+            e = exp_shifted(s - mi)
             rsum[p, h, i] += e
             for a in range(d):
                 ysum[p, h, i, a] += e * x[a, i]

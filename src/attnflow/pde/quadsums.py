@@ -13,7 +13,7 @@ exponentials: five passes over N^2 doubles (32 MB at L = 20 on S^2, 156 MB at L 
 compiled loop over the nodes with the shift :math:`M_i = \beta|A^\top x_i|` (Cauchy-Schwarz: no score on
 the sphere exceeds it, so :math:`e^{s - M} \le 1`; the smallest factor is :math:`e^{-2M_i}`, far from
 underflow for every :math:`\beta|D|` the band-limit rule admits), and the exponential of the particle
-kernel (:func:`attnflow.dynamics.numba_passes._exp_shifted`, float64, vectorised). The sums are the same
+kernel (:func:`attnflow.dynamics.numba_passes.exp_shifted`, float64, vectorised). The sums are the same
 as the NumPy form's to round-off (``tests/test_pde_quadsums.py``: 1e-13 relative); they are summed in
 another order, so a run differs from a run of the NumPy form in the last bits (and repeats bit for bit).
 Rows run in parallel over numba's threads.
@@ -24,12 +24,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..dynamics.numba_passes import _LOOP_FLAGS, _exp_shifted
+from ..dynamics.numba_passes import LOOP_FLAGS, exp_shifted
 
 __all__ = ["quadrature_sums"]
 
 
-@njit(parallel=True, fastmath=_LOOP_FLAGS, cache=True)
+@njit(parallel=True, fastmath=LOOP_FLAGS, cache=True)
 def _sums(c, wc, a):  # pragma: no cover - compiled; tested through quadrature_sums
     """c: (3, N) node coordinates (a zero row on S^1); wc: (4, N) = w u (1, y); a: (N, 3) = beta A^T x_i.
     Returns M (N,), S (4, N): S[0] = Z, S[1:] = Y."""
@@ -46,7 +46,7 @@ def _sums(c, wc, a):  # pragma: no cover - compiled; tested through quadrature_s
         y1 = 0.0
         y2 = 0.0
         for q in range(N):
-            e = _exp_shifted(a0 * c0[q] + a1 * c1[q] + a2 * c2[q] - m)
+            e = exp_shifted(a0 * c0[q] + a1 * c1[q] + a2 * c2[q] - m)
             z += e * w0[q]
             y0 += e * w1[q]
             y1 += e * w2[q]

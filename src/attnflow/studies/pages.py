@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -197,12 +198,25 @@ def generate(docs_dir: str | Path = "docs") -> str:
         parts.append(markdown([_study_table(recs)]) if recs else f"*{why}.*\n")
         explain = docs / "studies" / name / EXPLAIN_FILE
         if explain.is_file():
-            parts.append(_demote(explain.read_text()).rstrip("\n") + "\n")
+            parts.append(_rebase(_demote(explain.read_text()), f"studies/{name}/").rstrip("\n") + "\n")
     code = docs / CODE_CHECKS_FILE
     if code.is_file():
         parts.append("## Checks made by code tests, not studies\n")
         parts.append(_demote(code.read_text()).rstrip("\n") + "\n")
     return "\n".join(parts)
+
+
+_RELATIVE_LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|/|#)([^)\s]+)\)")
+
+
+def _rebase(text: str, prefix: str) -> str:
+    """Relative Markdown links of an included file, written from its own folder, rebased on this page's
+    folder (``docs/``) by ``prefix``: ``[x](review/notes.md)`` -> ``[x](studies/NAME/review/notes.md)``.
+
+    >>> _rebase("see [r](review/notes.md), [w](https://a.b/c) and [s](#top)", "studies/x/")
+    'see [r](studies/x/review/notes.md), [w](https://a.b/c) and [s](#top)'
+    """
+    return _RELATIVE_LINK.sub(lambda m: f"]({prefix}{m.group(1)})", text)
 
 
 def _demote(text: str) -> str:
