@@ -482,7 +482,7 @@ def run_experiment(
         :class:`RunConfigMismatchError` naming the differing keys. ``False`` deletes the run files
         in the directory (config.yaml, meta.json, data.zarr, checkpoint.pt) and starts afresh.
     progress : bool
-        Draw a progress bar on stderr when it is a terminal, else write a progress line every 30 s
+        Draw a progress bar on stderr when it is a terminal, else write a progress line every 20 s
         (inside :func:`attnflow.experiments.progress.overall_progress` it also names the run's place
         and the overall time left).
     flush_every_s : float
@@ -623,7 +623,7 @@ def _run_locked(
             unit="steps",
             initial=sim.step_index,
             enabled=None if progress else False,
-            log_every_s=30.0 if progress else None,  # stderr not a terminal: a line every 30 s
+            log_every_s=20.0 if progress else None,  # not a terminal: a line every 20 s (a step may add)
             run=out.name,
         )
         # the driver records the initial state of a fresh run (which checkpoints it) and the final state
