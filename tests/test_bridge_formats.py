@@ -21,6 +21,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from model_helpers import tiny_bert  # noqa: E402
+
 from attnflow.bridge import (  # noqa: E402
     check_weights,
     forward,
@@ -54,19 +56,7 @@ def _tiny_llama(seed=0, *, kv=2):
 
 
 def _tiny_bert(seed=0):
-    cfg = transformers.BertConfig(
-        vocab_size=60, hidden_size=24, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
-        max_position_embeddings=16, type_vocab_size=2, attn_implementation="eager",
-    )  # fmt: skip
-    torch.manual_seed(seed)
-    model = transformers.BertModel(cfg, add_pooling_layer=False).double().eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:
-                p.uniform_(0.5, 1.5)
-            elif name.endswith("bias"):
-                p.normal_(0, 0.1)
-    return model
+    return tiny_bert(seed, bias_std=0.1)
 
 
 # -- Llama: RMSNorm, rotary, SwiGLU, grouped-query attention --------------------------------------------
