@@ -254,7 +254,7 @@ def test_failed_run_resumes_with_consistent_meta(tmp_path, monkeypatch):
 
 
 def test_truncate_store_refuses_damaged_stores(tmp_path):
-    from attnflow.experiments.store import _truncate_store
+    from attnflow.experiments.rundir import truncate_store as _truncate_store
 
     out = tmp_path / "r"
     run_experiment(TINY, out)  # 5 records, steps 0, 5, 10, 15, 20

@@ -38,11 +38,11 @@ def pde_plot(
             raise refuse(kind, "pde-plot", directory)
         import numpy as np
 
-        from ..experiments.store import open_run
+        from ..experiments.pde_runs import open_pde_run
         from ..pde import make_grid
         from ..plot.pde import lat_lon_raster, plot_density_run
 
-        ds = open_run(directory).load()
+        ds = open_pde_run(directory).load()  # its sizes checked against its config before the load
         target = directory if out is None else out
         target.mkdir(parents=True, exist_ok=True)
         coef = ds.coefficients.values[..., 0] + 1j * ds.coefficients.values[..., 1]

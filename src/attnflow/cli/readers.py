@@ -97,10 +97,9 @@ def _sizes(directory: Path) -> str:
 
 
 def _pde_info(directory: Path) -> None:
-    from ..experiments.files import read_json
-    from ..experiments.store import CONFIG_FILE, META_FILE
+    from ..experiments.rundir import CONFIG_FILE, read_meta
 
-    meta = read_json(directory / META_FILE, "meta file", "rerun the PDE run with --no-resume")
+    meta = read_meta(directory)  # bounded, and never through a link out of the directory
     typer.echo(f"PDE run {directory}")
     typer.echo(f"  status: {meta.get('status')}  steps: {meta.get('steps')}")
     typer.echo(f"  started {meta.get('started')}  ended {meta.get('ended')}")

@@ -17,8 +17,10 @@ Refused at load: a band limit below the minimum for beta |D| of the initial head
 minimum, :mod:`attnflow.pde.band`), a negative eps, a time step beyond the explicit stability limit.
 :func:`run_pde` writes ``config.yaml``, ``meta.json`` (status), ``checkpoint.pt`` (the solver's state and
 the records so far, replaced atomically every ``checkpoint_every`` steps) and, when done, ``data.zarr``
-(:func:`attnflow.pde.records_to_dataset`; read it with :func:`attnflow.experiments.store.open_run`). A
-killed run resumes from its checkpoint and gives the same data as an uninterrupted one.
+(:func:`attnflow.pde.records_to_dataset`; read it with :func:`open_pde_run`, which checks it against the
+config first). A killed run resumes from its checkpoint and gives the same data as an uninterrupted one.
+The directory is one of the run store (:mod:`attnflow.experiments.rundir`): its lock, claim, checkpoint
+reader and writer, Zarr writer and checks.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Annotated, Any, Literal, Union
 
 import numpy as np
 import torch
+import xarray as xr
 import yaml
 from pydantic import Field, model_validator
 
@@ -46,23 +49,33 @@ from ..pde import (
     von_mises_fisher_mixture,
 )
 from ..pde.field import KERNEL_METHODS
-from ..pde.resources import PdeCost, pde_cost
+from ..pde.resources import PdeCost, pde_cost, pde_grid_size
 from ..simulation import n_steps_for
 from .errors import ConfigError, short_repr, validate_mapping
 from .fields import Section, TimeGrid
 from .files import MAX_NPY_BYTES, atomic_write_text, read_npy, utc_now
-from .locking import DirectoryLock
 from .progress import ProgressBar
 from .resources import RunCost, check_resources
 from .rundir import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    DATA_DIR,
+    RUN_FILES,
     CorruptRunError,
-    claim_run_dir,
-    load_checkpoint,
+    check_store_dims,
+    checkpoint_bound,
+    expected_steps,
+    failure_fields,
     one_line,
+    read_meta,
+    restore_checkpoint,
     resume_hint,
+    run_session,
     save_checkpoint,
-    sigterm_as_interrupt,
+    stopped_by_user,
     stored_config_diff,
+    write_meta,
+    write_zarr,
 )
 from .schema import (
     UNIONS as PARTICLE_UNIONS,
@@ -75,7 +88,7 @@ from .schema import (
     read_config_file,
     weight_process,
 )
-from .store import CHECKPOINT_FILE, CONFIG_FILE, DATA_DIR, META_FILE, ZARR_FORMAT, read_meta
+from .store import open_run
 
 __all__ = [
     "PdeRunConfig",
@@ -83,7 +96,10 @@ __all__ = [
     "check_pde_resources",
     "is_pde_config",
     "load_pde_config",
+    "open_pde_run",
+    "pde_store_sizes",
     "run_pde",
+    "verify_pde_run",
 ]
 
 
@@ -304,10 +320,12 @@ def _dump(cfg: PdeRunConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
-#: The files of a PDE run directory: the only ones attnflow clears in it.
-PDE_RUN_FILES = (DATA_DIR, CHECKPOINT_FILE, META_FILE, CONFIG_FILE)
+#: The files of a PDE run directory (the store's, :data:`~attnflow.experiments.rundir.RUN_FILES`): the only
+#: ones attnflow clears in it.
+PDE_RUN_FILES = RUN_FILES
 #: Version of the checkpoint layout (tensors only: :func:`_checkpoint_state`).
 CHECKPOINT_FORMAT = 2
+_FIX = "rerun with resume=False (the CLI's --no-resume) to start afresh"
 
 
 def _checkpoint_state(solver: DensitySolver, records: list) -> dict:
@@ -338,24 +356,25 @@ def _checkpoint_state(solver: DensitySolver, records: list) -> dict:
     }
 
 
-def _restore(state: Any, solver: DensitySolver, n_steps: int, path: Path) -> list:
-    """Restore ``solver`` from a checkpoint read by :func:`attnflow.experiments.rundir.load_checkpoint`;
-    returns the records. Raises :class:`CorruptRunError` for anything that is not this layout."""
-    fix = "rerun with resume=False (the CLI's --no-resume) to start afresh"
-    try:
-        if not (isinstance(state, dict) and state.get("format") == CHECKPOINT_FORMAT):
-            raise ValueError(f"not a PDE checkpoint of format {CHECKPOINT_FORMAT}")
+def _restorer(solver: DensitySolver, n_steps: int, every: int):
+    """``restore(state) -> records`` for :func:`~attnflow.experiments.rundir.restore_checkpoint`: loads
+    ``solver`` and checks the records against the steps it has taken; any error is a refusal."""
+
+    def restore(state: dict) -> list:
         sd, rec = dict(state["solver"]), state["records"]
         sd["u"] = sd["u"].numpy()
         solver.load_state_dict(sd)
-        T = int(rec["t"].shape[0])
-        arrays = [rec["u"], rec["density"], rec["heads"], *rec["monitors"].values()]
-        if T < 1 or any(int(a.shape[0]) != T for a in arrays):
-            raise ValueError(f"records of uneven lengths ({[tuple(a.shape) for a in arrays]})")
         if not 0 <= solver.step_index <= n_steps:
             raise ValueError(f"step {solver.step_index} outside 0..{n_steps}")
+        T = int(rec["t"].shape[0])
+        want = int(np.count_nonzero(expected_steps(n_steps, every) <= solver.step_index))
+        arrays = [rec["u"], rec["density"], rec["heads"], *rec["monitors"].values()]
+        if T != want or any(int(a.shape[0]) != T for a in arrays):
+            raise ValueError(
+                f"{want} records expected at step {solver.step_index}, got {[tuple(a.shape) for a in arrays]}"
+            )
         names = list(rec["monitors"])
-        records = [
+        return [
             (
                 float(rec["t"][i]),
                 rec["u"][i].numpy().copy(),
@@ -365,19 +384,88 @@ def _restore(state: Any, solver: DensitySolver, n_steps: int, path: Path) -> lis
             )
             for i in range(T)
         ]
-    except Exception as exc:  # noqa: BLE001 - a crafted or foreign state: missing keys, wrong types
-        raise CorruptRunError(
-            f"{path} does not fit this run ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
-        ) from None
-    return records
+
+    return restore
+
+
+def pde_store_sizes(cfg: PdeRunConfig, d: int) -> dict[str, int]:
+    """The length of every dimension of a finished PDE run's ``data.zarr`` on S^{d-1}
+    (:func:`attnflow.pde.records_to_dataset`): records, grid nodes, coefficients, heads."""
+    n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
+    nodes, coefs = pde_grid_size(d, cfg.pde.band_limit)
+    T = len(expected_steps(n_steps, cfg.record.every))
+    return {
+        "time": T,
+        "node": nodes,
+        "coef": coefs,
+        "part": 2,
+        "head": cfg.heads.H,
+        "row": d,
+        "col": d,
+        "dim": d,
+    }
+
+
+def verify_pde_run(out_dir: str | Path, config=None) -> None:
+    """Check a PDE run's ``data.zarr`` against its config before anything reads it: no link or FIFO in it,
+    and every array of exactly the sizes the config writes (a store that declares others is refused
+    before an array is allocated: :func:`~attnflow.experiments.rundir.check_store_dims`).
+
+    Parameters
+    ----------
+    out_dir : path
+    config : PdeRunConfig, dict, path or None
+        The run's config (None: its ``config.yaml``).
+
+    Raises
+    ------
+    CorruptRunError
+        The config cannot be read, or an array's sizes are not the config's.
+    UnsafePathError
+        A link or a FIFO in the store.
+    """
+    out = Path(out_dir)
+    fix = f"the run's store is not the one its config writes; {_FIX}"
+    try:
+        cfg = load_pde_config(out / CONFIG_FILE if config is None else config)
+    except ConfigError as exc:
+        raise CorruptRunError(f"{out / CONFIG_FILE} cannot be read ({one_line(exc, 300)}); {_FIX}") from None
+    d = getattr(cfg.density, "d", None)
+    error = None
+    for dim in (d,) if d is not None else (2, 3):  # particles from a file: S^1 or S^2
+        try:
+            check_store_dims(out / DATA_DIR, pde_store_sizes(cfg, dim), fix)
+            return
+        except CorruptRunError as exc:
+            error = exc
+    raise error
+
+
+def open_pde_run(out_dir: str | Path) -> xr.Dataset:
+    """The Dataset of a PDE run directory, its store verified first (:func:`verify_pde_run`).
+
+    Raises
+    ------
+    FileNotFoundError, CorruptRunError, UnsafePathError
+        No store; a store of other sizes than the config's; a link or a FIFO in it.
+    """
+    out = Path(out_dir)
+    if not (out / DATA_DIR).is_dir() and not (out / DATA_DIR).is_symlink():
+        raise FileNotFoundError(
+            f"{out} is not a PDE run directory with data: {DATA_DIR} not found; create one with "
+            "`attnflow run CONFIG --out DIR` on a model: pde config"
+        )
+    verify_pde_run(out)
+    return open_run(out)
 
 
 def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool = False) -> Path:
     """Run (or resume) a density run into ``out_dir`` (module docstring); returns ``out_dir``.
 
-    The directory follows the rule of every run store (:func:`attnflow.experiments.rundir.claim_run_dir`):
-    locked while written, marked ``.attnflow``, a directory holding run files attnflow did not create is
-    refused, the checkpoint holds tensors only (read with ``weights_only=True``). SIGTERM and Ctrl-C leave
+    The directory is one of the run store (:func:`attnflow.experiments.rundir.run_session`): locked while
+    written, marked ``.attnflow``, a directory holding run files attnflow did not create is refused, the
+    checkpoint holds tensors only (read with ``weights_only=True``, no larger than the run's memory bound),
+    a finished run's store is verified against the config before it is returned. SIGTERM and Ctrl-C leave
     ``status: interrupted``; rerunning resumes from the last checkpoint.
 
     Raises
@@ -389,38 +477,42 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
     ForeignDirectoryError
         ``out_dir`` holds run files that attnflow did not create.
     CorruptRunError
-        The checkpoint is not a tensors-only PDE checkpoint of this run (a pickle is refused unread).
+        The checkpoint is not a tensors-only PDE checkpoint of this run (a pickle is refused unread), or
+        a finished run's store is not the one its config writes.
     """
     cfg = load_pde_config(config)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     text = _dump(cfg)
 
     def compare(old: PdeRunConfig) -> list:
         a, b = flatten_config(old.model_dump(mode="json")), flatten_config(cfg.model_dump(mode="json"))
         return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
-    with DirectoryLock(out, "run directory"), sigterm_as_interrupt():
-        resumable = claim_run_dir(
-            out,
-            kind="PDE run",
-            run_files=PDE_RUN_FILES,
-            config_file=CONFIG_FILE,
-            config_diff=stored_config_diff(load_pde_config, compare),
-            checkpoint_file=CHECKPOINT_FILE,
-            resume=resume,
-        )
+    with run_session(
+        out,
+        kind="PDE run",
+        run_files=PDE_RUN_FILES,
+        config_diff=stored_config_diff(load_pde_config, compare),
+        resume=resume,
+    ) as resumable:
         same = resume and (out / CONFIG_FILE).is_file()
         meta = read_meta(out) if same else {}
         if same and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
+            verify_pde_run(out, cfg)  # a "done" is trusted only once its store is verified
             return out
         solver = build_pde(cfg)
         n_steps = n_steps_for(0.0, cfg.integrator.t1, cfg.integrator.dt)
         every = cfg.record.every
         ck = out / CHECKPOINT_FILE
         if resumable:
-            fix = "rerun with resume=False (the CLI's --no-resume) to start afresh"
-            records = _restore(load_checkpoint(ck, fix), solver, n_steps, ck)
+            records = restore_checkpoint(
+                ck,
+                fmt=CHECKPOINT_FORMAT,
+                restore=_restorer(solver, n_steps, every),
+                fix=_FIX,
+                max_bytes=checkpoint_bound(check_pde_resources(cfg).memory_bytes),
+                what="PDE checkpoint",
+            )
         else:
             records = [snapshot(solver)]
         atomic_write_text(out / CONFIG_FILE, text)
@@ -434,7 +526,7 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
             "pid": os.getpid(),
             "host": socket.gethostname(),
         }
-        atomic_write_text(out / META_FILE, _json(meta))
+        write_meta(out, meta)
         bar = ProgressBar(
             n_steps, cfg.name, unit="step", initial=solver.step_index, enabled=None if progress else False
         )
@@ -447,33 +539,23 @@ def run_pde(config, out_dir: str | Path, *, resume: bool = True, progress: bool 
                 if k % cfg.checkpoint_every == 0 and k < n_steps:
                     save_checkpoint(ck, _checkpoint_state(solver, records))
                     meta["step"] = k
+                    write_meta(out, meta)
                 bar.update(1)
+            ds = records_to_dataset(records, solver)
+            ds.attrs["config_name"] = cfg.name
+            write_zarr(ds, out / DATA_DIR)
+            verify_pde_run(out, cfg)  # "done" is written only for a store that reopens as its config says
         except BaseException as exc:
-            stopped = isinstance(exc, KeyboardInterrupt)
-            meta.update(
-                status="interrupted" if stopped else "failed",
-                ended=utc_now(),
-                error=(
-                    f"interrupted during step {solver.step_index + 1} of {n_steps}; {resume_hint('pde', out)}"
-                    if stopped
-                    else f"{type(exc).__name__}: {one_line(exc, 500)}"
-                ),
-            )
-            atomic_write_text(out / META_FILE, _json(meta))
+            stopped = stopped_by_user(exc)
+            msg = f"interrupted during step {solver.step_index + 1} of {n_steps}; {resume_hint('pde', out)}"
+            meta.update(failure_fields(exc, msg if stopped else None))
+            write_meta(out, meta)
             raise
         finally:
             bar.close()
-        ds = records_to_dataset(records, solver)
-        ds.attrs["config_name"] = cfg.name
-        ds.to_zarr(out / DATA_DIR, mode="w", consolidated=True, zarr_format=ZARR_FORMAT)
-        meta.update(status="done", finished=utc_now(), step=n_steps)
+        meta.update(status="done", ended=utc_now(), step=n_steps)
         meta.pop("error", None)
-        atomic_write_text(out / META_FILE, _json(meta))
+        meta.pop("traceback", None)
+        write_meta(out, meta)
         ck.unlink(missing_ok=True)
     return out
-
-
-def _json(meta: dict) -> str:
-    import json
-
-    return json.dumps(meta, indent=2, default=str) + "\n"

@@ -31,7 +31,6 @@ uninterrupted one.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import platform
 import shutil
@@ -39,7 +38,6 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -47,36 +45,42 @@ from pathlib import Path
 import numpy as np
 import torch
 import xarray as xr
-import zarr
 
 from .._version import __version__
 from ..simulation import Simulator, integrate, records_to_dataset, run_attrs
 from ..simulation.driver import RunInterrupted
 from .builder import ESTIMATORS, build, estimator, paths_computed
 from .errors import ConfigError
-from .files import (
-    CorruptFileError,
-    UnsafePathError,
-    atomic_write_text,
-    disk_usage,
-    inside,
-    read_json,
-    utc_now,
-)
-from .locking import DirectoryLock
+from .files import CorruptFileError, atomic_write_text, disk_usage, utc_now
 from .progress import ProgressBar
 from .resources import check_resources, particle_cost
 from .rundir import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    DATA_DIR,
+    META_FILE,
+    RUN_FILES,
+    ZARR_FORMAT,
     CorruptRunError,
     ForeignDirectoryError,
     RunConfigMismatchError,
-    claim_run_dir,
-    clear_run_files,
-    load_checkpoint,
+    check_store,
+    check_store_covers,
+    checkpoint_bound,
+    expected_steps,
+    failure_fields,
+    open_store,
+    read_meta,
+    read_meta_or_empty,
+    restore_checkpoint,
     resume_hint,
+    run_session,
     save_checkpoint,
-    sigterm_as_interrupt,
     stored_config_diff,
+    time_arrays,
+    truncate_store,
+    write_meta,
+    write_zarr,
 )
 from .schema import ExperimentConfig, config_diff, dump_config, flatten_config, load_config
 
@@ -86,6 +90,7 @@ __all__ = [
     "DATA_DIR",
     "META_FILE",
     "RUN_FILES",
+    "ZARR_FORMAT",
     "CorruptRunError",
     "ForeignDirectoryError",
     "check_store",
@@ -98,58 +103,12 @@ __all__ = [
     "verify_run",
 ]
 
-CONFIG_FILE = "config.yaml"
-META_FILE = "meta.json"
-DATA_DIR = "data.zarr"
-CHECKPOINT_FILE = "checkpoint.pt"
-#: The files of a run directory: the only ones attnflow clears or deletes in it.
-RUN_FILES = (DATA_DIR, CHECKPOINT_FILE, META_FILE, CONFIG_FILE)
+#: Version of the particle checkpoint's layout: ``{"format", "sim", "records", "last_record_step"}``.
+CHECKPOINT_FORMAT = 1
 _LIBRARIES = ("torch", "numpy", "xarray", "zarr", "numba", "dask", "pydantic")
-#: Zarr format 2 with consolidated metadata (``.zmetadata``): read by every Zarr implementation and by
-#: plain ``xr.open_zarr`` without warnings (format 3 has no consolidated metadata in its spec yet).
-ZARR_FORMAT = 2
-#: upper bound on the size of one Zarr chunk along time (bytes)
-_CHUNK_BYTES = 16 * 2**20
 
 
 # -- small helpers ---------------------------------------------------------------------------------
-def _write_meta(out: Path, meta: dict) -> None:
-    atomic_write_text(out / META_FILE, json.dumps(meta, indent=2, default=str) + "\n")
-
-
-def read_meta(out_dir: str | Path) -> dict:
-    """The ``meta.json`` of a run directory ({} if absent).
-
-    Raises
-    ------
-    CorruptFileError
-        ``meta.json`` is not a JSON object (or not a regular file of sane size).
-    UnsafePathError
-        ``meta.json`` is a symlink that leaves the directory (nothing outside it is read).
-    """
-    p = Path(out_dir) / META_FILE
-    if not (p.exists() or p.is_symlink()):
-        return {}
-    inside(out_dir, p, what="run file")
-    if not p.exists():
-        return {}  # a dangling link inside the directory
-    meta = read_json(p, "the run file", "resume the run (run_experiment(config, out_dir)) to rewrite it")
-    if not isinstance(meta, dict):
-        raise CorruptFileError(
-            f"the run file {p} is corrupt (a JSON {type(meta).__name__}, not an object); resume the run "
-            "(run_experiment(config, out_dir)) to rewrite it"
-        )
-    return meta
-
-
-def _read_meta_or_empty(out: Path) -> dict:
-    """``meta.json`` or {} when it is corrupt (it is informative only: the checkpoint and the store rule)."""
-    try:
-        return read_meta(out)
-    except CorruptFileError:
-        return {}
-
-
 @functools.lru_cache(maxsize=1)
 def _git_revision() -> str | None:
     here = Path(__file__).resolve().parent
@@ -186,110 +145,6 @@ def _environment(cfg: ExperimentConfig) -> dict:
     }
 
 
-def _time_dims(arr) -> tuple[str, ...] | None:
-    names = getattr(arr.metadata, "dimension_names", None)
-    if names is None:
-        names = arr.attrs.get("_ARRAY_DIMENSIONS")
-    return tuple(names) if names is not None else None
-
-
-def check_store(store: str | Path) -> Path:
-    """Check that a run's ``data.zarr`` holds only folders and regular files, before anything reads it.
-
-    attnflow writes no link into a store; a received store whose chunk or ``.zarray`` is a symbolic link
-    (to a private file, or out of the run directory) would be read through it, and a FIFO in place of a
-    chunk would hang the read. Every entry is examined with ``lstat`` (links are not followed).
-
-    Raises
-    ------
-    UnsafePathError
-        The store itself or an entry in it is a symbolic link, or an entry is neither a folder nor a
-        regular file; one line naming the entry, where it leads and the fix.
-    """
-    store = Path(store)
-    fix = "attnflow reads nothing through a link in a run's store: remove it, or rerun with --no-resume"
-    if store.is_symlink():
-        raise UnsafePathError(f"{store} is a symbolic link (to {os.readlink(store)[:200]}); {fix}")
-    if not store.is_dir():
-        return store
-    pending = [store]
-    while pending:
-        with os.scandir(pending.pop()) as entries:
-            for e in entries:
-                if e.is_symlink():
-                    target = os.readlink(e.path)[:200]
-                    raise UnsafePathError(
-                        f"{e.path[:300]} in the run's store is a symbolic link (to {target}); {fix}"
-                    )
-                if e.is_dir(follow_symlinks=False):
-                    pending.append(Path(e.path))
-                elif not e.is_file(follow_symlinks=False):
-                    raise UnsafePathError(
-                        f"{e.path[:300]} in the run's store is not a regular file (a FIFO, a socket or a "
-                        f"device); {fix}"
-                    )
-    return store
-
-
-def _time_arrays(store: Path, mode: str = "r") -> dict:
-    """Name -> (array, axis of ``time``) of every array of the store with a ``time`` dimension (the store
-    checked first: :func:`check_store`)."""
-    check_store(store)
-    group = zarr.open_group(store, mode=mode, use_consolidated=False)
-    out = {}
-    for name, arr in group.arrays():
-        dims = _time_dims(arr)
-        if dims and "time" in dims:
-            out[name] = (arr, dims.index("time"))
-    return out
-
-
-def _check_store_covers(store: Path, n_records: int, last_step: int) -> None:
-    """The store holds at least ``n_records`` records and record ``n_records - 1`` is ``last_step``
-    (read only: nothing is changed before this passes)."""
-    fix = "the store is damaged; rerun with resume=False to start afresh"
-    check_store(store)  # a link or a FIFO is refused as such (UnsafePathError), not as damage
-    try:
-        arrays = _time_arrays(store)
-        if "step" not in arrays:
-            raise CorruptRunError(f"{store} has no 'step' array; {fix}")
-        for name, (arr, ax) in arrays.items():
-            if arr.shape[ax] < n_records:
-                raise CorruptRunError(
-                    f"{store} holds {arr.shape[ax]} records in {name!r} but the checkpoint covers "
-                    f"{n_records}; {fix}"
-                )
-        step = int(arrays["step"][0][n_records - 1])
-    except CorruptRunError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any unreadable piece of the store means the same
-        raise CorruptRunError(f"{store} cannot be read ({type(exc).__name__}: {exc}); {fix}") from None
-    if step != last_step:
-        raise CorruptRunError(
-            f"{store}: record {n_records - 1} has step {step} but the checkpoint says {last_step}; {fix}"
-        )
-
-
-def _truncate_store(store: Path, n_records: int, last_step: int) -> None:
-    """Cut every array with a ``time`` dimension to ``n_records`` entries (idempotent).
-
-    :func:`_check_store_covers` runs first, so a checkpoint that does not match the store changes nothing.
-    """
-    _check_store_covers(store, n_records, last_step)
-    for arr, ax in _time_arrays(store, mode="r+").values():
-        if arr.shape[ax] > n_records:
-            shape = list(arr.shape)
-            shape[ax] = n_records
-            arr.resize(tuple(shape))
-    zarr.consolidate_metadata(store)
-
-
-def expected_steps(n_steps: int, every: int) -> np.ndarray:
-    """The steps a finished run records: 0, every, 2 every, ... and ``n_steps`` (the final state)."""
-    steps = np.arange(0, n_steps + 1, every, dtype=np.int64)
-    return steps if steps[-1] == n_steps else np.append(steps, np.int64(n_steps))
-
-
 def verify_run(out_dir: str | Path) -> None:
     """Check that a run directory holds a whole finished run: reopen its store and compare it with its config.
 
@@ -312,7 +167,7 @@ def verify_run(out_dir: str | Path) -> None:
     want = expected_steps(cfg.integrator.n_steps, cfg.record.every)
     check_store(store)  # a link or a FIFO in the store is refused, not read (UnsafePathError)
     try:
-        arrays = _time_arrays(store)
+        arrays = time_arrays(store)
         lengths = {name: arr.shape[ax] for name, (arr, ax) in arrays.items()}
         steps = np.asarray(arrays["step"][0][:]) if "step" in arrays else None
         with xr.open_zarr(store) as ds:
@@ -335,48 +190,27 @@ def verify_run(out_dir: str | Path) -> None:
         )
 
 
-def _load_checkpoint(out: Path, sim, n_steps: int) -> dict:
-    """Read and validate ``checkpoint.pt`` and restore ``sim`` from it; the store is checked, not changed."""
+def _load_checkpoint(out: Path, sim, n_steps: int, max_bytes: int) -> dict:
+    """Read and validate ``checkpoint.pt`` and restore ``sim`` from it (the store's one reader,
+    :func:`~attnflow.experiments.rundir.restore_checkpoint`); the store is checked, not changed."""
     path = out / CHECKPOINT_FILE
     fix = "rerun with resume=False to start afresh"
-    state = load_checkpoint(path, fix)  # weights_only=True: a crafted pickle is refused, never run
-    ok = (
-        isinstance(state, dict)
-        and state.get("format") == 1
-        and isinstance(state.get("sim"), dict)
-        and type(state.get("records")) is int
-        and type(state.get("last_record_step")) is int
-    )
-    if not ok:
-        raise CorruptRunError(f"{path} is not a checkpoint of this attnflow version (format 1); {fix}")
-    records, last = state["records"], state["last_record_step"]
-    try:
+
+    def restore(state: dict) -> dict:
+        records, last = state.get("records"), state.get("last_record_step")
+        if not (isinstance(state.get("sim"), dict) and type(records) is int and type(last) is int):
+            raise CorruptRunError(f"{path} is not a checkpoint of this attnflow version (format 1); {fix}")
         sim.load_state_dict(state["sim"])
-    except Exception as exc:  # noqa: BLE001 - a crafted or foreign state: missing keys, wrong types
-        raise CorruptRunError(f"{path} does not fit this run ({type(exc).__name__}: {exc}); {fix}") from None
-    if not (records >= 1 and 0 <= last <= sim.step_index <= n_steps):
-        raise CorruptRunError(
-            f"{path} is inconsistent: records={records}, last_record_step={last}, step={sim.step_index} "
-            f"(need records >= 1 and 0 <= last_record_step <= step <= {n_steps}); {fix}"
-        )
-    _check_store_covers(out / DATA_DIR, records, last)
+        if not (records >= 1 and 0 <= last <= sim.step_index <= n_steps):
+            raise CorruptRunError(
+                f"{path} is inconsistent: records={records}, last_record_step={last}, step={sim.step_index} "
+                f"(need records >= 1 and 0 <= last_record_step <= step <= {n_steps}); {fix}"
+            )
+        return state
+
+    state = restore_checkpoint(path, fmt=CHECKPOINT_FORMAT, restore=restore, fix=fix, max_bytes=max_bytes)
+    check_store_covers(out / DATA_DIR, state["records"], state["last_record_step"])
     return state
-
-
-def _encoding(ds: xr.Dataset, records_per_chunk: int) -> dict:
-    enc = {}
-    for name, var in ds.variables.items():
-        if "time" not in var.dims:
-            continue
-        per_record = max(var.dtype.itemsize * var.size // max(var.sizes["time"], 1), 1)
-        tc = max(1, min(records_per_chunk, _CHUNK_BYTES // per_record))
-        enc[name] = {"chunks": tuple(tc if d == "time" else var.sizes[d] for d in var.dims)}
-    return enc
-
-
-def _clear_run(out: Path) -> None:
-    """Delete the run files (only those) of a directory that carries attnflow's marker."""
-    clear_run_files(out, RUN_FILES)
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -429,17 +263,8 @@ class _Writer:
         if not self.buffer:
             return
         ds = records_to_dataset(self.buffer, self.sim, self.attrs, positions=self.spec.positions)
-        if self.written == 0:
-            per_ckpt = self.checkpoint_steps // self.spec.record_every
-            ds.to_zarr(
-                self.store,
-                mode="w",
-                encoding=_encoding(ds, per_ckpt),
-                consolidated=True,
-                zarr_format=ZARR_FORMAT,
-            )
-        else:
-            ds.to_zarr(self.store, append_dim="time", consolidated=True)
+        per_ckpt = self.checkpoint_steps // self.spec.record_every
+        write_zarr(ds, self.store, append=self.written > 0, records_per_chunk=per_ckpt)
         self.written += len(self.buffer)
         self.last_step = self.buffer[-1].step
         self.buffer.clear()
@@ -447,7 +272,7 @@ class _Writer:
     def checkpoint(self) -> None:
         self.flush()  # data first: the checkpoint never claims records that are not on disk
         state = {
-            "format": 1,
+            "format": CHECKPOINT_FORMAT,
             "sim": self.sim.state_dict(),
             "records": self.written,
             "last_record_step": self.last_step,
@@ -457,7 +282,7 @@ class _Writer:
         self.checkpointed_step = self.sim.step_index
         self._last_checkpoint = time.monotonic()
         self.meta.update(step=self.sim.step_index, records=self.written, checkpoint_time=utc_now())
-        _write_meta(self.out, self.meta)
+        write_meta(self.out, self.meta)
 
 
 def run_experiment(
@@ -515,60 +340,39 @@ def run_experiment(
     check_resources(
         particle_cost(cfg), allow_large=cfg.allow_large, name=cfg.name, fix="tokens.n, heads.H or paths"
     )  # before anything is allocated or created
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     if checkpoint_every_s is not None and not checkpoint_every_s > 0:
         raise ValueError(
             f"checkpoint_every_s must be > 0 seconds or None (by steps only): got {checkpoint_every_s!r}; "
             "give e.g. 60.0"
         )
-    with DirectoryLock(out, "run directory"), sigterm_as_interrupt():
-        return _run_locked(cfg, out, resume, progress, flush_every_s, checkpoint_every_s)
-
-
-def _claim(out: Path, cfg: ExperimentConfig, resume: bool) -> tuple[bool, dict]:
-    """Decide what to do with the directory's run files (:func:`~attnflow.experiments.rundir.claim_run_dir`,
-    the rule every kind of run shares); returns (resumable, old meta).
-
-    A directory without attnflow's marker that holds run files is refused, except a legacy run (written
-    before the marker existed) of this very config when resuming, which is adopted.
-    """
 
     def compare(old: ExperimentConfig) -> list:
         od, nd = flatten_config(old), flatten_config(cfg)
         return [(k, od.get(k), nd.get(k)) for k in config_diff(old, cfg)]
 
-    resumable = claim_run_dir(
-        out,
+    # a directory without attnflow's marker that holds run files is refused, except a legacy run (written
+    # before the marker existed) of this very config when resuming, which is adopted
+    with run_session(
+        out_dir,
         kind="run",
         run_files=RUN_FILES,
-        config_file=CONFIG_FILE,
         config_diff=stored_config_diff(load_config, compare, limit=None),
-        checkpoint_file=CHECKPOINT_FILE,
         resume=resume,
-    )
-    same = resume and (out / CONFIG_FILE).is_file()
-    return resumable, (_read_meta_or_empty(out) if same else {})
-
-
-def _interrupted(exc: BaseException) -> bool:
-    """Ctrl-C, also when it surfaced from compiled code as another error (numba's SystemError)."""
-    while exc is not None:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    ) as resumed:
+        out = Path(out_dir)
+        meta = read_meta_or_empty(out) if resume and (out / CONFIG_FILE).is_file() else {}
+        return _run_locked(cfg, out, resumed, meta, progress, flush_every_s, checkpoint_every_s)
 
 
 def _run_locked(
     cfg: ExperimentConfig,
     out: Path,
-    resume: bool,
+    resumed: bool,
+    meta: dict,
     progress: bool,
     flush_every_s: float,
     checkpoint_every_s: float | None = None,
 ) -> xr.Dataset:
-    resumed, meta = _claim(out, cfg, resume)
     if resumed and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
         verify_run(out)  # a "done" is trusted only once the store is verified
         return open_run(out)
@@ -598,7 +402,7 @@ def _run_locked(
         "step": meta.get("step", 0),
         "records": meta.get("records", 0),
     }
-    _write_meta(out, meta)
+    write_meta(out, meta)
     writer = None
     bar = None
     try:
@@ -608,12 +412,13 @@ def _run_locked(
         attrs = {**run_attrs(sim, spec.t1, spec.record_every), "name": cfg.name, "config": dump_config(cfg)}
         writer = _Writer(out, sim, spec, cfg.checkpoint_steps, attrs, meta, flush_every_s, checkpoint_every_s)
         if resumed:
-            state = _load_checkpoint(out, sim, n_steps)  # validated before the store is changed
-            _truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
+            bound = checkpoint_bound(particle_cost(cfg).memory_bytes)
+            state = _load_checkpoint(out, sim, n_steps, bound)  # validated before the store is changed
+            truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
             writer.written, writer.last_step = state["records"], state["last_record_step"]
             # meta.json may count records of a failed attempt that the truncation just removed
             meta.update(step=sim.step_index, records=state["records"])
-            _write_meta(out, meta)
+            write_meta(out, meta)
         else:
             if (out / DATA_DIR).exists():
                 shutil.rmtree(out / DATA_DIR)
@@ -654,29 +459,24 @@ def _run_locked(
                 meta["records"] = writer.written
             except Exception:  # noqa: BLE001 - keep the original error
                 pass
-        stopped = _interrupted(exc)
+        error = None
         if isinstance(exc, RunInterrupted):
             error = str(exc)
-        elif stopped:
+        elif failure_fields(exc)["status"] == "interrupted":
             step = writer.checkpointed_step if writer is not None else meta.get("step", 0)
             error = (
                 f"interrupted (Ctrl-C) during step {sim.step_index + 1 if writer is not None else '?'} of "
                 f"{meta['n_steps']}; the last checkpoint is at step {step}; rerun to resume"
             )
         else:
-            error = f"{type(exc).__name__}: {exc}"
-        meta.update(
-            status="interrupted" if stopped else "failed",
-            ended=utc_now(),
-            error=error,
-            traceback=traceback.format_exc(),
-        )
-        _write_meta(out, meta)
+            error = f"{type(exc).__name__}: {exc}"  # the whole message (a config error has several lines)
+        meta.update(failure_fields(exc, error))
+        write_meta(out, meta)
         raise
     meta.update(status="done", ended=utc_now())
     meta.pop("error", None)
     meta.pop("traceback", None)
-    _write_meta(out, meta)
+    write_meta(out, meta)
     return open_run(out)
 
 
@@ -693,16 +493,11 @@ def open_run(out_dir: str | Path) -> xr.Dataset:
         The store holds a symbolic link or a FIFO (:func:`check_store`).
     """
     out = Path(out_dir)
-    store = check_store(out / DATA_DIR)
-    if not store.is_dir():
-        raise FileNotFoundError(
-            f"{out} is not a run directory with data: {DATA_DIR} not found; create one with "
-            "run_experiment(config, out_dir)"
-        )
-    status = _read_meta_or_empty(out).get("status", "unknown")
+    ds = open_store(out / DATA_DIR)
+    status = read_meta_or_empty(out).get("status", "unknown")
     if status != "done":
         warnings.warn(f"run {out} is not finished (status {status}); its data may stop early", stacklevel=2)
-    return xr.open_zarr(store)
+    return ds
 
 
 def _pid_alive(pid: int | None) -> bool:

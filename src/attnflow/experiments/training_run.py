@@ -36,27 +36,31 @@ from ..training.losses import logistic_loss, measure_loss
 from ..training.meanfield import risk_landscape
 from ..training.tasks import MeasureTask, TwoClassTask
 from ..training.trainer import NonFiniteLossError, Trainer
-from .files import atomic_write_text, inside, read_json, utc_now
-from .locking import DirectoryLock
+from .files import atomic_write_text, inside, read_json
 from .progress import ProgressBar
 from .resources import check_resources, training_cost
 from .rundir import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    META_FILE,
     CorruptRunError,
-    claim_run_dir,
-    load_checkpoint,
-    one_line,
+    checkpoint_bound,
+    failure_fields,
+    read_meta,
+    restore_checkpoint,
     resume_hint,
+    run_session,
     save_checkpoint,
-    sigterm_as_interrupt,
     stored_config_diff,
+    update_meta,
 )
 from .training_config import TrainingConfig, dump_training_config, load_training_config
 
 __all__ = ["build_trainer", "read_training_run", "run_training"]
 
-CHECKPOINT = "checkpoint.pt"
-CONFIG = "config.yaml"
-META = "meta.json"
+CHECKPOINT = CHECKPOINT_FILE
+CONFIG = CONFIG_FILE
+META = META_FILE
 FORMAT = 1
 #: The files and folders of a training run directory: the only ones attnflow clears in it.
 TRAINING_RUN_FILES = (
@@ -132,33 +136,27 @@ def _write_json(path: Path, obj) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, allow_nan=True) + "\n")
 
 
-def _write_meta(out: Path, **fields) -> None:
-    meta = read_json(out / META, "meta file", "delete the run directory") if (out / META).is_file() else {}
-    meta.update(fields, updated=utc_now())
-    _write_json(out / META, meta)
-
-
 def _save_checkpoint(out: Path, trainer: Trainer) -> None:
     save_checkpoint(out / CHECKPOINT, {"format": FORMAT, "trainer": trainer.state_dict()})
     _write_json(out / "history.json", {"losses": trainer.losses, "evals": trainer.evals})
 
 
-def _load_checkpoint(out: Path, trainer: Trainer) -> None:
-    fix = "delete the run directory (or choose another --out) to start afresh"
-    state = load_checkpoint(out / CHECKPOINT, fix)  # weights_only=True: a crafted pickle is refused, not run
-    try:
-        if not (isinstance(state, dict) and state.get("format") == FORMAT):
-            raise ValueError(f"not a training checkpoint of format {FORMAT}")
-        trainer.load_state_dict(state["trainer"])
-    except Exception as exc:  # noqa: BLE001 - foreign or crafted content all ends here
-        raise CorruptRunError(
-            f"{out / CHECKPOINT} cannot be resumed ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
-        ) from None
+def _load_checkpoint(out: Path, trainer: Trainer, max_bytes: int) -> None:
+    """Restore ``trainer`` from ``checkpoint.pt`` (the store's one reader,
+    :func:`~attnflow.experiments.rundir.restore_checkpoint`: tensors only, bounded, no link)."""
+    restore_checkpoint(
+        out / CHECKPOINT,
+        fmt=FORMAT,
+        restore=lambda state: trainer.load_state_dict(state["trainer"]),
+        fix="delete the run directory (or choose another --out) to start afresh",
+        max_bytes=max_bytes,
+        what="training checkpoint",
+    )
 
 
-def _claim(out: Path, cfg: TrainingConfig) -> bool:
-    """Whether the directory holds a run of this config to resume (the rule of every run store,
-    :func:`~attnflow.experiments.rundir.claim_run_dir`): another config or foreign run files are refused."""
+def _compare(cfg: TrainingConfig):
+    """The differing keys of a stored training config and ``cfg`` (for
+    :func:`~attnflow.experiments.rundir.stored_config_diff`)."""
 
     def compare(old: TrainingConfig) -> list:
         if old == cfg:
@@ -173,18 +171,7 @@ def _claim(out: Path, cfg: TrainingConfig) -> bool:
         keys += [s for s in a if not isinstance(a[s], dict) and a[s] != b[s]]
         return keys or ["task"]
 
-    resumable = claim_run_dir(
-        out,
-        kind="training run",
-        run_files=TRAINING_RUN_FILES,
-        config_file=CONFIG,
-        config_diff=stored_config_diff(load_training_config, compare, fix="choose another out_dir"),
-        checkpoint_file=CHECKPOINT,
-        resume=True,
-    )
-    if not (out / CONFIG).is_file():
-        atomic_write_text(out / CONFIG, dump_training_config(cfg))
-    return resumable
+    return compare
 
 
 def _final_outputs(out: Path, trainer: Trainer, cfg: TrainingConfig, wall_s: float) -> dict:
@@ -282,19 +269,24 @@ def run_training(
         fix="task.n, train.batch, flow.heads or flow.layers x flow.steps_per_layer",
     )  # before anything is allocated or created
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with DirectoryLock(out, "training run directory"), sigterm_as_interrupt():
-        resumable = _claim(out, cfg)
-        if resumable and (out / META).is_file():
-            meta = read_json(out / META, "meta file", "delete the run directory")
-            if meta.get("status") == "done" and (out / "summary.json").is_file():
-                return read_json(out / "summary.json", "summary", "delete the run directory")
+    with run_session(
+        out,
+        kind="training run",
+        run_files=TRAINING_RUN_FILES,
+        config_diff=stored_config_diff(load_training_config, _compare(cfg), fix="choose another out_dir"),
+        what="training run directory",
+    ) as resumable:
+        if not (out / CONFIG).is_file():
+            atomic_write_text(out / CONFIG, dump_training_config(cfg))
+        if resumable and read_meta(out).get("status") == "done" and (out / "summary.json").is_file():
+            fix = "delete the run directory"
+            return read_json(inside(out, out / "summary.json", what="summary"), "summary", fix)
         torch.set_num_threads(1)
         trainer = build_trainer(cfg)
         if resumable:
-            _load_checkpoint(out, trainer)
+            _load_checkpoint(out, trainer, checkpoint_bound(training_cost(cfg).memory_bytes))
         attrs = {**trainer.flow.attrs(), "gradient": trainer.gradient, "adjoint_state": trainer.adjoint_state}
-        _write_meta(
+        update_meta(
             out,
             kind="training",
             name=cfg.name,
@@ -320,24 +312,19 @@ def run_training(
             bar.update(1, extra=f"loss {tr.losses[-1]:.4g}")
             if tr.step_count % every == 0 or tr.step_count == cfg.train.steps:
                 _save_checkpoint(out, tr)
-                _write_meta(out, step=tr.step_count)
+                update_meta(out, step=tr.step_count)
 
         try:
             trainer.train(cfg.train.steps, on_step)
         except NonFiniteLossError as err:
-            _write_meta(
+            update_meta(
                 out, status="diverged", step=err.step, last_finite_loss=err.last_finite_loss, error=str(err)
             )
             raise
         except (
             BaseException
         ) as exc:  # Ctrl-C, SIGTERM, a failed step: the last checkpoint stays, a rerun resumes
-            stopped = isinstance(exc, KeyboardInterrupt)
-            _write_meta(
-                out,
-                status="interrupted" if stopped else "failed",
-                error=f"{type(exc).__name__}: {one_line(exc, 500)}",
-            )
+            update_meta(out, **failure_fields(exc))
             raise
         finally:
             bar.close()
@@ -348,9 +335,9 @@ def run_training(
                 summary["figures"] = list(figures(out))
                 _write_json(out / "summary.json", summary)
         except Exception as exc:
-            _write_meta(out, status="failed", error=f"final outputs: {type(exc).__name__}: {exc}")
+            update_meta(out, **failure_fields(exc, f"final outputs: {type(exc).__name__}: {exc}"))
             raise
-        _write_meta(out, status="done", step=trainer.step_count)
+        update_meta(out, status="done", step=trainer.step_count, error=None, traceback=None)
         return summary
 
 
@@ -367,9 +354,9 @@ def read_training_run(out_dir: str | Path) -> dict:
     """
     out = Path(out_dir)
     fix = "rerun `attnflow train` on it to finish or rebuild it"
-    res = {"meta": read_json(inside(out, out / META, what="meta file"), "meta file", fix)}
-    if not isinstance(res["meta"], dict):
-        raise CorruptRunError(f"the meta file {out / META} is not a JSON object; {fix}")
+    if not (out / META).is_file() and not (out / META).is_symlink():
+        raise CorruptRunError(f"{out} holds no {META}: it is not a training run directory; {fix}")
+    res = {"meta": read_meta(out)}
     if res["meta"].get("status") in ("interrupted", "failed", "running"):
         res["resume"] = resume_hint("training", out)
     for name in ("history", "summary"):
