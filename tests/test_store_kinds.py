@@ -1,8 +1,9 @@
 """One run store, three run kinds (issue 30, "One store"): PDE and training runs through the shared store.
 
-* a PDE run and a training run killed by SIGKILL at a random step (a forked child kills itself: no handler
-  runs, ``meta.json`` still says ``running``) resume from their last checkpoint to the bits of an
-  uninterrupted run;
+* a PDE run and a training run killed at a random step resume from their last checkpoint to the bits of an
+  uninterrupted run: in the default tier the run directory is copied at the kill (what SIGKILL leaves on
+  disk: ``meta.json`` still says ``running``), in the slow tier a child process sends itself SIGKILL
+  (``tests/store_kill_helpers.py`` arms both);
 * a hostile PDE or training run directory (a link in the store or in place of a run file, a path leaving
   the directory, an oversize array or checkpoint) is refused with one clear error before anything is read
   through it or allocated for it.
@@ -17,12 +18,15 @@ import json
 import os
 import shutil
 import signal
-import time
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from security.security_helpers import TINY_PDE, TINY_TRAINING
+from store_kill_helpers import arm, run
 
 from attnflow.experiments.files import UnsafePathError
 from attnflow.experiments.pde_runs import check_pde_resources, open_pde_run, run_pde, verify_pde_run
@@ -39,38 +43,54 @@ torch.set_num_threads(1)
 PDE_STEPS = 10
 #: TINY_TRAINING with more steps, so that a kill can fall between and after checkpoints (every 2).
 TRAINING = {**copy.deepcopy(TINY_TRAINING), "train": {**TINY_TRAINING["train"], "steps": 8}}
-#: a forked child that has not exited after this long is stuck (a tiny run takes well under a second)
-CHILD_TIMEOUT_S = 120
+#: a child that has not died after this long is stuck (it imports attnflow and runs a tiny run: seconds)
+CHILD_TIMEOUT_S = 300
+HELPERS = Path(__file__).with_name("store_kill_helpers.py")
 
 
 def _kill_step(seed: int, low: int, high: int) -> int:
-    """The step (in [low, high)) at which the child kills itself: drawn from a seeded generator."""
+    """The step (in [low, high)) at which the run is killed: drawn from a seeded generator."""
     return int(np.random.default_rng(seed).integers(low, high))
 
 
-def _fork_and_die(target, patch) -> int:
-    """Run ``target()`` in a forked child after ``patch()`` (which arranges the SIGKILL); returns the signal
-    that ended the child (0 if it exited)."""
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 0
-        try:
-            patch()
-            target()
-        except BaseException:  # noqa: BLE001 - a child must not unwind into the parent's test
-            code = 3
-        os._exit(code)
-    deadline = CHILD_TIMEOUT_S
-    t0 = time.monotonic()
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.WTERMSIG(status) if os.WIFSIGNALED(status) else -os.WEXITSTATUS(status)
-        if time.monotonic() - t0 > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail(f"the forked child did not finish in {deadline} s")
-        time.sleep(0.01)
+class _Killed(BaseException):
+    """Stops the run in the test process once the directory has been copied (not an Exception: no handler
+    of the run treats it as its own failure)."""
+
+
+def _kill_in_process(kind: str, config: dict, out, kill_at: int, monkeypatch):
+    """Copy ``out`` as it stands at the kill (what SIGKILL leaves on disk) to its sibling ``killed`` and
+    stop the run; returns the copy."""
+    killed = out.parent / "killed"
+
+    def snapshot():
+        shutil.copytree(out, killed)
+        raise _Killed
+
+    with monkeypatch.context() as m:
+        if kind == "pde":
+            m.setattr(DensitySolver, "step", DensitySolver.step)  # restored when the context ends
+        else:
+            m.setattr(Trainer, "train", Trainer.train)
+        arm(kind, kill_at, snapshot)
+        with pytest.raises(_Killed):
+            run(kind, copy.deepcopy(config), str(out))
+    return killed
+
+
+def _kill_in_a_child(kind: str, config: dict, out, kill_at: int):
+    """Run ``kind`` in a child process that sends itself SIGKILL at ``kill_at``; returns ``out``."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run(
+        [sys.executable, str(HELPERS), kind, json.dumps(config), str(out), str(kill_at)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -88,69 +108,77 @@ def training_reference(tmp_path_factory):
     return out, run_training(copy.deepcopy(TRAINING), out)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_pde_run_killed_at_a_random_step_resumes_bit_for_bit(tmp_path, pde_reference, seed):
-    kill_at = _kill_step(seed, 1, PDE_STEPS)  # the step during which the child dies (1..9)
-    out = tmp_path / "killed"
-    real = DensitySolver.step
-
-    def patch():
-        def dying(self):
-            if self.step_index + 1 == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            real(self)
-
-        DensitySolver.step = dying
-
-    assert _fork_and_die(lambda: run_pde(copy.deepcopy(TINY_PDE), out), patch) == signal.SIGKILL
+def _check_pde_resumed(out, kill_at, reference):
     meta = read_meta(out)
-    assert meta["status"] == "running"  # SIGKILL: nothing could write "interrupted"
-    assert (out / "checkpoint.pt").is_file() == (kill_at > 4)  # checkpoints at steps 4 and 8
+    assert meta["status"] == "running"  # killed: nothing wrote "interrupted"
+    assert meta["step"] == kill_at - 1 - (kill_at - 1) % 4  # the last checkpoint (every 4) or 0
+    assert (out / "checkpoint.pt").is_file() == (kill_at > 4)
     run_pde(copy.deepcopy(TINY_PDE), out)
     assert read_meta(out)["status"] == "done" and not (out / "checkpoint.pt").exists()
-    got, ref = open_pde_run(out).load(), open_pde_run(pde_reference).load()
-    assert list(got.data_vars) == list(ref.data_vars)
+    got, ref = open_pde_run(out).load(), open_pde_run(reference).load()
+    assert list(got.variables) == list(ref.variables)
     for name in ref.variables:
         np.testing.assert_array_equal(got[name].values, ref[name].values, err_msg=name)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_training_run_killed_at_a_random_step_resumes_bit_for_bit(tmp_path, training_reference, seed):
-    steps = TRAINING["train"]["steps"]
-    kill_at = _kill_step(seed, 1, steps)  # the child dies after this many steps (before a checkpoint)
-    out = tmp_path / "killed"
-    real = Trainer.train
+def _tensors_equal(a, b) -> bool:
+    """Same structure, tensors equal bit for bit (and of one dtype), other values equal."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_tensors_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_tensors_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
-    def patch():
-        def dying(self, n, on_step=None):
-            def hook(tr):
-                if tr.step_count == kill_at:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                on_step(tr)
 
-            real(self, n, hook)
-
-        Trainer.train = dying
-
-    assert _fork_and_die(lambda: run_training(copy.deepcopy(TRAINING), out), patch) == signal.SIGKILL
+def _check_training_resumed(out, kill_at, reference):
     meta = read_training_run(out)["meta"]
-    assert meta["status"] == "running" and meta["step"] == kill_at - kill_at % 2  # the last checkpoint
+    last = (kill_at - 1) - (kill_at - 1) % 2  # killed before step kill_at's checkpoint: the one before
+    assert meta["status"] == "running" and meta["step"] == last
     resumed = run_training(copy.deepcopy(TRAINING), out)
-    ref_dir, ref = training_reference
+    ref_dir, ref = reference
     assert resumed["final"] == ref["final"] and resumed["initial"] == ref["initial"]
     a = torch.load(ref_dir / "checkpoint.pt", weights_only=True)["trainer"]
     b = torch.load(out / "checkpoint.pt", weights_only=True)["trainer"]
-    for key in ("flow", "optimizer"):
-        fa, fb = torch.utils._pytree.tree_flatten(a[key])[0], torch.utils._pytree.tree_flatten(b[key])[0]
-        assert len(fa) == len(fb)
-        for x, y in zip(fa, fb, strict=True):
-            assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
-    assert torch.equal(a["losses"], b["losses"]) and a["evals"] == b["evals"]
+    assert _tensors_equal(a, b)
     for name in ("head_law.npz", "clouds.npz"):
         with np.load(ref_dir / name) as za, np.load(out / name) as zb:
             assert sorted(za.files) == sorted(zb.files)
             for k in za.files:
                 np.testing.assert_array_equal(za[k], zb[k], err_msg=f"{name}:{k}")
+    assert read_training_run(out)["meta"]["status"] == "done"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pde_run_killed_at_a_random_step_resumes_bit_for_bit(tmp_path, pde_reference, seed, monkeypatch):
+    kill_at = _kill_step(seed, 1, PDE_STEPS + 1)  # during step 1..10 (checkpoints after steps 4 and 8)
+    killed = _kill_in_process("pde", TINY_PDE, tmp_path / "run", kill_at, monkeypatch)
+    _check_pde_resumed(killed, kill_at, pde_reference)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_training_run_killed_at_a_random_step_resumes_bit_for_bit(
+    tmp_path, training_reference, seed, monkeypatch
+):
+    kill_at = _kill_step(seed, 1, TRAINING["train"]["steps"] + 1)  # after step 1..8, before its checkpoint
+    killed = _kill_in_process("training", TRAINING, tmp_path / "run", kill_at, monkeypatch)
+    _check_training_resumed(killed, kill_at, training_reference)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["pde", "training"])
+def test_a_real_sigkill_at_a_random_step_resumes_bit_for_bit(
+    tmp_path, pde_reference, training_reference, kind
+):
+    """The same with a real SIGKILL of a child process (slow tier: the child imports attnflow)."""
+    config, steps = (TINY_PDE, PDE_STEPS) if kind == "pde" else (TRAINING, TRAINING["train"]["steps"])
+    kill_at = _kill_step(2, 1, steps + 1)
+    out = _kill_in_a_child(kind, config, tmp_path / "run", kill_at)
+    if kind == "pde":
+        _check_pde_resumed(out, kill_at, pde_reference)
+    else:
+        _check_training_resumed(out, kill_at, training_reference)
 
 
 # -- hostile directories -------------------------------------------------------------------------------
@@ -190,8 +218,12 @@ def test_pde_run_file_leading_out_of_the_directory_is_refused(tmp_path, pde_refe
     if name == "meta.json":
         with pytest.raises(UnsafePathError, match=r"meta\.json.*resolves to .*private_meta\.json, outside"):
             run_pde(copy.deepcopy(TINY_PDE), run)
-    else:  # a linked config is never read as the stored config; the verifier refuses to read through it
-        with pytest.raises(CorruptRunError, match=r"config\.yaml cannot be read"):
+    else:  # the store's verifier reads no config through a link out of the directory
+        with pytest.raises(
+            UnsafePathError, match=r"config\.yaml.*resolves to .*private_config\.yaml, outside"
+        ):
+            open_pde_run(run)
+        with pytest.raises(UnsafePathError, match=r"config\.yaml.*outside"):
             verify_pde_run(run)
 
 

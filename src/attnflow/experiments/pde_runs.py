@@ -53,7 +53,7 @@ from ..pde.resources import PdeCost, pde_cost, pde_grid_size
 from ..simulation import n_steps_for
 from .errors import ConfigError, short_repr, validate_mapping
 from .fields import Section, TimeGrid
-from .files import MAX_NPY_BYTES, atomic_write_text, read_npy, utc_now
+from .files import MAX_NPY_BYTES, atomic_write_text, inside, read_npy, utc_now
 from .progress import ProgressBar
 from .resources import RunCost, check_resources
 from .rundir import (
@@ -422,12 +422,14 @@ def verify_pde_run(out_dir: str | Path, config=None) -> None:
     CorruptRunError
         The config cannot be read, or an array's sizes are not the config's.
     UnsafePathError
-        A link or a FIFO in the store.
+        A link or a FIFO in the store, or a ``config.yaml`` that leads out of the directory.
     """
     out = Path(out_dir)
     fix = f"the run's store is not the one its config writes; {_FIX}"
+    if config is None:
+        config = inside(out, out / CONFIG_FILE, what="run file")  # nothing outside the directory is read
     try:
-        cfg = load_pde_config(out / CONFIG_FILE if config is None else config)
+        cfg = load_pde_config(config)
     except ConfigError as exc:
         raise CorruptRunError(f"{out / CONFIG_FILE} cannot be read ({one_line(exc, 300)}); {_FIX}") from None
     d = getattr(cfg.density, "d", None)

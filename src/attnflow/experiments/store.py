@@ -1,6 +1,9 @@
-"""The run store: one directory per run, written incrementally and resumable bit for bit.
+"""Particle runs on the run store: one directory per run, written incrementally and resumable bit for bit.
 
-Layout of a run directory (``docs/design.md``, "Run store")::
+The directory format, its lock and claim, ``meta.json``, the checkpoint reader and writer, the Zarr writer
+and the checks of a received store are the run store's (:mod:`attnflow.experiments.rundir`, shared with
+PDE and training runs); this module is the particle kind: what a particle run records and when. Layout
+(``docs/design.md``, "Run store")::
 
     config.yaml     the validated config, every default filled in
     meta.json       versions, git revision, device, seeds, start/end times, status, progress
