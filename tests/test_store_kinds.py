@@ -31,7 +31,7 @@ from store_kill_helpers import arm, run
 from attnflow.experiments.files import UnsafePathError
 from attnflow.experiments.pde_runs import check_pde_resources, open_pde_run, run_pde, verify_pde_run
 from attnflow.experiments.resources import training_cost
-from attnflow.experiments.rundir import CorruptRunError, checkpoint_bound, read_meta
+from attnflow.experiments.rundir import CorruptRunError, RunConfigMismatchError, checkpoint_bound, read_meta
 from attnflow.experiments.training_config import load_training_config
 from attnflow.experiments.training_run import read_training_run, run_training
 from attnflow.pde import DensitySolver
@@ -108,12 +108,27 @@ def training_reference(tmp_path_factory):
     return out, run_training(copy.deepcopy(TRAINING), out)
 
 
-def _check_pde_resumed(out, kill_at, reference):
+def _counting(monkeypatch, cls, name) -> dict:
+    """Count the calls of ``cls.name`` (the steps a resumed run really takes)."""
+    calls = {"n": 0}
+    real = getattr(cls, name)
+
+    def counted(self, *a, **k):
+        calls["n"] += 1
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
+def _check_pde_resumed(out, kill_at, reference, monkeypatch):
     meta = read_meta(out)
-    assert meta["status"] == "running"  # killed: nothing wrote "interrupted"
-    assert meta["step"] == kill_at - 1 - (kill_at - 1) % 4  # the last checkpoint (every 4) or 0
+    last = kill_at - 1 - (kill_at - 1) % 4  # the last checkpoint (every 4 steps) or 0
+    assert meta["status"] == "running" and meta["step"] == last  # killed: nothing wrote "interrupted"
     assert (out / "checkpoint.pt").is_file() == (kill_at > 4)
+    steps = _counting(monkeypatch, DensitySolver, "step")
     run_pde(copy.deepcopy(TINY_PDE), out)
+    assert steps["n"] == PDE_STEPS - last  # it went on from the checkpoint, it did not start again
     assert read_meta(out)["status"] == "done" and not (out / "checkpoint.pt").exists()
     got, ref = open_pde_run(out).load(), open_pde_run(reference).load()
     assert list(got.variables) == list(ref.variables)
@@ -132,11 +147,13 @@ def _tensors_equal(a, b) -> bool:
     return a == b
 
 
-def _check_training_resumed(out, kill_at, reference):
+def _check_training_resumed(out, kill_at, reference, monkeypatch):
     meta = read_training_run(out)["meta"]
     last = (kill_at - 1) - (kill_at - 1) % 2  # killed before step kill_at's checkpoint: the one before
     assert meta["status"] == "running" and meta["step"] == last
+    steps = _counting(monkeypatch, Trainer, "train_step")
     resumed = run_training(copy.deepcopy(TRAINING), out)
+    assert steps["n"] == TRAINING["train"]["steps"] - last  # went on from the checkpoint
     ref_dir, ref = reference
     assert resumed["final"] == ref["final"] and resumed["initial"] == ref["initial"]
     a = torch.load(ref_dir / "checkpoint.pt", weights_only=True)["trainer"]
@@ -148,13 +165,19 @@ def _check_training_resumed(out, kill_at, reference):
             for k in za.files:
                 np.testing.assert_array_equal(za[k], zb[k], err_msg=f"{name}:{k}")
     assert read_training_run(out)["meta"]["status"] == "done"
+    # a finished run is returned as is; another config in the same directory is refused
+    assert run_training(copy.deepcopy(TRAINING), out) == resumed
+    other = copy.deepcopy(TRAINING)
+    other["train"]["lr"] = 0.01
+    with pytest.raises(RunConfigMismatchError, match="different config.*train.lr"):
+        run_training(other, out)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_pde_run_killed_at_a_random_step_resumes_bit_for_bit(tmp_path, pde_reference, seed, monkeypatch):
     kill_at = _kill_step(seed, 1, PDE_STEPS + 1)  # during step 1..10 (checkpoints after steps 4 and 8)
     killed = _kill_in_process("pde", TINY_PDE, tmp_path / "run", kill_at, monkeypatch)
-    _check_pde_resumed(killed, kill_at, pde_reference)
+    _check_pde_resumed(killed, kill_at, pde_reference, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -163,22 +186,22 @@ def test_training_run_killed_at_a_random_step_resumes_bit_for_bit(
 ):
     kill_at = _kill_step(seed, 1, TRAINING["train"]["steps"] + 1)  # after step 1..8, before its checkpoint
     killed = _kill_in_process("training", TRAINING, tmp_path / "run", kill_at, monkeypatch)
-    _check_training_resumed(killed, kill_at, training_reference)
+    _check_training_resumed(killed, kill_at, training_reference, monkeypatch)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["pde", "training"])
 def test_a_real_sigkill_at_a_random_step_resumes_bit_for_bit(
-    tmp_path, pde_reference, training_reference, kind
+    tmp_path, pde_reference, training_reference, kind, monkeypatch
 ):
     """The same with a real SIGKILL of a child process (slow tier: the child imports attnflow)."""
     config, steps = (TINY_PDE, PDE_STEPS) if kind == "pde" else (TRAINING, TRAINING["train"]["steps"])
     kill_at = _kill_step(2, 1, steps + 1)
     out = _kill_in_a_child(kind, config, tmp_path / "run", kill_at)
     if kind == "pde":
-        _check_pde_resumed(out, kill_at, pde_reference)
+        _check_pde_resumed(out, kill_at, pde_reference, monkeypatch)
     else:
-        _check_training_resumed(out, kill_at, training_reference)
+        _check_training_resumed(out, kill_at, training_reference, monkeypatch)
 
 
 # -- hostile directories -------------------------------------------------------------------------------

@@ -110,6 +110,7 @@ def _tensors_equal(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.slow  # 106 s measured on the shared 2 cores; default tier: tests/test_store_kinds.py
 def test_resume_after_sigkill_is_bit_for_bit(tmp_path):
     cfg = _cfg()
     ref = run_training(cfg, tmp_path / "ref")
