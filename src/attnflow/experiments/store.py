@@ -57,23 +57,23 @@ from .errors import ConfigError
 from .files import CorruptFileError, atomic_write_text, disk_usage, utc_now
 from .progress import ProgressBar
 from .resources import check_resources, particle_cost
-from .rundir import (
-    CHECKPOINT_FILE,
-    CONFIG_FILE,
-    DATA_DIR,
-    META_FILE,
-    RUN_FILES,
-    ZARR_FORMAT,
-    CorruptRunError,
-    ForeignDirectoryError,
-    RunConfigMismatchError,
-    check_store,
+from .rundir import (  # the run store's names that users import from here (their one home: rundir.py)
+    CHECKPOINT_FILE as CHECKPOINT_FILE,
+    CONFIG_FILE as CONFIG_FILE,
+    DATA_DIR as DATA_DIR,
+    META_FILE as META_FILE,
+    RUN_FILES as RUN_FILES,
+    ZARR_FORMAT as ZARR_FORMAT,
+    CorruptRunError as CorruptRunError,
+    ForeignDirectoryError as ForeignDirectoryError,
+    RunConfigMismatchError as RunConfigMismatchError,
+    check_store as check_store,
     check_store_covers,
     checkpoint_bound,
-    expected_steps,
+    expected_steps as expected_steps,
     failure_fields,
     open_store,
-    read_meta,
+    read_meta as read_meta,
     read_meta_or_empty,
     restore_checkpoint,
     resume_hint,
@@ -87,24 +87,7 @@ from .rundir import (
 )
 from .schema import ExperimentConfig, config_diff, dump_config, flatten_config, load_config
 
-__all__ = [
-    "CHECKPOINT_FILE",
-    "CONFIG_FILE",
-    "DATA_DIR",
-    "META_FILE",
-    "RUN_FILES",
-    "ZARR_FORMAT",
-    "CorruptRunError",
-    "ForeignDirectoryError",
-    "check_store",
-    "RunConfigMismatchError",
-    "expected_steps",
-    "open_run",
-    "read_meta",
-    "run_experiment",
-    "run_info",
-    "verify_run",
-]
+__all__ = ["open_run", "run_experiment", "run_info", "verify_run"]
 
 #: Version of the particle checkpoint's layout: ``{"format", "sim", "records", "last_record_step"}``.
 CHECKPOINT_FORMAT = 1

@@ -41,7 +41,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import threading
 import time
 import traceback
@@ -67,6 +66,7 @@ from .files import (
     write_marker,
 )
 from .locking import DirectoryLock
+from .rundir import clear_run_files
 from .schema import ExperimentConfig, config_diff, load_config, load_yaml, with_overrides
 from .store import CONFIG_FILE, DATA_DIR, META_FILE, RUN_FILES, read_meta, run_experiment
 from .sweep_data import (
@@ -414,12 +414,7 @@ def _delete_task(out: Path, name: str) -> None:
             "or delete it yourself, or choose another out_dir"
         )
     with DirectoryLock(path, "task directory"):  # refused while a live process writes it
-        for item in RUN_FILES:
-            p = path / item
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
-            elif p.exists() or p.is_symlink():
-                p.unlink()
+        clear_run_files(path, RUN_FILES)  # the run store's one deleter (marked directories only)
         for tmp in path.glob(".*.tmp"):  # leftovers of atomic writes cut short
             tmp.unlink()
         (path / MARKER_FILE).unlink()
