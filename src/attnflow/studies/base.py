@@ -79,7 +79,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..analysis.verdicts import VerdictRecord
 from ..experiments.compute import read_compute
 from ..experiments.config import ExperimentConfig
-from ..experiments.store import DATA_DIR, open_run, read_meta
+from ..experiments.pde_runs import open_pde_run
+from ..experiments.store import open_run, read_meta
 from .errors import StudyConfigError
 from .render import Table
 from .tasks import Task
@@ -189,9 +190,10 @@ class StudyRuns:
 
     def open(self, name: str) -> xr.Dataset:
         """The stored dataset of particle run ``name`` (:func:`attnflow.experiments.store.open_run`) or of
-        PDE run ``name`` (its ``data.zarr``)."""
+        PDE run ``name`` (:func:`attnflow.experiments.pde_runs.open_pde_run`: its store verified against
+        its config first)."""
         if self.specs.get(name, {}).get("kind") == "pde":
-            return xr.open_zarr(self.path(name) / DATA_DIR, consolidated=True)
+            return open_pde_run(self.path(name))
         return open_run(self.path(name))
 
     def result(self, name: str) -> dict[str, Any]:
