@@ -47,3 +47,31 @@ def test_the_checks_live_below_simulation_and_pde_and_spec_re_exports_them():
     assert "check_dt" in spec.__all__ and "check_t0" in spec.__all__
     assert solver.check_dt is base.check_dt and simulator.check_dt is base.check_dt
     assert _pde_solver(dt=0.01, t0=2).t0 == 2.0  # a valid t0 is taken as a float
+
+
+# --------------------------------------------------------------------------- the token noise's one home
+
+
+def test_geodesic_random_walk_is_the_exp_map_of_the_scaled_tangent_draw():
+    import torch
+
+    from attnflow.geometry import Euclidean, Sphere
+    from attnflow.integrators.brownian import brownian_scale, geodesic_random_walk
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 7, 3))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    z = rng.standard_normal((2, 7, 3))
+    eps, dt = 0.3, 0.02
+    assert brownian_scale(eps, dt) == math.sqrt(2 * eps * dt)
+    # independent reference in NumPy: u = s (z - <x, z> x), exp_x(u) = cos|u| x + sin|u| u/|u|
+    s = math.sqrt(2 * eps * dt)
+    u = s * (z - (x * z).sum(-1, keepdims=True) * x)
+    nu = np.linalg.norm(u, axis=-1, keepdims=True)
+    ref = np.cos(nu) * x + np.sin(nu) * u / nu
+    got = geodesic_random_walk(Sphere(), torch.from_numpy(x), torch.from_numpy(z), eps, dt).numpy()
+    # float64 round-off of a few operations on unit vectors (|u| ~ 0.3): 1e-14 leaves a factor ~50
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=-1), 1.0, rtol=0, atol=1e-15)
+    flat = geodesic_random_walk(Euclidean(), torch.from_numpy(x), torch.from_numpy(z), eps, dt).numpy()
+    np.testing.assert_allclose(flat, x + s * z, rtol=0, atol=1e-15)  # flat space: x + sqrt(2 eps dt) z
