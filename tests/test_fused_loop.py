@@ -459,10 +459,11 @@ def test_parallel_threads_give_the_same_bits_and_the_reference_values():
 
 
 def test_each_shared_formula_has_one_definition_that_both_loops_call():
-    from attnflow.dynamics import assembly, numba_backend, numba_kernel
-    from attnflow.integrators import euler
+    from attnflow.dynamics import assembly, numba_assembly, numba_backend, numba_kernel
+    from attnflow.geometry import sphere
+    from attnflow.integrators import brownian, euler
     from attnflow.model import transformer, weights
-    from attnflow.simulation import fused, simulator
+    from attnflow.simulation import fused, ledger, simulator
 
     homes = {
         "_layer_scale": transformer.layer_scale,
@@ -472,12 +473,34 @@ def test_each_shared_formula_has_one_definition_that_both_loops_call():
         "_euler_increment": euler.euler_increment,
         "_effective_drift": assembly.effective_drift,
         "_ito_coefficient": assembly.ito_coefficient,
+        "_ito_rate_term": assembly.ito_rate_term,
+        "_martingale_term": assembly.martingale_term,
+        "_riemann_step": ledger.riemann_step,
+        "_retraction": sphere.retraction,
+        "_tangent_component": sphere.tangent_component,
+        "_geodesic_point": sphere.geodesic_point,
+        "_brownian_scale": brownian.brownian_scale,
         "score_bounds": numba_kernel.score_bounds.py_func,
     }
+    assembly_homes = {
+        "_row_mass": assembly.row_mass,
+        "_ito_row": assembly.ito_row,
+        "_path_sums": assembly.path_sums,
+        "_tangent_component": sphere.tangent_component,
+    }
     assert fused.FORMULAS == homes
-    # the compiled loop compiles the very function objects of the homes ...
-    for name, home in homes.items():
-        assert getattr(fused, name).py_func is home, name
+    assert numba_assembly.FORMULAS == assembly_homes
+    for module, table in ((fused, homes), (numba_assembly, assembly_homes)):
+        # the compiled loops compile the very function objects of the homes ...
+        compiled = [
+            f.py_func
+            for f in vars(module).values()
+            if hasattr(f, "py_func") and f.py_func.__module__ == module.__name__
+        ]
+        for name, home in table.items():
+            assert getattr(module, name).py_func is home, name
+            # ... and call them (a compiled function of the module names the compiled copy)
+            assert any(name in f.__code__.co_names for f in compiled), (module.__name__, name)
     # ... and the Python loop calls them (by name, from the home's module namespace)
     callers = {
         transformer.TransformerModel.head_scale: "layer_scale",
@@ -489,20 +512,32 @@ def test_each_shared_formula_has_one_definition_that_both_loops_call():
         euler.ProjectedEuler.drift_step: "euler_increment",
         assembly.ledger_rates: "effective_drift",
         numba_backend.score_bound: "score_bounds",
+        assembly.martingale_increment: "martingale_term",
+        ledger.EnergyLedger.add_step: "riemann_step",
+        sphere.project: "retraction",
+        sphere.tangent_projection: "tangent_component",
+        sphere.exp_map: "geodesic_point",
+        brownian.geodesic_random_walk: "brownian_scale",
+        simulator.Simulator.brownian_step: "geodesic_random_walk",
     }
     for fn, name in callers.items():
         assert name in fn.__code__.co_names, (fn.__qualname__, name)
-    assert "ito_coefficient" in assembly.ledger_rates.__code__.co_names
+    for name in ("ito_coefficient", "ito_rate_term"):
+        assert name in assembly.ledger_rates.__code__.co_names, name
+    for name in ("row_mass", "ito_row", "path_sums"):
+        assert name in assembly.assemble.__code__.co_names, name
+    assert "retraction" in sphere.exp_map.__code__.co_names
     # every formula is defined once in src/ (a def at any depth; a regex scan, cheaper than parsing every
     # file), and the compiled loop's former twin of c(t) is gone
     src = Path(fused.__file__).resolve().parents[1]
-    names = [home.__name__ for home in homes.values()] + ["_head_scale"]
+    all_homes = [*homes.values(), *assembly_homes.values()]
+    names = [home.__name__ for home in all_homes] + ["_head_scale"]
     pattern = re.compile(rf"^\s*def ({'|'.join(names)})\(", re.M)
     defs: dict[str, list[str]] = {}
     for path in src.rglob("*.py"):
         for m in pattern.finditer(path.read_text()):
             defs.setdefault(m.group(1), []).append(str(path.relative_to(src)))
-    for home in homes.values():
+    for home in all_homes:
         assert len(defs.get(home.__name__, [])) == 1, (home.__name__, defs.get(home.__name__))
     assert "_head_scale" not in defs  # fused's own c(t) (before issue 30)
 

@@ -31,11 +31,15 @@ a :class:`~attnflow.dynamics.pairsums.PairSums`; this module turns it into a :cl
   :math:`c(t) D`, so f, g and dW become :math:`c f + \dot c D`, :math:`c g`, :math:`c\,dW`
   (:func:`ledger_rates`, :func:`martingale_increment`).
 
-The numba backend assembles these formulas in compiled code (:mod:`attnflow.dynamics.numba_assembly`, held
-to :func:`assemble` by ``tests/test_numba_assembly.py``); the compiled multi-step loop
-(:mod:`attnflow.simulation.fused`) compiles :func:`effective_drift` and :func:`ito_coefficient` from here
-(the factors of :func:`ledger_rates`) and sums them over heads as :func:`ledger_rates` and
-:func:`martingale_increment` do, held to them by ``tests/test_fused_loop.py``.
+The ledger's formulas are written once, here, as plain arithmetic valid on tensors and on numbers inside
+numba (issue 30): the row mass :func:`row_mass` and the Ito row factor :func:`ito_row`, the path sums
+:func:`path_sums` (E, G^2, Ghat^2 from their sums), the rate factors :func:`effective_drift`,
+:func:`ito_coefficient`, :func:`ito_rate_term` and the martingale term :func:`martingale_term`.
+:func:`assemble`, :func:`ledger_rates` and :func:`martingale_increment` call them on tensors; the numba
+backend's compiled assembly (:mod:`attnflow.dynamics.numba_assembly`, its ``FORMULAS``) and the compiled
+multi-step loop (:mod:`attnflow.simulation.fused`, its ``FORMULAS``) compile these very functions and
+only loop over them; ``tests/test_fused_loop.py`` checks that each has one definition, and
+``tests/test_numba_assembly.py`` / ``tests/test_fused_loop.py`` hold the compiled results to these.
 
 The velocity is assembled in the precision of the sums that carry it (working precision for the PyTorch
 backend, float64 for the numba kernel) and returned in the tokens' dtype. Every ledger quantity is float64;
@@ -61,11 +65,16 @@ __all__ = [
     "effective_drift",
     "energy_from_lse",
     "ito_coefficient",
+    "ito_rate_term",
+    "ito_row",
     "ledger_overflow",
     "ledger_rates",
     "martingale_increment",
+    "martingale_term",
     "overflow_message",
     "pair_norm",
+    "path_sums",
+    "row_mass",
 ]
 
 
@@ -168,14 +177,11 @@ def assemble(
         raise ValueError("assemble(ledger=True) needs pair sums computed with ledger=True")
     norm = pair_norm(H, n)
     e_shift = torch.exp(sums.row_shift)  # (P, H, n)
-    row_mass = e_shift * sums.row_sum  # sum_j U_ij = exp(lse_i) = n m_h(x_i)
-    head_mass = row_mass.sum(-1) / norm
+    head_mass = row_mass(e_shift, sums.row_sum).sum(-1) / norm
     out.head_mass = head_mass
-    out.energy = head_mass.sum(-1) / beta
     # b = ((1/H) sum_h 1/m_h)^{-1} = exp(-logmeanexp_h(-lse)) / n, eq. (36)
     b = torch.exp(-(torch.logsumexp(-lse, dim=1) - math.log(H))) / n
     v64 = v_sums.to(f64)
-    out.G2 = (b * v64.square().sum(-1)).mean(-1)
     y = e_shift.unsqueeze(-1) * sums.row_x  # y^h_i = sum_j U_ij x_j
     z = y if sums.col_x is None else torch.exp(sums.col_shift)[..., None, None] * sums.col_x
     D64 = D.to(f64)
@@ -183,13 +189,15 @@ def assemble(
     g = (torch.einsum("phab,phib->pia", D64, y) + torch.einsum("phba,phib->pia", D64, z)) / (norm / n)
     g = geometry.tangent(x64, g)
     out.grad = g
-    out.Ghat2 = (v64 * g).sum(-1).mean(-1)
+    out.energy, out.G2, out.Ghat2 = path_sums(
+        head_mass.sum(-1), (b * v64.square().sum(-1)).sum(-1), (v64 * g).sum(-1).sum(-1), beta, n
+    )
     out.second_moment = torch.einsum("pia,phib->phab", x64, y) / norm
     if sums.row_q is None:
         # the Ito sums were skipped (zero weight noise): no Ito factors, ledger_rates gives d_sE^Ito = 0
         out.ito_moment = out.ito_full = None
     elif geometry.unit_norm:
-        out.ito_moment = (e_shift * (sums.row_sum + sums.row_q)).sum(-1) / norm
+        out.ito_moment = ito_row(e_shift, sums.row_sum, sums.row_q).sum(-1) / norm
         out.ito_full = head_mass
     elif sums.row_r2 is None:
         # a backend without the |x_j|^2 sums (the numba kernel) gives no Ito factors off the sphere;
@@ -248,8 +256,40 @@ def _per_head_g2(g, P: int, H: int) -> torch.Tensor:
     return (g**2).expand(P, H) if g.ndim <= 2 else (g**2).reshape(P, H)
 
 
-# The two formulas below are plain arithmetic, valid on tensors (ledger_rates) and on numbers inside numba:
-# the compiled loop of attnflow.simulation.fused compiles these very functions (their one definition).
+# The formulas below are plain arithmetic, valid on tensors (assemble, ledger_rates, martingale_increment)
+# and on numbers inside numba: the compiled assembly of attnflow.dynamics.numba_assembly and the compiled
+# loop of attnflow.simulation.fused compile these very functions (their one definition; FORMULAS there).
+
+
+def row_mass(e_shift, row_sum):
+    """sum_j U^h_ij = e^{M_i} row_sum_i = exp(lse^h_i) = n m_h(x_i): a row's mass (Cor. 4.8; summed over
+    (h, i) and divided by 2 H n^2 it is beta E, eq. (20))."""
+    return e_shift * row_sum
+
+
+def ito_row(e_shift, row_sum, row_q):
+    """sum_j U^h_ij (1 + <x_i, x_j>^2) = e^{M_i} (row_sum_i + row_q_i): a row of the Ito factor of the
+    symmetric noise on the sphere (twice Var(x_i^T xi x_j) summed with the weights U, eq. (147))."""
+    return e_shift * (row_sum + row_q)
+
+
+def path_sums(mass, g2_sum, ghat2_sum, beta, n):
+    """E, G^2, Ghat^2 of a path from their sums: E = sum_h head mass / beta (eq. (20); head mass
+    sum_ij U_ij/(2Hn^2)), G^2 = (1/n) sum_i b(x_i) abs(v_i)^2 (Lemma 4.12), Ghat^2 = (1/n) sum_i <v_i,
+    n P grad_i E> (NOTES §3)."""
+    return mass / beta, g2_sum / n, ghat2_sum / n
+
+
+def ito_rate_term(g2, scale, factor):
+    """g_h^2 c^2 times the Ito factor of head h: one head's term of the Ito rate of E (eq. (147)), before
+    :func:`ito_coefficient`; under the layer scaling the noise g dW acts as c g dW."""
+    return g2 * scale**2 * factor
+
+
+def martingale_term(scale, inner):
+    """c sum_h <dS_h, C_h>_F from ``inner`` = sum_h <dS_h, C_h>_F: the martingale increment of one step
+    (eq. (147); NOTES §3), dS = g sqrt(dt) xi the noise added to the heads, c the layer scaling."""
+    return scale * inner
 
 
 def effective_drift(scale, drift, scale_rate, D):
@@ -300,16 +340,16 @@ def ledger_rates(
     f_eff = effective_drift(scale, drift.to(torch.float64), scale_rate, D.to(torch.float64))
     C = fe.second_moment
     dtE_drift = (f_eff * C).sum(dim=(-1, -2, -3))
-    g2 = _per_head_g2(g, P, H).to(C.device) * scale**2
+    g2 = _per_head_g2(g, P, H).to(C.device)
     if (fe.ito_moment if noise_kind == "symmetric" else fe.ito_full) is None:
-        if bool((g2 != 0).any()):
+        if bool((g2 * scale**2 != 0).any()):
             raise ValueError(
                 "ledger_rates: the weight noise g is not zero but the field was evaluated without its Ito "
                 "sums (ito=False); evaluate with ito=True whenever the weight process is stochastic"
             )
         return dtE_drift, torch.zeros_like(dtE_drift)
     factor = fe.ito_moment if noise_kind == "symmetric" else fe.ito_full
-    dtE_ito = ito_coefficient(beta, noise_kind == "symmetric") * (g2 * factor).sum(-1)
+    dtE_ito = ito_coefficient(beta, noise_kind == "symmetric") * ito_rate_term(g2, scale, factor).sum(-1)
     return dtE_drift, dtE_ito
 
 
@@ -321,4 +361,4 @@ def martingale_increment(fe: FieldEval, noise: torch.Tensor | None, scale: float
     C = fe.second_moment
     if noise is None:
         return torch.zeros(C.shape[0], dtype=torch.float64, device=C.device)
-    return scale * (noise.to(torch.float64) * C).sum(dim=(-1, -2, -3))
+    return martingale_term(scale, (noise.to(torch.float64) * C).sum(dim=(-1, -2, -3)))

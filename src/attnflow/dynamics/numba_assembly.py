@@ -6,7 +6,9 @@ pair; its einsums over (P, H, n, d) run as badly shaped batched products). This 
 :class:`~attnflow.dynamics.assembly.FieldEval` from the same
 :class:`~attnflow.dynamics.pairsums.PairSums` arrays in two compiled passes. The formulas are those of
 :func:`attnflow.dynamics.assembly.assemble` (their one home, with the equation numbers of
-arXiv 2605.18870 and NOTES.md §1, §3); ``tests/test_numba_assembly.py`` checks every output against it
+arXiv 2605.18870 and NOTES.md §1, §3): the passes below compile the home's formula functions (the row mass,
+the Ito row factor, the path sums of E, G^2 and Ghat^2, and the sphere's tangent projection; :data:`FORMULAS`)
+and loop over them; ``tests/test_numba_assembly.py`` checks every output against ``assemble``
 (float64: 1e-13 relative).
 
 * per token (p, i), in parallel: the softmax means ``row_x / row_sum``, the velocity
@@ -30,9 +32,29 @@ import torch
 from numba import njit, prange
 
 from ..geometry import Euclidean, Geometry, Sphere
-from .assembly import FieldEval, pair_norm
+from ..geometry.sphere import tangent_component
+from .assembly import FieldEval, ito_row, pair_norm, path_sums, row_mass
 
-__all__ = ["assemble_arrays", "assemble_core", "assemble_numba"]
+__all__ = ["FORMULAS", "assemble_arrays", "assemble_core", "assemble_numba"]
+
+# The ledger's formulas are compiled from their one definition in their home (plain arithmetic that runs on
+# tensors in attnflow.dynamics.assembly.assemble and on numbers here); the passes below only loop over them.
+# ``tests/test_fused_loop.py`` checks that these are the very function objects (``.py_func``) of the homes.
+# numba's on-disk cache (cache=True) sees only edits to the file of the cached function, not to a home in
+# another file: after editing a home, touch this file and simulation/fused.py (whose loop compiles these
+# passes in) or delete the __pycache__/*.nbi, *.nbc files.
+_row_mass = njit(row_mass)  # exp(lse) = e^M row_sum (Cor. 4.8, eq. (20))
+_ito_row = njit(ito_row)  # e^M (row_sum + row_q) (eq. (147))
+_path_sums = njit(path_sums)  # E, G^2, Ghat^2 from their sums (eq. (20), Lemma 4.12)
+_tangent_component = njit(tangent_component)  # v - <x, v> x (eq. (10))
+
+#: the shared formulas: name in this module -> the home function it compiles
+FORMULAS = {
+    "_row_mass": row_mass,
+    "_ito_row": ito_row,
+    "_path_sums": path_sums,
+    "_tangent_component": tangent_component,
+}
 
 _BLOCK = 64  # tokens per parallel work item
 
@@ -83,7 +105,7 @@ def _token_pass(
                 if not ledger:
                     continue
                 es = e_shift[p, h, i]
-                mass = es * rs  # exp(lse_h) = n m_h(x_i)
+                mass = _row_mass(es, rs)  # exp(lse_h) = n m_h(x_i)
                 if 1e-290 < mass < 1e290:
                     inv_sum[ii] += 1.0 / mass
                 else:
@@ -163,7 +185,7 @@ def _heads_d3(
         rv[2, ii] += v20 * m0 + v21 * m1 + v22 * m2
         if ledger:
             es = e_shift[p, h, i]
-            mass = es * rs
+            mass = _row_mass(es, rs)
             if 1e-290 < mass < 1e290:
                 inv_sum[ii] += 1.0 / mass
             else:
@@ -191,7 +213,7 @@ def _tangent(sphere, xi, w, out):
         for a in range(d):
             dot += xi[a] * w[a]
         for a in range(d):
-            out[a] = w[a] - dot * xi[a]
+            out[a] = _tangent_component(w[a], dot, xi[a])
     else:
         for a in range(d):
             out[a] = w[a]
@@ -210,9 +232,9 @@ def _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C
         c = np.zeros((d, d))
         for i in range(n):
             es = e_shift[p, h, i]
-            mass += es * row_sum[p, h, i]
+            mass += _row_mass(es, row_sum[p, h, i])
             if has_q:
-                q += es * (row_sum[p, h, i] + row_q[p, h, i])
+                q += _ito_row(es, row_sum[p, h, i], row_q[p, h, i])
             for a in range(d):
                 xa = x[p, i, a]
                 for b in range(d):
@@ -269,27 +291,26 @@ def assemble_core(
     head_mass, ito, C = np.empty((P, H)), np.empty((P, H)), np.empty((P, H, d, d))
     if ledger:
         _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C)
-        _path_sums(head_mass, g2_tok, gh2_tok, beta, energy, G2, Ghat2)
+        _path_pass(head_mass, g2_tok, gh2_tok, beta, energy, G2, Ghat2)
     return vel, raw_v, grad, energy, G2, Ghat2, head_mass, ito, C
 
 
 @njit(cache=True)
-def _path_sums(head_mass, g2_tok, gh2_tok, beta, energy, G2, Ghat2):
-    """E = sum_h head_mass / beta, G^2 and Ghat^2 = means over tokens (index order)."""
+def _path_pass(head_mass, g2_tok, gh2_tok, beta, energy, G2, Ghat2):
+    """E = sum_h head_mass / beta, G^2 and Ghat^2 = means over tokens: the home's path sums
+    (:func:`~attnflow.dynamics.assembly.path_sums`) of the sums taken in index order."""
     P, H = head_mass.shape
     n = g2_tok.shape[1]
     for p in range(P):
         e = 0.0
         for h in range(H):
             e += head_mass[p, h]
-        energy[p] = e / beta
         a = 0.0
         b = 0.0
         for i in range(n):
             a += g2_tok[p, i]
             b += gh2_tok[p, i]
-        G2[p] = a / n
-        Ghat2[p] = b / n
+        energy[p], G2[p], Ghat2[p] = _path_sums(e, a, b, beta, n)
 
 
 def _f64(a: np.ndarray) -> np.ndarray:

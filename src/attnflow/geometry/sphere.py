@@ -3,6 +3,12 @@
 The retraction ``project`` is the map Pi(y) = y / |y| of the paper's discrete scheme
 (arXiv 2605.18870, Sec. 6), and ``tangent_projection`` is P_perp(x) v = v - <x, v> x
 (the projection onto T_x S^{d-1}, Sec. 2, eq. (10)).
+
+The arithmetic of these maps, once the norms and inner products are summed, is written once:
+:func:`retraction`, :func:`tangent_component` and :func:`geodesic_point` are plain arithmetic, valid on
+tensors and on numbers inside numba. The maps below call them, and the compiled loops
+(:mod:`attnflow.simulation.fused`, :mod:`attnflow.dynamics.numba_assembly`) compile these very functions
+(issue 30: one definition of each formula, checked by ``tests/test_fused_loop.py``).
 """
 
 from __future__ import annotations
@@ -20,14 +26,33 @@ __all__ = [
     "check_on_sphere",
     "exp_map",
     "geodesic_distance",
+    "geodesic_point",
     "log_map",
     "pairwise_geodesic_distance",
     "project",
+    "retraction",
+    "tangent_component",
     "tangent_projection",
 ]
 
 #: Default tolerance on | |x_i| - 1 | used when validating user tokens.
 SPHERE_TOL = 1e-6
+
+
+def retraction(y, norm):
+    """Pi(y) = y / |y| (the retraction of the Sec. 6 scheme) from ``norm`` = |y| (or a floor of it)."""
+    return y / norm
+
+
+def tangent_component(v, dot, x):
+    """P_perp(x) v = v - <x, v> x (eq. (10)) from ``dot`` = <x, v>."""
+    return v - dot * x
+
+
+def geodesic_point(x, direction, cos_norm, sin_norm):
+    """cos|u| x + sin|u| u/|u|: the point exp_x(u) of the great circle through x along the unit tangent
+    ``direction`` = u/|u| (before the final renormalisation of :func:`exp_map`)."""
+    return cos_norm * x + sin_norm * direction
 
 
 def project(y: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
@@ -54,7 +79,7 @@ def project(y: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     norm = torch.linalg.vector_norm(y, dim=-1, keepdim=True)
     if eps > 0:
         norm = norm.clamp_min(eps)
-    return y / norm
+    return retraction(y, norm)
 
 
 def tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -71,7 +96,7 @@ def tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     -------
     Tensor, shape=[..., d]
     """
-    return v - (x * v).sum(-1, keepdim=True) * x
+    return tangent_component(v, (x * v).sum(-1, keepdim=True), x)
 
 
 def geodesic_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -192,8 +217,8 @@ def exp_map(z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """
     norm = torch.linalg.vector_norm(u, dim=-1, keepdim=True)
     direction = u / norm.clamp_min(torch.finfo(u.dtype).tiny)
-    moved = torch.cos(norm) * z + torch.sin(norm) * direction
-    return moved / torch.linalg.vector_norm(moved, dim=-1, keepdim=True)
+    moved = geodesic_point(z, direction, torch.cos(norm), torch.sin(norm))
+    return retraction(moved, torch.linalg.vector_norm(moved, dim=-1, keepdim=True))
 
 
 @dataclass(frozen=True)

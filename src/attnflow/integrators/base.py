@@ -11,6 +11,8 @@ multiplicative noise (g depending on D) the increment scheme has strong order 1/
 
 from __future__ import annotations
 
+import math
+import numbers
 from abc import ABC, abstractmethod
 from decimal import Decimal
 from typing import ClassVar
@@ -21,7 +23,44 @@ import torch
 from ..dynamics.assembly import FieldEval
 from ..dynamics.system import VectorField
 
-__all__ = ["Integrator", "grid_times"]
+__all__ = ["Integrator", "check_dt", "check_t0", "grid_times"]
+
+
+def check_dt(dt) -> float:
+    """``dt`` as a float if it is a finite number > 0: the one check of the time step.
+
+    Every entry calls it (the YAML config's ``integrator.dt``, :func:`attnflow.simulate`,
+    :class:`attnflow.simulation.SimulationSpec`, :class:`attnflow.simulation.Simulator`, the density solver
+    :class:`attnflow.pde.DensitySolver`), so a bad step gives the same message wherever it is given. It
+    lives in the integrators' layer so that :mod:`attnflow.simulation` and :mod:`attnflow.pde` can both
+    import it (``attnflow.simulation.spec`` re-exports it).
+
+    Raises
+    ------
+    ValueError
+        ``dt must be a finite number > 0: got ...``, with the fix.
+
+    Examples
+    --------
+    >>> check_dt(0.01)
+    0.01
+    """
+    if isinstance(dt, bool) or not isinstance(dt, numbers.Real) or not math.isfinite(dt) or dt <= 0:
+        raise ValueError(f"dt must be a finite number > 0: got {dt!r}; give a time step such as dt=0.01")
+    return float(dt)
+
+
+def check_t0(t0) -> float:
+    """``t0`` as a float if it is a finite number: the one check of the initial time.
+
+    Raises
+    ------
+    ValueError
+        ``t0 must be finite: got ...``.
+    """
+    if isinstance(t0, bool) or not isinstance(t0, numbers.Real) or not math.isfinite(t0):
+        raise ValueError(f"t0 must be finite: got {t0!r}; e.g. t0=0.0")
+    return float(t0)
 
 
 def _decimals(x: float) -> int:

@@ -32,7 +32,7 @@ import torch
 import xarray as xr
 
 from ..geometry import Sphere
-from ..integrators.base import grid_times
+from ..integrators.base import check_dt, check_t0, grid_times
 from ..model.transformer import TransformerModel
 from ..model.weights import noise_matrix
 from ..random import BrownianSource
@@ -89,8 +89,10 @@ class DensitySolver:
     Raises
     ------
     ValueError
-        At load: band limit too small for beta |D| (with the minimum), negative eps, dt beyond the explicit
-        stability limit (with the largest stable dt), mass not 1, an attention kind the solver lacks.
+        At load: dt not a finite number > 0 or t0 not finite (:func:`attnflow.integrators.base.check_dt`,
+        ``check_t0``: the messages of the particle simulation), band limit too small for beta |D| (with
+        the minimum), negative eps, dt beyond the explicit stability limit (with the largest stable dt),
+        mass not 1, an attention kind the solver lacks.
     """
 
     def __init__(
@@ -131,8 +133,8 @@ class DensitySolver:
                 f"unknown quadrature backend {quadrature!r}; valid: {', '.join(QUADRATURE_BACKENDS)}"
             )
         self.quadrature = quadrature
-        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not (math.isfinite(dt) and dt > 0):
-            raise ValueError(f"dt must be a finite number > 0: got {dt!r}")
+        dt = check_dt(dt)  # the one check of the time step (the particle simulation's too)
+        t0 = check_t0(t0)
         self.eps = _check_nonneg("eps", eps, "eps is the token noise intensity (0: the paper's PDE)")
         self.model, self.grid, self.dt, self.kernel = model, grid, float(dt), kernel
         d = grid.d

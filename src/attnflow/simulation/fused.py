@@ -23,13 +23,18 @@ The formulas of the step are compiled from their one definition in their home (:
 function objects that the Python loop calls, checked by ``tests/test_fused_loop.py``): the layer scaling
 c(t), dc/dt (:func:`attnflow.model.transformer.layer_scale`, Sec. 5), the drift lambda (F - D), the noise
 shape and g sqrt(dt) (:mod:`attnflow.model.weights`, eq. (10)), the Euler update
-(:func:`attnflow.integrators.euler.euler_increment`), the factors of the ledger rates
+(:func:`attnflow.integrators.euler.euler_increment`), the retraction Pi(y) = y/|y|, the tangent projection
+and the exp map's great-circle point (:mod:`attnflow.geometry.sphere`), the token noise's scale
+sqrt(2 eps dt) (:func:`attnflow.integrators.brownian.brownian_scale`), the ledger rates' factors and terms
 (:func:`attnflow.dynamics.assembly.effective_drift`, :func:`~attnflow.dynamics.assembly.ito_coefficient`,
-eq. (147)) and the score bound (:func:`attnflow.dynamics.numba_kernel.score_bounds`). The velocity and
-ledger are the kernel's and the compiled assembly's (:mod:`attnflow.dynamics.numba_assembly`); the sums
-over heads of the rates and the martingale increment, the retraction and the geodesic random walk of
-:meth:`attnflow.simulation.Simulator.brownian_step` are loops over those formulas, held to the Python loop
-by the tests. The state goes back to the simulator through :meth:`attnflow.simulation.Simulator.take_state`.
+:func:`~attnflow.dynamics.assembly.ito_rate_term`), the martingale increment
+(:func:`~attnflow.dynamics.assembly.martingale_term`), the ledger's running sums
+(:func:`attnflow.simulation.ledger.riemann_step`; all eq. (147)) and the score bound
+(:func:`attnflow.dynamics.numba_kernel.score_bounds`). The velocity and ledger are the kernel's and the
+compiled assembly's (:mod:`attnflow.dynamics.numba_assembly`, which compiles the ledger's formulas from
+:mod:`attnflow.dynamics.assembly` the same way); what this module adds are the loops over heads, tokens and
+entries around those formulas, held to the Python loop by the tests. The state goes back to the simulator
+through :meth:`attnflow.simulation.Simulator.take_state`.
 A ledger quantity that leaves float64 is reported at the step it happens (:func:`_check_ledger`), as the
 Python loop does.
 
@@ -49,11 +54,21 @@ import torch
 from numba import njit
 
 from ..dynamics import numba_backend
-from ..dynamics.assembly import FieldEval, effective_drift, ito_coefficient, overflow_message, pair_norm
+from ..dynamics.assembly import (
+    FieldEval,
+    effective_drift,
+    ito_coefficient,
+    ito_rate_term,
+    martingale_term,
+    overflow_message,
+    pair_norm,
+)
 from ..dynamics.fastsum import AUTO_MIN_N
 from ..dynamics.numba_assembly import assemble_core
 from ..dynamics.numba_kernel import bound_range, choose_pass, pair_sums_core, score_bounds, work_items
 from ..geometry import Sphere
+from ..geometry.sphere import geodesic_point, retraction, tangent_component
+from ..integrators.brownian import brownian_scale
 from ..integrators.euler import ProjectedEuler, euler_increment
 from ..model.transformer import layer_scale
 from ..model.weights import (
@@ -65,6 +80,7 @@ from ..model.weights import (
     relaxation_drift,
     symmetric_part,
 )
+from .ledger import riemann_step
 
 __all__ = ["BLOCK_SECONDS", "FORMULAS", "HUGE", "NONFINITE", "OK", "Block", "FusedLoop", "plan"]
 
@@ -116,6 +132,8 @@ def plan(sim) -> str | None:
 # The formulas of the step are compiled from their one definition in their home (plain arithmetic that runs
 # on tensors in the Python loop and on numbers here); ``tests/test_fused_loop.py`` checks that these are the
 # very function objects (``.py_func``) of the homes.
+# numba's on-disk cache (cache=True) sees only edits to the file of the cached function, not to a home in
+# another file: after editing a home, touch this file or delete its __pycache__/*.nbi, *.nbc files.
 _layer_scale = njit(layer_scale)  # c(t), dc/dt (Sec. 5)
 _relaxation_drift = njit(relaxation_drift)  # lambda (F - D) (eq. (10))
 _symmetric_part = njit(symmetric_part)  # (Z + Z^T)/2 (Sec. 6)
@@ -123,6 +141,13 @@ _noise_scale = njit(noise_scale)  # g sqrt(dt) (eq. (10))
 _euler_increment = njit(euler_increment)  # y + dt rate (Sec. 6 scheme)
 _effective_drift = njit(effective_drift)  # c f + c' D (eq. (147))
 _ito_coefficient = njit(ito_coefficient)  # beta/4 or beta/2 (eq. (147))
+_ito_rate_term = njit(ito_rate_term)  # g^2 c^2 (Ito factor) (eq. (147))
+_martingale_term = njit(martingale_term)  # c sum_h <dS_h, C_h>_F (eq. (147))
+_riemann_step = njit(riemann_step)  # the ledger's running sums after a step (eq. (147))
+_retraction = njit(retraction)  # Pi(y) = y/|y| (Sec. 6 scheme)
+_tangent_component = njit(tangent_component)  # v - <x, v> x (eq. (10))
+_geodesic_point = njit(geodesic_point)  # cos|u| x + sin|u| u/|u| (exp map)
+_brownian_scale = njit(brownian_scale)  # sqrt(2 eps dt) (NOTES §10)
 
 #: the shared formulas: name in the compiled loop -> the home function it compiles
 FORMULAS = {
@@ -133,6 +158,13 @@ FORMULAS = {
     "_euler_increment": euler_increment,
     "_effective_drift": effective_drift,
     "_ito_coefficient": ito_coefficient,
+    "_ito_rate_term": ito_rate_term,
+    "_martingale_term": martingale_term,
+    "_riemann_step": riemann_step,
+    "_retraction": retraction,
+    "_tangent_component": tangent_component,
+    "_geodesic_point": geodesic_point,
+    "_brownian_scale": brownian_scale,
     "score_bounds": score_bounds.py_func,
 }
 
@@ -220,7 +252,7 @@ def _rates(D, drift, C, ito_m, head_mass, c, c_rate, g2, stochastic, noise_sym, 
         if stochastic:
             acc = 0.0
             for h in range(H):
-                acc += g2 * c * c * (ito_m[p, h] if noise_sym else head_mass[p, h])
+                acc += _ito_rate_term(g2, c, ito_m[p, h] if noise_sym else head_mass[p, h])
             r1[p] = _ito_coefficient(beta, noise_sym) * acc
 
 
@@ -239,7 +271,9 @@ def _noise(z, gs, noise_sym, out):
 @njit(cache=True)
 def _token_update(x, vel, dtw, signw, noisy, ztok, tok_scale, tiny, zw, x_new):
     """Projected Euler Pi(x + dt s v) (integrators.euler), then with ``noisy`` the geodesic random walk
-    exp_x(sqrt(2 eps dt) P(x) z) (Simulator.brownian_step), in the working precision."""
+    exp_x(sqrt(2 eps dt) P(x) z) (integrators.brownian), in the working precision: loops over the formulas
+    of the homes (the Euler update, the retraction, the tangent projection, the exp map's great-circle
+    point; ``tok_scale`` is sqrt(2 eps dt))."""
     P, n, d = x.shape
     y = np.empty(d, dtype=x.dtype)
     u = np.empty(d, dtype=x.dtype)
@@ -252,25 +286,25 @@ def _token_update(x, vel, dtw, signw, noisy, ztok, tok_scale, tiny, zw, x_new):
             r += y[a] * y[a]
         r = np.sqrt(r)
         for a in range(d):
-            x_new[p, i, a] = y[a] / r
+            x_new[p, i, a] = _retraction(y[a], r)
         if noisy:
             dot = zw
             for a in range(d):
                 dot += x_new[p, i, a] * ztok[p, i, a]
             un = zw
             for a in range(d):
-                u[a] = tok_scale * (ztok[p, i, a] - dot * x_new[p, i, a])
+                u[a] = tok_scale * _tangent_component(ztok[p, i, a], dot, x_new[p, i, a])
                 un += u[a] * u[a]
             un = np.sqrt(un)
             cn, sn = np.cos(un), np.sin(un)
             den = max(un, tiny)
             m2 = zw
             for a in range(d):
-                y[a] = cn * x_new[p, i, a] + sn * (u[a] / den)
+                y[a] = _geodesic_point(x_new[p, i, a], u[a] / den, cn, sn)
                 m2 += y[a] * y[a]
             m2 = np.sqrt(m2)
             for a in range(d):
-                x_new[p, i, a] = y[a] / m2
+                x_new[p, i, a] = _retraction(y[a], m2)
 
 
 @njit(cache=True)
@@ -288,19 +322,20 @@ def _head_update(D, drift, nz, dtw, D_new):
 
 @njit(cache=True)
 def _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic):
-    """The step's left Riemann terms and martingale increment (simulation.ledger, eq. (147))."""
+    """The step's left Riemann terms and martingale increment (simulation.ledger.riemann_step and
+    dynamics.assembly.martingale_term, eq. (147))."""
     P, H, d, _ = C.shape
     for p in range(P):
-        acc[0, p] = acc[0, p] + (r0[p] + r1[p]) * dt
-        acc[1, p] = acc[1, p] + G2[p] * dt
-        acc[2, p] = acc[2, p] + Ghat2[p] * dt
         m = 0.0
         if stochastic:
             for h in range(H):
                 for a in range(d):
                     for b in range(d):
                         m += np.float64(nz[p, h, a, b]) * C[p, h, a, b]
-        acc[3, p] = acc[3, p] + c * m
+        inc = _martingale_term(c, m)
+        acc[0, p], acc[1, p], acc[2, p], acc[3, p] = _riemann_step(
+            acc[0, p], acc[1, p], acc[2, p], acc[3, p], r0[p], r1[p], G2[p], Ghat2[p], inc, dt
+        )
 
 
 @njit(cache=True)
@@ -360,7 +395,7 @@ def _run(
     dtw = _wcast(x, dt)
     signw = _wcast(x, sign)
     gs = _wcast(x, _noise_scale(_wcast(x, g), dt))
-    tok_scale = _wcast(x, math.sqrt(2.0 * eps_tok * dt))
+    tok_scale = _wcast(x, _brownian_scale(eps_tok, dt))
     tiny = _wcast(x, tiny_value)
     zw = _wcast(x, 0.0)
     drift = np.empty_like(D)

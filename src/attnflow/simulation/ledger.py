@@ -9,7 +9,10 @@ where d_sE is the explicit time derivative through the weights (drift and Ito pa
 martingale of the weight noise and J_t the energy jumps E(x, D_after) - E(x, D_before) of
 piecewise-constant (layered) weights at layer boundaries (zero for the continuous processes of the paper).
 The terms themselves come from :mod:`attnflow.dynamics.assembly`; this object only sums them, owns their
-names and the residual formulas, checks that they stay in float64 range, and can be checkpointed.
+names and the residual formulas, checks that they stay in float64 range, and can be checkpointed. One
+step's update of the running sums is :func:`riemann_step` (plain arithmetic, valid on tensors and on
+numbers inside numba): :meth:`EnergyLedger.add_step` calls it, and the compiled loop of
+:mod:`attnflow.simulation.fused` compiles this very function (its one definition, issue 30).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 
 from ..dynamics.assembly import FieldEval, ledger_overflow
 
-__all__ = ["ACCUMULATORS", "SCALARS", "EnergyLedger"]
+__all__ = ["ACCUMULATORS", "SCALARS", "EnergyLedger", "riemann_step"]
 
 #: the running sums of the ledger
 ACCUMULATORS = ("int_dtE", "int_G2", "int_Ghat2", "martingale", "jumps")
@@ -39,6 +42,19 @@ SCALARS = (
     "residual_paper",
     "residual_exact",
 )
+
+
+def riemann_step(int_dtE, int_G2, int_Ghat2, martingale, drift_rate, ito_rate, G2, Ghat2, increment, dt):
+    """The running sums of identity (147) after one step from t_k: the left Riemann terms
+    (d_sE^drift + d_sE^Ito) dt, G^2 dt, Ghat^2 dt at the state of t_k, and the step's martingale increment
+    (:func:`attnflow.dynamics.assembly.martingale_term`). Returns the new ``(int_dtE, int_G2, int_Ghat2,
+    martingale)``."""
+    return (
+        int_dtE + (drift_rate + ito_rate) * dt,
+        int_G2 + G2 * dt,
+        int_Ghat2 + Ghat2 * dt,
+        martingale + increment,
+    )
 
 
 class EnergyLedger:
@@ -84,10 +100,10 @@ class EnergyLedger:
         if t is not None:
             self._check_finite(fe, t, step)
         acc = self.acc
-        acc["int_dtE"] = acc["int_dtE"] + (rates[0] + rates[1]) * dt
-        acc["int_G2"] = acc["int_G2"] + fe.G2 * dt
-        acc["int_Ghat2"] = acc["int_Ghat2"] + fe.Ghat2 * dt
-        acc["martingale"] = acc["martingale"] + martingale
+        acc["int_dtE"], acc["int_G2"], acc["int_Ghat2"], acc["martingale"] = riemann_step(
+            acc["int_dtE"], acc["int_G2"], acc["int_Ghat2"], acc["martingale"],
+            rates[0], rates[1], fe.G2, fe.Ghat2, martingale, dt,
+        )  # fmt: skip
 
     def add_jump(self, energy_jump: torch.Tensor) -> None:
         """Add the energy jump of a layer boundary."""

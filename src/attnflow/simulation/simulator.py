@@ -20,7 +20,6 @@ The loop over steps lives in :func:`attnflow.simulation.integrate`.
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from ..dynamics.assembly import FieldEval, energy_from_lse, martingale_increment
 from ..dynamics.field import model_ledger_rates
 from ..dynamics.system import VectorField
 from ..integrators import get_integrator
+from ..integrators.brownian import geodesic_random_walk
 from ..model import heads as heads_mod
 from ..model.transformer import TransformerModel
 from ..model.weights import noise_matrix, noise_scale
@@ -492,13 +492,15 @@ class Simulator:
         self._fe = self._rates = None
 
     def brownian_step(self, x: torch.Tensor) -> torch.Tensor:
-        """One geodesic random-walk step of the token noise: exp_x(sqrt(2 eps dt) P(x) z), z ~ N(0, I).
+        """One geodesic random-walk step of the token noise: exp_x(sqrt(2 eps dt) P(x) z), z ~ N(0, I)
+        (:func:`attnflow.integrators.brownian.geodesic_random_walk`, with the next draws of the per-path
+        ``token_noise`` streams).
 
-        The compiled loop (:mod:`attnflow.simulation.fused`) has a compiled twin, held to this by
-        ``tests/test_fused_loop.py``."""
-        geo = self.model.geometry
+        The compiled loop (:mod:`attnflow.simulation.fused`) compiles the same formulas (the scale
+        sqrt(2 eps dt), the tangent projection, the exp map's great-circle point and the retraction, from
+        their homes), held to this by ``tests/test_fused_loop.py``."""
         z = self.token_noise.next()
-        return geo.exp(x, geo.tangent(x, math.sqrt(2.0 * self.model.token_noise * self.dt) * z))
+        return geodesic_random_walk(self.model.geometry, x, z, self.model.token_noise, self.dt)
 
     def _raise_non_finite(self, x_new: torch.Tensor, D_new: torch.Tensor, t_new: float) -> None:
         bad_x = (~torch.isfinite(x_new)).flatten(1).any(1)

@@ -1,7 +1,10 @@
 """A frozen description of one simulation: what the config builder returns and the Simulator consumes.
 
 The whole-step rule ((t1 - t0)/dt must be a whole number of steps) lives here and only here:
-:func:`n_steps_for`.
+:func:`n_steps_for`. The checks of ``dt`` and ``t0`` live one layer down, in
+:mod:`attnflow.integrators.base` (the particle simulation and the density solver of :mod:`attnflow.pde`
+both call them); they are re-exported here, so ``from attnflow.simulation.spec import check_dt`` keeps
+working.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from ..integrators.base import check_dt, check_t0
 from ..model.transformer import TransformerModel
 
 __all__ = ["MAX_STEPS", "SimulationSpec", "check_dt", "check_record_every", "check_t0", "n_steps_for"]
@@ -24,41 +28,6 @@ def _short_float(x: float) -> str:
     """``1e12`` rather than ``1000000000000`` for round powers of ten."""
     text = f"{x:.0e}".replace("e+0", "e").replace("e+", "e")
     return text if float(text) == x else f"{x:g}"
-
-
-def check_dt(dt) -> float:
-    """``dt`` as a float if it is a finite number > 0: the one check of the time step.
-
-    Every entry calls it (the YAML config's ``integrator.dt``, :func:`attnflow.simulate`,
-    :class:`SimulationSpec`, :class:`attnflow.simulation.Simulator`), so a bad step gives the same
-    message wherever it is given.
-
-    Raises
-    ------
-    ValueError
-        ``dt must be a finite number > 0: got ...``, with the fix.
-
-    Examples
-    --------
-    >>> check_dt(0.01)
-    0.01
-    """
-    if isinstance(dt, bool) or not isinstance(dt, numbers.Real) or not math.isfinite(dt) or dt <= 0:
-        raise ValueError(f"dt must be a finite number > 0: got {dt!r}; give a time step such as dt=0.01")
-    return float(dt)
-
-
-def check_t0(t0) -> float:
-    """``t0`` as a float if it is a finite number: the one check of the initial time.
-
-    Raises
-    ------
-    ValueError
-        ``t0 must be finite: got ...``.
-    """
-    if isinstance(t0, bool) or not isinstance(t0, numbers.Real) or not math.isfinite(t0):
-        raise ValueError(f"t0 must be finite: got {t0!r}; e.g. t0=0.0")
-    return float(t0)
 
 
 def check_record_every(record_every) -> int:
