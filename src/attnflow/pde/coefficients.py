@@ -213,4 +213,3 @@ class KernelOperator:
 def estimated_bytes(L: int, out_band: int, H: int, symmetric: bool) -> int:
     """Bytes of the matrices of a :class:`KernelOperator` (before building it)."""
     return 8 * (out_band + 1) ** 2 * (L + 1) ** 2 * (H + (0 if symmetric else 1))
-
