@@ -117,13 +117,7 @@ class KernelOperator:
         Lp = coefficient_band(grid.L, heads, beta) if out_band is None else out_band
         if isinstance(Lp, bool) or not isinstance(Lp, (int, np.integer)) or Lp < 1:
             raise ValueError(f"out_band must be an integer >= 1: got {Lp!r}")
-        Lp = int(Lp)
-        if 2 * Lp + 1 > grid.nphi or Lp + 1 > grid.nt:
-            raise ValueError(
-                f"out_band L' = {Lp} cannot be evaluated on the solver's grid of band L = {grid.L} "
-                f"({grid.nt} rings x {grid.nphi} longitudes: L' <= {min(grid.nt - 1, (grid.nphi - 1) // 2)});"
-                " lower the coefficient tolerance or raise L"
-            )
+        Lp = int(Lp)  # any L' >= 1: the syntheses evaluate band L' on any grid (no aliasing in a synthesis)
         self.grid, self.heads, self.beta, self.out_band = grid, heads.copy(), float(beta), Lp
         self.H = heads.shape[0]
         self.symmetric = all(np.array_equal(D, D.T) for D in heads)

@@ -224,12 +224,7 @@ class DensitySolver:
             Lp = coefficient_band(g.L, Deff, m.beta, coef_tol)
             sym = all(np.array_equal(D, D.T) for D in Deff)
             size = estimated_bytes(g.L, Lp, self.H, sym)
-            if 2 * Lp + 1 > g.nphi or Lp + 1 > g.nt:
-                why = (
-                    f"its output band L' = {Lp} (coef_tol = {coef_tol:g}) exceeds what the grid of "
-                    f"L = {g.L} holds (L' <= {min(g.nt - 1, (g.nphi - 1) // 2)}): raise coef_tol or L"
-                )
-            elif quadrature == "auto" and size > COEF_MAX_BYTES:
+            if quadrature == "auto" and size > COEF_MAX_BYTES:
                 why = f"its matrices would take {size / 2**20:.0f} MiB > {COEF_MAX_BYTES / 2**20:.0f} MiB"
         if why is not None:
             if quadrature == "coefficients":
