@@ -37,6 +37,8 @@ difference from the compiled quadrature as a function of ``L'`` is in ``docs/per
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .band import kernel_radius, minimum_band_limit
@@ -53,21 +55,22 @@ COEF_MAX_BYTES = 512 * 2**20
 _ROWS = 512  # output nodes per block of the kernel matrix while building (bounds memory to ~_ROWS N doubles)
 
 
-def _orders(L: int) -> np.ndarray:
-    """Order m of each coefficient in ducc0's (healpy) layout: m-major, l = m..L."""
-    return np.concatenate([np.full(L + 1 - m, m) for m in range(L + 1)])
+@lru_cache(maxsize=16)
+def _complex_orders(L: int) -> np.ndarray:
+    """Indices of the coefficients with order m > 0 in ducc0's (healpy) layout (m-major, l = m..L)."""
+    return np.flatnonzero(np.concatenate([np.full(L + 1 - m, m) for m in range(L + 1)]) > 0)
 
 
 def to_real(coef: np.ndarray, L: int) -> np.ndarray:
     """The (L+1)^2 real coordinates of a real function's coefficients: Re a_lm (all), Im a_lm (m > 0)."""
-    return np.concatenate([coef.real, coef.imag[_orders(L) > 0]])
+    return np.concatenate([coef.real, coef.imag[_complex_orders(L)]])
 
 
 def from_real(vec: np.ndarray, L: int) -> np.ndarray:
-    """Inverse of :func:`to_real`."""
-    m = _orders(L)
-    out = vec[: m.size].astype(np.complex128)
-    out[m > 0] += 1j * vec[m.size :]
+    """Inverse of :func:`to_real` (``vec`` may stack several: shape [..., (L+1)^2])."""
+    nc = (L + 1) * (L + 2) // 2
+    out = vec[..., :nc].astype(np.complex128)
+    out[..., _complex_orders(L)] += 1j * vec[..., nc:]
     return out
 
 
@@ -134,6 +137,7 @@ class KernelOperator:
         out = _gl_grid(Lp, Lp + 4)
         mats = [self._matrix(out, D, WS) for D in heads]
         self.matrices = np.stack(mats)
+        self._stacked = self.matrices.reshape(-1, self.matrices.shape[2])  # one product for all heads
         self.phi_matrix = None
         if not self.symmetric:
             phi = sum(mats[h] + self._matrix(out, heads[h].T, WS) for h in range(self.H))
@@ -161,15 +165,21 @@ class KernelOperator:
 
     def _values(self, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, Cartesian surface gradient) on the solver's grid of real coordinates at band L'."""
+        return self._synth(from_real(vec, self.out_band))  # gradient on (e_theta, e_phi)
+
+    def _synth(self, alm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values [N], surface gradient on (e_theta, e_phi) [2, N]) of band-L' coefficients."""
         import ducc0
 
         g, Lp = self.grid, self.out_band
-        a = from_real(vec, Lp)[None]
+        a = alm[None]
         val = ducc0.sht.synthesis_2d(alm=a, spin=0, lmax=Lp, geometry="GL", ntheta=g.nt, nphi=g.nphi)
         d = ducc0.sht.synthesis_2d_deriv1(alm=a, lmax=Lp, geometry="GL", ntheta=g.nt, nphi=g.nphi)
-        bt, bp = g._basis
-        d = d.reshape(2, -1)
-        return val.reshape(-1), d[0][:, None] * bt + d[1][:, None] * bp
+        return val.reshape(-1), d.reshape(2, -1)
+
+    def _cartesian(self, comp: np.ndarray) -> np.ndarray:
+        bt, bp = self.grid._basis
+        return comp[0][:, None] * bt + comp[1][:, None] * bp
 
     def field(self, u_coef: np.ndarray, u: np.ndarray, *, attention: str, sign: float) -> DensityField:
         """The :class:`~attnflow.pde.field.DensityField` of the density with coefficients ``u_coef`` (grid
@@ -177,13 +187,15 @@ class KernelOperator:
         g, H, beta = self.grid, self.H, self.beta
         a = to_real(u_coef, g.L)
         wu = g.weights * u
-        vel = np.zeros_like(g.points)
+        # velocity and grad phi on (e_theta, e_phi), shape [2, N]: one conversion to Cartesian at the end
+        vel = np.zeros((2, g.points.shape[0]))
         phi = np.zeros(g.points.shape[0])
-        gphi = np.zeros_like(g.points)
+        gphi = np.zeros_like(vel)
         energy = 0.0
+        alm = from_real((self._stacked @ a).reshape(H, -1), self.out_band)
         for h in range(H):
-            m, gm = self._values(self.matrices[h] @ a)
-            vel += gm / m[:, None] if attention == "softmax" else gm
+            m, gm = self._synth(alm[h])
+            vel += gm / m if attention == "softmax" else gm
             energy += float(np.dot(wu, m))
             if self.symmetric:
                 phi += m
@@ -195,12 +207,13 @@ class KernelOperator:
         else:
             phi, gphi = self._values(self.phi_matrix @ a)
         return DensityField(
-            velocity=vel,
-            grad_phi=gphi,
+            velocity=self._cartesian(vel),
+            grad_phi=self._cartesian(gphi),
             phi=phi,
             energy=energy / (2 * beta * H),
-            token_rate=float(np.dot(wu, np.einsum("nd,nd->n", gphi, vel))),
+            token_rate=float(np.dot(wu, (gphi * vel).sum(axis=0))),
             heads_rate=0.0,
+            tangent=vel,
         )
 
 

@@ -267,7 +267,10 @@ class DensitySolver:
         """(transport part of du/dt in coefficients, dD/dt, dE/dt) at one stage."""
         u = self.grid.synthesis(u_coef)
         fe = self._field(u_coef, D, t, u) if fe is None else fe
-        du = -self.grid.divergence(u[:, None] * fe.velocity)
+        if fe.tangent is not None:  # components on (e_theta, e_phi) at hand: no projection
+            du = -self.grid.divergence_components(u * fe.tangent)
+        else:
+            du = -self.grid.divergence(u[:, None] * fe.velocity)
         rate = fe.token_rate + fe.heads_rate
         if self.eps > 0:
             lap_u = self.grid.synthesis(self.grid.laplacian * u_coef)
