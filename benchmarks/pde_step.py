@@ -12,6 +12,8 @@ constant weights, a three-centre von Mises-Fisher mixture, dt = 0.01) at band li
   matrices on spherical-harmonic coefficients (:mod:`attnflow.pde.coefficients`, the default for these
   constant heads), with the compiled quadrature sums (:mod:`attnflow.pde.quadsums`) and with the NumPy
   form (N x N score matrix); ``build_coefficients``: building the coefficient matrices (once per run);
+* ``floor_coefficients_1thread``: the transforms of the coefficient method per step, 4 stages x (the floor's
+  two + per head one scalar synthesis of m_h and one gradient synthesis at the output band L');
 * ``kernel_sums``: the compiled sums of one head at one stage;
 * ``floor``: the transforms a step cannot avoid, 4 stages x (one scalar synthesis of u on the grid + one
   spin-1 analysis of the flux for the divergence), timed with ducc0 directly on 1 and 2 threads.
@@ -100,6 +102,26 @@ def main(argv=None) -> None:
                         ducc0.sht.analysis_2d(map=flux, spin=1, lmax=L, geometry="GL", nthreads=nth)
 
                 samples.setdefault(f"floor_{nth}thread", []).append(_timed(floor, 10))
+            if "coefficients" in solvers:
+                Lp = solvers["coefficients"].attrs()["coefficient_band"]
+                m_alm = np.zeros((1, (Lp + 1) * (Lp + 2) // 2), dtype=np.complex128)
+                m_alm[0, : min(m_alm.shape[1], u0.size)] = u0[: m_alm.shape[1]]
+
+                def floor_coef(g=g, L=L, Lp=Lp, coef=u0, m_alm=m_alm, flux=flux, H=heads.shape[0]):
+                    for _ in range(4):
+                        ducc0.sht.synthesis_2d(
+                            alm=coef[None], spin=0, lmax=L, geometry="GL", ntheta=g.nt, nphi=g.nphi
+                        )
+                        for _ in range(H):
+                            ducc0.sht.synthesis_2d(
+                                alm=m_alm, spin=0, lmax=Lp, geometry="GL", ntheta=g.nt, nphi=g.nphi
+                            )
+                            ducc0.sht.synthesis_2d_deriv1(
+                                alm=m_alm, lmax=Lp, geometry="GL", ntheta=g.nt, nphi=g.nphi
+                            )
+                        ducc0.sht.analysis_2d(map=flux, spin=1, lmax=L, geometry="GL")
+
+                samples.setdefault("floor_coefficients_1thread", []).append(_timed(floor_coef, 10))
         med = {
             k: {
                 "wall_ms": 1e3 * float(np.median([v[0] for v in s])),
@@ -115,6 +137,10 @@ def main(argv=None) -> None:
         for q, s in solvers.items():
             cpu = med[f"step_{q}"]["cpu_ms"]
             row[f"step_over_floor_1thread_cpu_{q}"] = cpu / med["floor_1thread"]["cpu_ms"]
+            if q == "coefficients":
+                row["step_over_method_floor_cpu_coefficients"] = (
+                    cpu / med["floor_coefficients_1thread"]["cpu_ms"]
+                )
             if ref is not None and q != "numba":
                 # same number of steps taken by every solver (interleaved rounds)
                 row[f"max_coef_difference_{q}_vs_numba"] = float(np.abs(s.u - ref.u).max())
