@@ -50,7 +50,8 @@ __all__ = ["COEF_MAX_BYTES", "COEF_TOL", "KernelOperator", "coefficient_band"]
 #: relative error of a kernel row sum allowed by the truncation of m_h at the output band L'
 #: (the band-limit rule of attnflow.pde.band applied to the output; docs/performance.md 10.3)
 COEF_TOL = 1e-14
-#: ``quadrature="auto"`` uses the coefficient matrices only when they fit in this many bytes
+#: ``quadrature="auto"`` uses the coefficient matrices only when they and their build fit in this many bytes
+#: (:func:`estimated_bytes`: up to L = 50 for two symmetric heads, 501 MiB)
 COEF_MAX_BYTES = 512 * 2**20
 _ROWS = 512  # output nodes per block of the kernel matrix while building (bounds memory to ~_ROWS N doubles)
 
@@ -127,12 +128,11 @@ class KernelOperator:
         L = grid.L
         # the input side: every real basis function of band L on the solver's grid, times the weights
         n_in = (L + 1) ** 2
-        S = np.empty((grid.points.shape[0], n_in))
+        WS = np.empty((grid.points.shape[0], n_in))
         for j in range(n_in):
             e = np.zeros(n_in)
             e[j] = 1.0
-            S[:, j] = grid.synthesis(from_real(e, L))
-        WS = grid.weights[:, None] * S
+            WS[:, j] = grid.weights * grid.synthesis(from_real(e, L))
         # the output side: a GL grid exact for band L' + (L' + 7) (aliasing from degrees > L' + 7 only)
         out = _gl_grid(Lp, Lp + 4)
         mats = [self._matrix(out, D, WS) for D in heads]
@@ -217,6 +217,11 @@ class KernelOperator:
         )
 
 
-def estimated_bytes(L: int, out_band: int, H: int, symmetric: bool) -> int:
-    """Bytes of the matrices of a :class:`KernelOperator` (before building it)."""
-    return 8 * (out_band + 1) ** 2 * (L + 1) ** 2 * (H + (0 if symmetric else 1))
+def estimated_bytes(grid: SphereGrid, out_band: int, H: int, symmetric: bool) -> int:
+    """Peak bytes of a :class:`KernelOperator` (before building it): its matrices, and while building the
+    weighted basis functions on the grid (N x (L+1)^2), the kernel sums on the output grid
+    ((L'+4) (2L'+8) x (L+1)^2) and one block of the kernel matrix."""
+    n_in, n_out = (grid.L + 1) ** 2, (out_band + 1) ** 2
+    n_grid, n_outgrid = grid.points.shape[0], (out_band + 4) * (2 * out_band + 8)
+    build = n_in * (n_grid + n_outgrid) + _ROWS * n_grid
+    return 8 * (n_out * n_in * (H + (0 if symmetric else 1)) + build)

@@ -223,7 +223,7 @@ class DensitySolver:
         if why is None:
             Lp = coefficient_band(g.L, Deff, m.beta, coef_tol)
             sym = all(np.array_equal(D, D.T) for D in Deff)
-            size = estimated_bytes(g.L, Lp, self.H, sym)
+            size = estimated_bytes(g, Lp, self.H, sym)
             if quadrature == "auto" and size > COEF_MAX_BYTES:
                 why = f"its matrices would take {size / 2**20:.0f} MiB > {COEF_MAX_BYTES / 2**20:.0f} MiB"
         if why is not None:
