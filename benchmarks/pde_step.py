@@ -2,7 +2,9 @@
 
 ``python benchmarks/pde_step.py [--L 20,30] [--steps 3] [--rounds 3] [--methods coefficients,numba,numpy]
 [--json FILE]`` (per-step times) and ``python benchmarks/pde_step.py --sweep 8,12,16,20 [--L 20,30]
-[--json FILE]`` (the coefficient method's difference from the compiled quadrature after the full run).
+[--json FILE]`` (the coefficient method's difference from the compiled quadrature after the full run) and
+``python benchmarks/pde_step.py --study-part quick|full [--quadrature auto|numba] [--json FILE]`` (the S^2 PDE
+part of the study as it runs it: L and the reference at 1.5 L, dt / 2, with records; CPU and wall seconds).
 
 The case is the ``pde_particles`` study's S^2 part (two symmetric heads of operator norm 1.5, beta = 1,
 constant weights, a three-centre von Mises-Fisher mixture, dt = 0.01) at band limits 20 (the study's) and
@@ -61,6 +63,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--methods", default="coefficients,numba,numpy")
     ap.add_argument("--sweep", default=None, help="output bands L' of the full-run comparison")
+    ap.add_argument("--study-part", choices=("quick", "full"), default=None)
+    ap.add_argument("--quadrature", default="auto", help="method of --study-part")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     heads, centres = _s2_setup(0)
@@ -68,6 +72,9 @@ def main(argv=None) -> None:
     load0 = os.getloadavg()
     if args.sweep:
         _sweep(args, model, heads, centres, load0)
+        return
+    if args.study_part:
+        _study_part(args, model, load0)
         return
     methods = args.methods.split(",")
     rows = []
@@ -178,6 +185,31 @@ def _full_run(model, u0, heads, g, dt: float, steps: int, q: str, band: int | No
     for _ in range(steps):
         s.step()
     return s, time.process_time() - c
+
+
+def _study_part(args, model, load0) -> None:
+    from attnflow.pde import make_grid
+    from attnflow.pde.initial import von_mises_fisher_mixture
+    from attnflow.pde.solver import DensitySolver, solve_density
+    from attnflow.studies.multihead_common import one_thread
+    from attnflow.studies.pde_particles import PdeParticlesConfig, PdeParticlesStudy, _s2_setup
+
+    c = PdeParticlesConfig(**(PdeParticlesStudy().quick_params() if args.study_part == "quick" else {}))
+    heads, centres = _s2_setup(c.seed)
+    rows = []
+    with one_thread():  # as pde_task runs it
+        for tag, L, dt in (("run", c.s2_L, c.dt_pde), ("reference", (3 * c.s2_L) // 2, c.dt_pde / 2)):
+            g = make_grid(3, L)
+            steps = round(c.t1 / dt)
+            w, cpu = time.perf_counter(), time.process_time()
+            s = DensitySolver(model, von_mises_fisher_mixture(g, centres, 5.0), heads, grid=g, dt=dt,
+                              quadrature=args.quadrature)  # fmt: skip
+            solve_density(s, steps, record_every=max(1, steps // 20) if tag == "run" else 2 * steps)
+            row = {"part": tag, "L": L, "steps": steps, "quadrature": s.quadrature,
+                   "cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - w}  # fmt: skip
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    _write(args, f"pde_study_part_{args.study_part}", load0, rows)
 
 
 def _sweep(args, model, heads, centres, load0) -> None:
