@@ -41,7 +41,10 @@ def test_field_matches_compiled_and_numpy_quadrature(symmetric, attention):
     g, u0, heads = _setup(symmetric)
     u = g.synthesis(u0)
     op = KernelOperator(g, heads, 1.3)
-    assert op.symmetric == symmetric and (op.phi_matrix is None) == symmetric
+    assert op.symmetric == symmetric and (op.phi_map is None) == symmetric
+    # parity: even degrees map to even, odd to odd; the entries between are round-off of the quadrature
+    for blocks in (op.heads_map, op.phi_map or op.heads_map):
+        assert blocks.leak <= 1e-13
     b = op.field(u0, u, attention=attention, sign=-1.0)
     kw = dict(beta=1.3, attention=attention, sign=-1.0, kernel="quadrature")
     for q in ("numba", "numpy"):

@@ -51,7 +51,7 @@ __all__ = ["COEF_MAX_BYTES", "COEF_TOL", "KernelOperator", "coefficient_band"]
 #: (the band-limit rule of attnflow.pde.band applied to the output; docs/performance.md 10.3)
 COEF_TOL = 1e-14
 #: ``quadrature="auto"`` uses the coefficient matrices only when they and their build fit in this many bytes
-#: (:func:`estimated_bytes`: up to L = 50 for two symmetric heads, 501 MiB)
+#: (:func:`estimated_bytes`: up to L = 48 for two symmetric heads)
 COEF_MAX_BYTES = 512 * 2**20
 _ROWS = 512  # output nodes per block of the kernel matrix while building (bounds memory to ~_ROWS N doubles)
 
@@ -60,6 +60,47 @@ _ROWS = 512  # output nodes per block of the kernel matrix while building (bound
 def _complex_orders(L: int) -> np.ndarray:
     """Indices of the coefficients with order m > 0 in ducc0's (healpy) layout (m-major, l = m..L)."""
     return np.flatnonzero(np.concatenate([np.full(L + 1 - m, m) for m in range(L + 1)]) > 0)
+
+
+@lru_cache(maxsize=16)
+def _parity_index(L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Real coordinates (:func:`to_real`) of even and of odd degree l."""
+    deg = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])
+    deg = np.concatenate([deg, deg[_complex_orders(L)]])
+    return np.flatnonzero(deg % 2 == 0), np.flatnonzero(deg % 2 == 1)
+
+
+class _ParityBlocks:
+    """Matrices in real coordinates stored as their two parity blocks (even l -> even l', odd -> odd).
+
+    The kernel is even under (x, y) -> (-x, -y) and Y_lm(-x) = (-1)^l Y_lm(x), so m_h(-x) = int k(x, y)
+    u(-y) dy: the even part of u gives the even part of m_h, the odd the odd; the blocks hold half the
+    entries of the full matrices (half the memory read per product). The entries between parities are zero
+    up to round-off; the largest, relative to the largest entry, is kept in ``leak``.
+    """
+
+    def __init__(self, mats: list[np.ndarray], L: int, Lp: int):
+        self.K, self.n_out = len(mats), (Lp + 1) ** 2
+        self.inp, self.out = _parity_index(L), _parity_index(Lp)
+        full = np.stack(mats)
+        scale = np.abs(full).max()
+        mask = np.ones(full.shape[1:], dtype=bool)
+        self.blocks = []
+        for i, o in zip(self.inp, self.out, strict=True):
+            mask[np.ix_(o, i)] = False
+            self.blocks.append(np.ascontiguousarray(full[:, o][:, :, i].reshape(-1, i.size)))
+        self.leak = float(np.abs(full[:, mask]).max() / scale) if mask.any() else 0.0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.blocks)
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        """The K products with the real coordinates ``a``, shape [K, (L'+1)^2]."""
+        out = np.empty((self.K, self.n_out))
+        for B, i, o in zip(self.blocks, self.inp, self.out, strict=True):
+            out[:, o] = (B @ a[i]).reshape(self.K, -1)
+        return out
 
 
 def to_real(coef: np.ndarray, L: int) -> np.ndarray:
@@ -103,9 +144,9 @@ class KernelOperator:
     Attributes
     ----------
     out_band : int
-    matrices : ndarray, shape=[H, (L'+1)^2, (L+1)^2]
-        Real matrices of u -> m_h.
-    phi_matrix : ndarray or None, shape=[(L'+1)^2, (L+1)^2]
+    heads_map : _ParityBlocks
+        The real matrices of u -> m_h (H of them, shape [(L'+1)^2, (L+1)^2]) as parity blocks.
+    phi_map : _ParityBlocks or None
         u -> phi (only when a head is not symmetric; otherwise phi comes from the m_h).
     """
 
@@ -136,16 +177,15 @@ class KernelOperator:
         # the output side: a GL grid exact for band L' + (L' + 7) (aliasing from degrees > L' + 7 only)
         out = _gl_grid(Lp, Lp + 4)
         mats = [self._matrix(out, D, WS) for D in heads]
-        self.matrices = np.stack(mats)
-        self._stacked = self.matrices.reshape(-1, self.matrices.shape[2])  # one product for all heads
-        self.phi_matrix = None
+        self.heads_map = _ParityBlocks(mats, L, Lp)
+        self.phi_map = None
         if not self.symmetric:
             phi = sum(mats[h] + self._matrix(out, heads[h].T, WS) for h in range(self.H))
-            self.phi_matrix = phi / (2 * self.beta * self.H)
+            self.phi_map = _ParityBlocks([phi / (2 * self.beta * self.H)], L, Lp)
 
     @property
     def nbytes(self) -> int:
-        return self.matrices.nbytes + (0 if self.phi_matrix is None else self.phi_matrix.nbytes)
+        return self.heads_map.nbytes + (0 if self.phi_map is None else self.phi_map.nbytes)
 
     def _matrix(self, out: SphereGrid, A: np.ndarray, WS: np.ndarray) -> np.ndarray:
         x, y = out.points, self.grid.points
@@ -192,7 +232,7 @@ class KernelOperator:
         phi = np.zeros(g.points.shape[0])
         gphi = np.zeros_like(vel)
         energy = 0.0
-        alm = from_real((self._stacked @ a).reshape(H, -1), self.out_band)
+        alm = from_real(self.heads_map(a), self.out_band)
         for h in range(H):
             m, gm = self._synth(alm[h])
             vel += gm / m if attention == "softmax" else gm
@@ -205,7 +245,7 @@ class KernelOperator:
             phi /= beta * H
             gphi /= beta * H
         else:
-            phi, gphi = self._values(self.phi_matrix @ a)
+            phi, gphi = self._values(self.phi_map(a)[0])
         return DensityField(
             velocity=self._cartesian(vel),
             grad_phi=self._cartesian(gphi),
@@ -224,4 +264,5 @@ def estimated_bytes(grid: SphereGrid, out_band: int, H: int, symmetric: bool) ->
     n_in, n_out = (grid.L + 1) ** 2, (out_band + 1) ** 2
     n_grid, n_outgrid = grid.points.shape[0], (out_band + 4) * (2 * out_band + 8)
     build = n_in * (n_grid + n_outgrid) + _ROWS * n_grid
-    return 8 * (n_out * n_in * (H + (0 if symmetric else 1)) + build)
+    # the full matrices while the parity blocks (half of them) are cut out
+    return 8 * (3 * n_out * n_in * (H + (0 if symmetric else 1)) // 2 + build)
