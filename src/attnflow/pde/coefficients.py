@@ -24,8 +24,9 @@ coefficients (band ``L``) to those of :math:`m_h` truncated at the output band `
 (:class:`KernelOperator`), computed once by quadrature: :math:`T_h = \mathcal A_{L'}\,K_h\,W\,\mathcal S_L`
 (synthesis of each basis function on the solver's grid, the kernel matrix times the quadrature weights
 -- the same quadrature as the compiled sums of :mod:`attnflow.pde.quadsums` -- and the analysis of each
-column on a Gauss-Legendre grid fine enough that its aliasing is far below the truncation). A stage of the
-solver is then one matrix-vector product and two syntheses (values and gradient) per head.
+column on a Gauss-Legendre grid fine enough that its aliasing is far below the truncation), stored as its
+two parity blocks (:class:`_ParityBlocks`). A stage of the solver is then one matrix-vector product per
+parity for all heads and two syntheses (values and gradient) per head.
 
 Truncation. The output is not band-limited: :math:`e^{\beta\langle x, b\rangle}` (:math:`b = Dy`,
 :math:`|b| \le r = \beta|D|_{op}`) has degree-``l`` weights :math:`(2l+1)e^{-r}i_l(|b|)`, so cutting
