@@ -72,6 +72,9 @@ class DensityField:
         int <grad phi, v> u: dE/dt from the motion of the tokens.
     heads_rate : float
         dE/dt from the explicit motion of the heads (0 when no head rate is given).
+    tangent : ndarray or None, shape=[2, N]
+        The velocity's components on the S^2 grid's (e_theta, e_phi) basis, where the method has them
+        (:mod:`attnflow.pde.coefficients`): the divergence of the flux then needs no projection.
     """
 
     velocity: np.ndarray
@@ -80,6 +83,7 @@ class DensityField:
     energy: float
     token_rate: float
     heads_rate: float
+    tangent: np.ndarray | None = None
 
 
 def rotation_invariant(D: np.ndarray, rtol: float = 1e-13) -> bool:

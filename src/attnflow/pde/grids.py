@@ -205,7 +205,12 @@ class SphereGrid(SpectralGrid):
     def divergence(self, flux: np.ndarray) -> np.ndarray:
         """Coefficients of div F for a tangent flux F on the grid, shape [N, 3] (dealiased to L)."""
         bt, bp = self._basis
-        comp = np.stack([np.einsum("nd,nd->n", flux, bt), np.einsum("nd,nd->n", flux, bp)])
+        return self.divergence_components(
+            np.stack([np.einsum("nd,nd->n", flux, bt), np.einsum("nd,nd->n", flux, bp)])
+        )
+
+    def divergence_components(self, comp: np.ndarray) -> np.ndarray:
+        """:meth:`divergence` of a flux given by its components on (e_theta, e_phi), shape [2, N]."""
         eb = self._sht().analysis_2d(
             map=np.ascontiguousarray(comp.reshape(2, self.nt, self.nphi)), spin=1, lmax=self.L, geometry="GL"
         )

@@ -34,17 +34,30 @@ import xarray as xr
 from ..geometry import Sphere
 from ..integrators.base import check_dt, check_t0, grid_times
 from ..model.transformer import TransformerModel
-from ..model.weights import noise_matrix
+from ..model.weights import Constant, noise_matrix
 from ..random import BrownianSource
 from .band import BAND_TOL, check_band_limit, kernel_radius, minimum_band_limit
-from .field import ATTENTIONS, KERNEL_METHODS, QUADRATURE_BACKENDS, DensityField, density_field
+from .coefficients import COEF_MAX_BYTES, COEF_TOL, KernelOperator, coefficient_band, estimated_bytes
+from .field import ATTENTIONS, KERNEL_METHODS, DensityField, density_field
 from .grids import SpectralGrid, make_grid
 
-__all__ = ["CFL_MAX", "DensitySolver", "make_solver", "records_to_dataset", "snapshot", "solve_density"]
+__all__ = [
+    "CFL_MAX",
+    "SOLVER_QUADRATURES",
+    "DensitySolver",
+    "make_solver",
+    "records_to_dataset",
+    "snapshot",
+    "solve_density",
+]
 
 #: RK4 is stable for purely imaginary eigenvalues i w with |w| dt <= 2 sqrt(2) = 2.83
 CFL_MAX = 2.8
 MASS_TOL = 1e-6
+#: how the solver's kernel sums run: ``coefficients`` (matrices on spherical-harmonic coefficients, constant
+#: heads on S^2, :mod:`attnflow.pde.coefficients`), ``numba`` (the compiled quadrature of
+#: :mod:`attnflow.pde.quadsums`), ``numpy`` (the reference), ``auto`` (coefficients where they apply)
+SOLVER_QUADRATURES = ("auto", "coefficients", "numba", "numpy")
 
 
 def _check_nonneg(name: str, value, hint: str) -> float:
@@ -80,9 +93,18 @@ class DensitySolver:
     seed : int
         Seed of the heads' noise (stochastic weight processes).
     kernel : {"auto", "fft", "quadrature"}
-    quadrature : {"numba", "numpy"}
-        How the quadrature sums run (:func:`attnflow.pde.field.density_field`): compiled (default) or the
-        NumPy reference; the two agree to round-off.
+    quadrature : {"auto", "coefficients", "numba", "numpy"}
+        How the kernel sums run (:data:`SOLVER_QUADRATURES`): ``coefficients``, the sums as matrices on
+        the density's spherical-harmonic coefficients built once (:mod:`attnflow.pde.coefficients`; heads
+        constant in time on S^2 only: ``Constant`` weights, no layer scaling); ``numba``, the compiled
+        quadrature over node pairs; ``numpy``, the reference with the N x N score matrix (the last two agree
+        to round-off, the first to its truncation ``coef_tol``, measured in ``docs/performance.md`` 10.3).
+        ``auto`` (default): ``coefficients`` where it applies and its matrices take at most
+        :data:`~attnflow.pde.coefficients.COEF_MAX_BYTES`, else ``numba``. The choice is ``self.quadrature``.
+    coef_tol : float
+        Truncation tolerance of the coefficient method: the output band of the kernel sums is
+        ``max(L, minimum_band_limit(beta |D|, 3, coef_tol))``
+        (:func:`~attnflow.pde.coefficients.coefficient_band`).
     band_tol : float
         Tolerance of the band-limit rule (:mod:`attnflow.pde.band`).
 
@@ -107,8 +129,9 @@ class DensitySolver:
         eps: float = 0.0,
         seed: int = 0,
         kernel: str = "auto",
-        quadrature: str = "numba",
+        quadrature: str = "auto",
         band_tol: float = BAND_TOL,
+        coef_tol: float = COEF_TOL,
     ):
         if not isinstance(model, TransformerModel):
             raise ValueError(f"model must be a TransformerModel: got {type(model).__name__}")
@@ -128,9 +151,9 @@ class DensitySolver:
             )
         if kernel not in KERNEL_METHODS:
             raise ValueError(f"unknown kernel method {kernel!r}; valid: {', '.join(KERNEL_METHODS)}")
-        if quadrature not in QUADRATURE_BACKENDS:
+        if quadrature not in SOLVER_QUADRATURES:
             raise ValueError(
-                f"unknown quadrature backend {quadrature!r}; valid: {', '.join(QUADRATURE_BACKENDS)}"
+                f"unknown quadrature backend {quadrature!r}; valid: {', '.join(SOLVER_QUADRATURES)}"
             )
         self.quadrature = quadrature
         dt = check_dt(dt)  # the one check of the time step (the particle simulation's too)
@@ -167,6 +190,8 @@ class DensitySolver:
         self.u, self.t, self.t0, self.step_index = u0.copy(), float(t0), float(t0), 0
         self.ledger_integral, self.jumps = 0.0, 0.0
         self.noise = BrownianSource(int(seed), 1, (self.H, d, d))
+        self._op: KernelOperator | None = None
+        self.quadrature = self._choose_quadrature(quadrature, coef_tol, t0)
         self._fe: DensityField | None = None
         fe = self._current()
         self.E0 = fe.energy
@@ -181,6 +206,35 @@ class DensitySolver:
         self._warned: set[str] = set()
 
     # -- field ------------------------------------------------------------------------------------
+    def _choose_quadrature(self, quadrature: str, coef_tol, t0: float) -> str:
+        """Resolve ``auto`` and build the coefficient matrices when that method is chosen."""
+        if quadrature in ("numba", "numpy"):
+            return quadrature
+        m, g = self.model, self.grid
+        why = None
+        if g.d != 3:
+            why = "it runs on S^2 only (on S^1 use quadrature='numba')"
+        elif not isinstance(m.weights, Constant) or m.layer_scaling is not None:
+            why = (
+                f"it needs heads constant in time (Constant weights, no layer scaling): got weights "
+                f"{type(m.weights).__name__}, layer_scaling = {m.layer_scaling!r}"
+            )
+        if not (isinstance(coef_tol, (int, float)) and not isinstance(coef_tol, bool) and 0 < coef_tol < 1):
+            raise ValueError(f"coef_tol must lie in (0, 1): got {coef_tol!r}; the default is {COEF_TOL:g}")
+        Deff, _ = self._effective(self.D, t0)
+        if why is None:
+            Lp = coefficient_band(g.L, Deff, m.beta, coef_tol)
+            sym = all(np.array_equal(D, D.T) for D in Deff)
+            size = estimated_bytes(g, Lp, self.H, sym)
+            if quadrature == "auto" and size > COEF_MAX_BYTES:
+                why = f"its matrices would take {size / 2**20:.0f} MiB > {COEF_MAX_BYTES / 2**20:.0f} MiB"
+        if why is not None:
+            if quadrature == "coefficients":
+                raise ValueError(f"quadrature='coefficients' does not apply: {why}; use quadrature='numba'")
+            return "numba"
+        self._op = KernelOperator(g, Deff, m.beta, Lp)
+        return "coefficients"
+
     def _effective(self, D: torch.Tensor, t: float) -> tuple[np.ndarray, np.ndarray]:
         """(c(t) D, d/dt[c(t) D]) as (H, d, d) arrays: the heads the kernel sees and their rate."""
         c = self.model.head_scale(t, self.H)
@@ -195,6 +249,9 @@ class DensitySolver:
         """The field of the density with coefficients ``u_coef`` (``u``: its grid values, if at hand)."""
         Deff, Ddot = self._effective(D, t)
         u = self.grid.synthesis(u_coef) if u is None else u
+        op = self._op
+        if op is not None and np.array_equal(Deff, op.heads) and not Ddot.any():
+            return op.field(u_coef, u, attention=self.model.attention, sign=self.model.sign)
         return density_field(
             self.grid.points,
             self.grid.weights,
@@ -205,14 +262,17 @@ class DensitySolver:
             sign=self.model.sign,
             heads_dot=Ddot,
             kernel=self.kernel,
-            quadrature=self.quadrature,
+            quadrature="numpy" if self.quadrature == "numpy" else "numba",
         )
 
     def _rhs(self, u_coef: np.ndarray, D: torch.Tensor, t: float, fe: DensityField | None = None):
         """(transport part of du/dt in coefficients, dD/dt, dE/dt) at one stage."""
         u = self.grid.synthesis(u_coef)
         fe = self._field(u_coef, D, t, u) if fe is None else fe
-        du = -self.grid.divergence(u[:, None] * fe.velocity)
+        if fe.tangent is not None:  # components on (e_theta, e_phi) at hand: no projection
+            du = -self.grid.divergence_components(u * fe.tangent)
+        else:
+            du = -self.grid.divergence(u[:, None] * fe.velocity)
         rate = fe.token_rate + fe.heads_rate
         if self.eps > 0:
             lap_u = self.grid.synthesis(self.grid.laplacian * u_coef)
@@ -351,6 +411,8 @@ class DensitySolver:
             "n_nodes": int(self.grid.points.shape[0]),
             "time_stepping": "Lawson (integrating-factor) RK4",
             "kernel": self.kernel,
+            "quadrature": self.quadrature,
+            "coefficient_band": -1 if self._op is None else self._op.out_band,
             "dt": self.dt,
             "eps": self.eps,
             "direction": m.direction,
