@@ -125,6 +125,13 @@ def test_probe_matches_a_per_sentence_reference(build):
     assert abs(float(ds.aniso_hidden.sel(model="trained", sentence=0, layer=1)) - ref) < tol
     # Jacobians: one sequence of length 6, one value per layer, finite and positive
     assert ds.jac_block.shape == (1, 1, 1, 2) and bool((ds.jac_block > 0).all())
+    # Lanczos products used: 2 (the least that can meet the tolerance) .. the cap of FAST (3)
+    for name in ("jac_block_products", "lip_attention_products"):
+        assert ds[name].shape == (1, 1, 1, 2) and bool(((ds[name] >= 2) & (ds[name] <= 3)).all())
+    # the probe's profile: wall and CPU seconds per part, the benchmark's per-measure table
+    laps = json.loads(ds.attrs["laps_trained"])
+    assert {"forward", "cosines", "effective_ranks", "jac_block_n6", "bootstrap_and_dataset"} <= set(laps)
+    assert all(len(v) == 2 and min(v) >= 0 for v in laps.values())
 
 
 def test_probe_does_not_depend_on_the_batching():
