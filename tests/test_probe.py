@@ -263,6 +263,11 @@ def test_bootstrap_mean_interval():
     assert np.all(lo < m) and np.all(m < hi)
     # the interval has about the normal-theory width 2 * 1.96 / sqrt(400) = 0.196 (within 25%)
     assert np.all(np.abs((hi - lo) - 0.196) < 0.05)
+    # the resampling counts are cached per (rows, resamples, seed): the same call gives the same bits, another
+    # seed other intervals
+    again = bootstrap_mean(x, resamples=500, level=0.95, seed=0)
+    assert np.array_equal(again[1], lo) and np.array_equal(again[2], hi)
+    assert not np.array_equal(bootstrap_mean(x, resamples=500, level=0.95, seed=1)[1], lo)
     m2, lo2, hi2 = bootstrap_mean(np.ones((10, 2)), resamples=50, level=0.9, seed=3)
     assert np.all(lo2 == 1) and np.all(hi2 == 1)
     xn = x.copy()
