@@ -31,7 +31,9 @@ def probe_command(
     nulls: Annotated[int, typer.Option("--nulls", help="Random initialisations drawn as the null.")] = 3,
     sentences: Annotated[int, typer.Option("--sentences", help="First N sentences (0 = all).")] = 0,
     lengths: Annotated[str, typer.Option("--lengths", help="Lengths of the Jacobians.")] = "8,32,128",
-    iterations: Annotated[int, typer.Option("--iterations", help="Power iterations per spectral norm.")] = 8,
+    iterations: Annotated[int, typer.Option("--iterations", help="Most products Jv per spectral norm.")] = 24,
+    method: Annotated[str, typer.Option("--method", help="Spectral norms: lanczos or power.")] = "lanczos",
+    tol: Annotated[float, typer.Option("--tol", help="Lanczos stops below this relative rise.")] = 1e-3,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over sentences.")] = 1000,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sentences per forward pass.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and the power iterations.")] = 0,
@@ -47,7 +49,7 @@ def probe_command(
             lens = tuple(int(x) for x in lengths.split(",") if x.strip())
             config = ProbeConfig(
                 batch_size=batch_size, bootstrap=bootstrap, seed=seed, null_seeds=tuple(range(nulls)),
-                jacobian_lengths=lens, power_iterations=iterations,
+                jacobian_lengths=lens, power_iterations=iterations, jacobian_method=method, jacobian_tol=tol,
             )  # fmt: skip
         except ValueError as exc:
             raise fail(f"{exc}", 2) from None

@@ -19,6 +19,12 @@ __all__ = ["MEASURES", "plot_probe"]
 #: (variable, title, y label, per-head) of the per-layer figures
 MEASURES = (
     ("cos_hidden", "mean pairwise cosine, hidden states", "mean cosine", False),
+    (
+        "cos_hidden_content",
+        "mean pairwise cosine, hidden states without special tokens",
+        "mean cosine",
+        False,
+    ),
     ("cos_sphere", "mean pairwise cosine, sphere tokens", "mean cosine", False),
     (
         "cos_sphere_content",
@@ -30,6 +36,7 @@ MEASURES = (
     ("aniso_sphere", "cross-sentence anisotropy, sphere tokens", "mean cosine across sentences", False),
     ("erank_sv", "effective rank (singular values)", "erank", False),
     ("erank_gram", "effective rank (Gram eigenvalues)", "erank", False),
+    ("erank_gram_sphere", "effective rank (Gram eigenvalues), sphere tokens", "erank", False),
     ("attn_entropy", "attention entropy", "nats", True),
     ("sink_special", "attention mass on special tokens", "mass", True),
     ("sink_first", "attention mass on the first token", "mass", True),
