@@ -33,6 +33,7 @@ import math
 import time
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -48,8 +49,9 @@ from ..bridge import (
     hidden_readout,
     layer_flow,
     layer_time_curve,
-    stream_norms,
 )
+from ..bridge.flows import fit_free_running_times, stream_scales, without_mlp
+from ..bridge.nulls import permuted_null
 from ..bridge.theta import attention_layer_norm
 from ..observables import cluster_count_sensitivity, gram_effective_rank, mean_pairwise_inner_product
 from .base import Study, StudyConfig, StudyResult, StudyRuns
@@ -63,24 +65,32 @@ __all__ = ["FAMILIES", "FlowsConfig", "RealModelFlowsStudy", "family_task", "rec
 
 #: model families: the trained ones (real weights from offline packages) and tiny random ones (quick variant)
 FAMILIES = (
-    "minilm", "minilm-l3", "smollm2", "minilm-random", "minilm-l3-random", "smollm2-random", "tiny-bert",
-    "tiny-llama",
+    "minilm", "minilm-l3", "smollm2", "minilm-random", "minilm-l3-random", "smollm2-random",
+    "minilm-permuted", "minilm-l3-permuted", "smollm2-permuted", "tiny-bert", "tiny-llama",
 )  # fmt: skip
-#: the flows, in the order of the issue: (a) .. (e)
-FLOWS = ("attention", "biases", "fitted_time", "model_scores", "mlp")
+#: the flows, in the order of the issue: (a) .. (e), then (f), (g) (the LayerNorm frames kept; review)
+FLOWS = ("attention", "biases", "fitted_time", "model_scores", "mlp", "frames", "frames_mlp")
+#: the sources of the tables: the model, the exact no-MLP network (n) and the flows
+SOURCES = ("model", "no_mlp", *FLOWS)
 LABELS = {
+    "no_mlp": "(n) no-MLP network",
     "attention": "(a) bias-free attention",
     "biases": "(b) biases + LN shift",
     "fitted_time": "(c) fitted time",
     "model_scores": "(d) model's scores",
     "mlp": "(e) attention + MLP",
+    "frames": "(f) attention + LN frames",
+    "frames_mlp": "(g) (f) + MLP",
 }
+#: the flows recomputed with each alternative scale estimator (pre-LN models; review: SmolLM2's rho_l)
+SCALE_FLOWS = ("attention", "model_scores", "mlp", "frames", "frames_mlp")
 REPS = ("sphere", "hidden")
 #: per-sentence cost estimate (s, one thread) of each family, measured on the shared 2-core machine
 _COST = {"minilm": 3.0, "minilm-l3": 1.5, "smollm2": 8.0, "tiny-bert": 0.05, "tiny-llama": 0.05}
 _LOAD = {"minilm": 5.0, "minilm-l3": 5.0, "smollm2": 80.0, "tiny-bert": 1.0, "tiny-llama": 1.0}
-for _f in ("minilm", "minilm-l3", "smollm2"):  # the same architecture, randomly initialised: the null
+for _f in ("minilm", "minilm-l3", "smollm2"):  # the same architecture, randomly initialised / permuted: nulls
     _COST[f"{_f}-random"], _LOAD[f"{_f}-random"] = _COST[_f], _LOAD[_f] + 5.0
+    _COST[f"{_f}-permuted"], _LOAD[f"{_f}-permuted"] = _COST[_f], _LOAD[_f] + 5.0
 
 
 class FlowsConfig(StudyConfig):
@@ -88,8 +98,9 @@ class FlowsConfig(StudyConfig):
         ["minilm", "minilm-l3", "smollm2"], min_length=1,
         description="model families: minilm (all-MiniLM-L6-v2, safetensors), minilm-l3 "
         "(paraphrase-MiniLM-L3-v2, ONNX), smollm2 (SmolLM2-135M-Instruct, GGUF), each with '-random' (the "
-        "same architecture with transformers' random initialisation, seed `seed`: the null), tiny-bert / "
-        "tiny-llama (tiny random models)",
+        "same architecture with transformers' random initialisation, seed `seed`: the null) and with "
+        "'-permuted' (the trained weights, every tensor's entries permuted, seed `seed`: the null at the "
+        "trained weights' scale, bridge.nulls.permuted_null), tiny-bert / tiny-llama (tiny random models)",
     )  # fmt: skip
     sentences: PositiveInt = Field(
         48, description="corpus subsample: this many sentences drawn without replacement", examples=[48]
@@ -97,7 +108,27 @@ class FlowsConfig(StudyConfig):
     corpus_seed: int = Field(0, description="seed of the corpus subsample")
     max_tokens: PositiveInt = Field(24, description="only sentences of at most this many tokens are drawn")
     steps_per_layer: PositiveInt = Field(4, description="Euler steps per unit time (per layer at T_l = 1)")
-    max_time: PositiveFloat = Field(4.0, description="largest T_l of the time fit's grid (step 1/steps)")
+    max_time: PositiveFloat = Field(
+        8.0,
+        description="largest T_l of the time fit's grid (step 1/steps); 8 since the review (4 was hit by "
+        "SmolLM2's teacher-forced fit in 16 layers)",
+    )
+    free_running_fit: bool = Field(
+        True,
+        description="also fit T_l to the free-running mean-cosine profile (greedy, on the fit half of the "
+        "main split, bridge.flows.fit_free_running_times): the robustness variant 'time fit' of (c)",
+    )
+    scale_estimator: Literal["mean", "median_rest"] = Field(
+        "mean",
+        description="pre-LN models: the scale rho_l of the residual stream the flows divide by "
+        "(bridge.flows.stream_scales): mean token norm (declared default) or median norm of tokens 2..n",
+    )
+    scale_alternatives: list[Literal["mean", "median_rest"]] = Field(
+        ["median_rest"],
+        description="pre-LN models: the other scale estimators each flow (but (b), (c)) is rerun with: the "
+        "robustness check 'scale estimator' (added after the review found SmolLM2's first token inflating "
+        "the mean)",
+    )
     split_seeds: list[int] = Field(
         [0, 1], min_length=1, description="seeds of the fit/report halves; the first is the main split"
     )
@@ -122,6 +153,16 @@ class FlowsConfig(StudyConfig):
         0.25,
         description="a flow follows the model's cluster count / effective rank when the mean over depths "
         "1..L of |flow - model|, divided by the model's mean over the same depths, is <= this",
+    )
+
+    saturation_tolerance: PositiveFloat = Field(
+        0.1,
+        description="a cluster radius is saturated (uninformative) for a family when the model's mean "
+        "count is <= (1 + this) or >= (1 - this) * mean n at more than saturation_depth_share of the depths "
+        "1..L (declared after the review saw counts at 0.6 / 1.2 rad sit at n / 1)",
+    )
+    saturation_depth_share: PositiveFloat = Field(
+        0.5, description="share of the depths 1..L (strictly more than) of the saturation rule"
     )
 
     @field_validator("families")
@@ -185,6 +226,9 @@ def load_family(family: str, seed: int = 0):
 
         trained, tokenize, _ = load_family(family.removesuffix("-random"), seed)
         w = from_hf_model(random_like(bridge.to_hf_model(trained), seed).double())
+    elif family.endswith("-permuted"):  # the trained weights, every tensor's entries shuffled
+        trained, tokenize, _ = load_family(family.removesuffix("-permuted"), seed)
+        w = permuted_null(trained, seed)
     elif family in ("minilm", "minilm-l3"):
         w = bridge.load_minilm() if family == "minilm" else bridge.load_minilm_l3()
         tok = bridge.load_tokenizer(bridge.minilm_path())  # the ONNX package ships no tokenizer
@@ -238,21 +282,39 @@ def _sink(w, tokens: torch.Tensor, special: list[int], *, biases: bool) -> np.nd
     return np.asarray(out)
 
 
-def _sentence(w, ids: list[int], special: list[int], c: FlowsConfig) -> dict:
+def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) -> dict:
     fp = forward(w, ids)
     z, L = fp.tokens, w.depth
-    rho = stream_norms(w, fp.hidden_states) if w.arch == "pre_ln" else None
+    pre = w.arch == "pre_ln"
+    rho = stream_scales(w, fp.hidden_states, c.scale_estimator) if pre else None
     hid = _unit(fp.hidden_states)
     out = {"n": len(ids), "rho": rho, "stats": {r: {} for r in REPS}}
     out["stats"]["sphere"]["model"] = _profile(z, z, c.thresholds)
     out["stats"]["hidden"]["model"] = _profile(hid, hid, c.thresholds)
+    nm = forward(w_nomlp, ids)  # (n): the exact network with every MLP output 0
+    out["stats"]["sphere"]["no_mlp"] = _profile(nm.tokens, z, c.thresholds)
+    out["stats"]["hidden"]["no_mlp"] = _profile(_unit(nm.hidden_states), hid, c.thresholds)
     flows = {}
-    for v in ("attention", "biases", "model_scores", "mlp"):
-        x = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer, attentions=fp.attentions,
-                       residual_norms=rho)  # fmt: skip
-        flows[v] = x
-        out["stats"]["sphere"][v] = _profile(x, z, c.thresholds)
-        out["stats"]["hidden"][v] = _profile(_hidden(w, x), hid, c.thresholds)
+    for v in ("attention", "biases", "model_scores", "mlp", "frames", "frames_mlp"):
+        if v == "frames" and pre:  # pre-LN: (f) runs the code path of (a) (bridge.flows docstring; tested)
+            flows[v] = flows["attention"]
+        else:
+            flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer,
+                                  attentions=fp.attentions, residual_norms=rho)  # fmt: skip
+        out["stats"]["sphere"][v] = _profile(flows[v], z, c.thresholds)
+        out["stats"]["hidden"][v] = _profile(_hidden(w, flows[v]), hid, c.thresholds)
+    out["scale_alt"] = {}
+    for est in c.scale_alternatives if pre else ():
+        if est == c.scale_estimator:
+            continue
+        rho2, xs, alt = stream_scales(w, fp.hidden_states, est), {}, {}
+        for v in SCALE_FLOWS:
+            xs[v] = xs["attention"] if v == "frames" else layer_flow(
+                w, z[0], variant=v, steps_per_layer=c.steps_per_layer, attentions=fp.attentions,
+                residual_norms=rho2,
+            )  # fmt: skip
+            alt[v] = _profile(xs[v], z, c.thresholds)
+        out["scale_alt"][est] = {"rho": rho2, "sphere": alt}
     out["curves"] = np.stack(
         [
             layer_time_curve(
@@ -290,6 +352,7 @@ def family_task(config: dict, family: str) -> dict:
     t0, cpu0 = time.perf_counter(), time.process_time()
     with one_thread(), torch.no_grad():
         w, tokenize, special = load_family(family, c.seed)
+        w_nomlp = without_mlp(w)
         corpus = load_corpus()
         order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
         chosen, ids = [], []
@@ -301,7 +364,7 @@ def family_task(config: dict, family: str) -> dict:
             if len(chosen) == c.sentences:
                 break
         t_load = time.perf_counter() - t0
-        rows = [_sentence(w, t, special(len(t)), c) for t in ids]
+        rows = [_sentence(w, w_nomlp, t, special(len(t)), c) for t in ids]
         curves = np.stack([r["curves"] for r in rows])  # (S, L, M + 1)
         fitted = []
         for s in c.split_seeds:
@@ -317,9 +380,33 @@ def family_task(config: dict, family: str) -> dict:
                     stats["hidden"].append(_profile(_hidden(w, x), _unit(fp.hidden_states), c.thresholds))
                 fitted.append({"split_seed": s, "direction": name, "fit": fit, "report": rep, "times": T,
                                "stats": {r: _stack(stats[r]) for r in REPS}})  # fmt: skip
+        free = None
+        if c.free_running_fit:  # (c)'s robustness variant: T_l fitted to the free-running mean cosine
+            A, B = _halves(len(rows), c.split_seeds[0])
+            pre = w.arch == "pre_ln"
+            zs = {i: forward(w, ids[i]) for i in (*A, *B)}
+            target = np.mean([rows[i]["stats"]["sphere"]["model"]["cos"] for i in A], axis=0)
+            T = fit_free_running_times(
+                w, [zs[i].tokens[0] for i in A], target.tolist(), steps_per_layer=c.steps_per_layer,
+                max_time=c.max_time, residual_norms=None if not pre else [rows[i]["rho"] for i in A],
+            )  # fmt: skip
+            stats = {r: [] for r in REPS}
+            for i in B:
+                x = layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=c.steps_per_layer,
+                               layer_times=T.tolist(), residual_norms=rows[i]["rho"])  # fmt: skip
+                stats["sphere"].append(_profile(x, zs[i].tokens, c.thresholds))
+                stats["hidden"].append(_profile(_hidden(w, x), _unit(zs[i].hidden_states), c.thresholds))
+            free = {"split_seed": c.split_seeds[0], "direction": "A->B", "fit": A, "report": B, "times": T,
+                    "stats": {r: _stack(stats[r]) for r in REPS}}  # fmt: skip
     stats = {
         r: {src: _stack([row["stats"][r][src] for row in rows]) for src in rows[0]["stats"][r]} for r in REPS
     }
+    scale_alt = {
+        est: {"rho": [row["scale_alt"][est]["rho"] for row in rows],
+              "sphere": {v: _stack([row["scale_alt"][est]["sphere"][v] for row in rows])
+                         for v in SCALE_FLOWS}}
+        for est in rows[0]["scale_alt"]
+    }  # fmt: skip
     return jsonable(
         {
             "family": family,
@@ -333,6 +420,9 @@ def family_task(config: dict, family: str) -> dict:
             "curves_mean": curves.mean(0),
             "curve_grid": np.arange(curves.shape[-1]) / c.steps_per_layer,
             "fitted": fitted,
+            "fitted_free": free,
+            "scale_alt": scale_alt,
+            "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
             "timing_s": {
                 "load": t_load, "total": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
