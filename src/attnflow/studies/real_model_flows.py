@@ -731,7 +731,7 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
     per = {}
     for rep in REPS:
         per[rep] = {}
-        for src in ("model", *FLOWS):
+        for src in SOURCES:
             d = {}
             for key in ("cos", "erank", "clusters", "agree"):
                 if src == "fitted_time":
@@ -746,6 +746,7 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
         for rep in REPS
     }  # fmt: skip
     name = DISPLAY.get(res["family"], res["model"]["name"])
+    free = res.get("fitted_free")
     return {
         "model": {**res["model"], "name": name, "weights": res["model"]["name"]},
         "sentences": len(res["tokens"]),
@@ -764,10 +765,27 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
                     "lo": per[rep][src]["cos"]["lo"][L],
                     "hi": per[rep][src]["cos"]["hi"][L],
                 }
-                for src in ("model", *FLOWS)
+                for src in SOURCES
             }
             for rep in REPS
         },  # fmt: skip
+        "fitted_free": None
+        if free is None
+        else {
+            "times": free["times"],
+            "report": free["report"],
+            "cos": {rep: np.asarray(free["stats"][rep]["cos"], float).mean(0) for rep in REPS},
+        },
+        "scale_alt": {
+            est: {
+                "rho_mean": np.asarray(a["rho"], float).mean(0),
+                "cos": {v: np.asarray(x["cos"], float).mean(0) for v, x in a["sphere"].items()},
+            }
+            for est, a in (res.get("scale_alt") or {}).items()
+        },
+        "rho_mean": None
+        if res.get("rho") is None or res["rho"][0] is None
+        else np.asarray(res["rho"], float).mean(0),
         "timing_s": res["timing_s"],
     }
 
@@ -780,9 +798,9 @@ def tables(summary: dict) -> list[Table]:
     for fam, s in summary["families"].items():
         L, mi = s["model"]["layers"], s["model"]
         cols = [Column("depth"), Column("model", "model", ".3f")] + [
-            Column(f, LABELS[f], ".3f") for f in FLOWS
+            Column(f, LABELS[f], ".3f") for f in SOURCES[1:]
         ]
-        cols.insert(4, Column("model_report", "model, report half", ".3f"))
+        cols.insert(5, Column("model_report", "model, report half", ".3f"))
         for rep, key, what in (
             ("sphere", "cos", "mean cosine, sphere tokens"),
             ("hidden", "cos", "mean cosine, hidden states"),
@@ -797,7 +815,7 @@ def tables(summary: dict) -> list[Table]:
                 v = pd[src][key]["mean"][i]
                 return v[k] if key == "clusters" else v
 
-            rows = [{"depth": i, **{src: val(src, i) for src in ("model", *FLOWS)}} for i in range(L + 1)]
+            rows = [{"depth": i, **{src: val(src, i) for src in SOURCES}} for i in range(L + 1)]
             mr = s["model_on_report_half"][rep].get(key)  # no agreement of the model with itself
             for i, r in enumerate(rows):
                 r["model_report"] = None if mr is None else (mr[i][k] if key == "clusters" else mr[i])
@@ -809,18 +827,39 @@ def tables(summary: dict) -> list[Table]:
             )))  # fmt: skip
         sk = s["sink"]
         times = s["fitted_times"][0]["times"]
+        free = s.get("fitted_free")
         out.append(Table(
             columns=[Column("layer"), Column("model", "model", ".3f"), Column("hb", "bias-free heads", ".3f"),
                      Column("hk", "biases kept", ".3f"), Column("fa", "flow (a)", ".3f"),
-                     Column("fb", "flow (b)", ".3f"), Column("T", "fitted T_l (main split)", ".2f")],
+                     Column("fb", "flow (b)", ".3f"), Column("T", "fitted T_l (main split)", ".2f"),
+                     Column("Tf", "free-running T_l (main split)", ".2f")],
             rows=[{"layer": i, "model": sk["model"][i], "hb": sk["heads_biasfree"][i],
                    "hk": sk["heads_biases"][i], "fa": sk["flow_attention"][i], "fb": sk["flow_biases"][i],
-                   "T": times[i]} for i in range(L)],
+                   "T": times[i], "Tf": None if free is None else free["times"][i]} for i in range(L)],
             title=f"{fam}: attention mass on special tokens per layer; fitted times",
             id=f"{fam}-sink",
             note="Special tokens: [CLS] and [SEP] (BERT), the first token (decoder). Heads at the model's "
-            "own tokens (bias-free, biases kept) and at the flow's tokens entering the layer.",
+            "own tokens (bias-free, biases kept) and at the flow's tokens entering the layer. Fitted T_l: "
+            "teacher-forced (flow (c)) and free-running (its robustness variant), grid step "
+            "1/steps_per_layer up to max_time.",
         ))  # fmt: skip
+        for est, a in (s.get("scale_alt") or {}).items():
+            keys = [v for v in SCALE_FLOWS if v != "frames"]  # (f) is (a) for pre-LN models
+            out.append(Table(
+                columns=[Column("depth"), Column("model", "model", ".3f"),
+                         Column("no_mlp", LABELS["no_mlp"], ".3f"),
+                         *[Column(v, LABELS[v], ".3f") for v in keys],
+                         *[Column(f"{v}_alt", f"{LABELS[v][:3]} scale {est}", ".3f") for v in keys]],
+                rows=[{"depth": i, "model": s["per_depth"]["sphere"]["model"]["cos"]["mean"][i],
+                       "no_mlp": s["per_depth"]["sphere"]["no_mlp"]["cos"]["mean"][i],
+                       **{v: s["per_depth"]["sphere"][v]["cos"]["mean"][i] for v in keys},
+                       **{f"{v}_alt": a["cos"][v][i] for v in keys}} for i in range(L + 1)],
+                title=f"{fam}: mean cosine, sphere tokens, scale estimator mean (declared) and {est}",
+                id=f"{fam}-scale-{est}",
+                note="Pre-LN: the flows divide the attention / MLP output by rho_l; declared rho_l = mean "
+                f"token norm of the stream, alternative '{est}' = median norm of tokens 2..n. "
+                "(f) is (a) here.",
+            ))  # fmt: skip
     return out
 
 
