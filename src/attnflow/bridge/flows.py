@@ -344,6 +344,7 @@ def stream_scales(
     ``"mean"`` (the declared default): the mean (centred, for LayerNorm) token norm,
     :func:`~attnflow.bridge.stream_norms`. ``"median_rest"``: the median norm of tokens 2..n, which a
     first token with a massive norm (an attention sink: SmolLM2's reaches 100x the median) does not move.
+    For an even count n - 1 it is the lower median (the smaller middle value; :meth:`torch.Tensor.median`).
 
     Parameters
     ----------
