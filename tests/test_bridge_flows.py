@@ -348,10 +348,18 @@ def test_flows_study_quick(tmp_path):
                    for f in ("attention", "biases", "model_scores", "mlp"))  # fmt: skip
         assert len(cos["model"]["cos"]["mean"]) == L + 1
     # tiny-llama has no biases: its flow (b) is (a) bit for bit, an identity record
-    assert len(s["verdicts"]) == 14 and {v["class"] for v in s["verdicts"]} == {"test", "identity"}
+    # and its flow (f) is (a) (pre-LN: no frame beyond the read's gain); saturated radii give descriptions
+    assert len(s["verdicts"]) == 26 and {v["class"] for v in s["verdicts"]} <= {
+        "test",
+        "identity",
+        "description",
+    }
     ids = [v["id"] for v in s["verdicts"] if v["class"] == "identity"]
-    assert ids == ["flows-tiny-llama-biases-overclusters"]
-    assert "| depth | model | (a) bias-free attention |" in (tmp_path / "table.md").read_text()
+    assert ids == ["flows-tiny-llama-biases-overclusters", "flows-tiny-llama-frames-overclusters"]
+    assert (
+        "| depth | model | (n) no-MLP network | (a) bias-free attention |"
+        in (tmp_path / "table.md").read_text()
+    )
     assert sorted(s["figures"]) == ["real_model_flows_tiny-bert", "real_model_flows_tiny-llama"]
 
 

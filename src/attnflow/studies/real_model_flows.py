@@ -878,7 +878,9 @@ class RealModelFlowsStudy(Study):
                 "max_time": 2.0, "bootstrap": 50}  # fmt: skip
 
     def plan(self, config) -> dict:
-        cfg = config.model_dump(mode="json")
+        # a family's computation does not depend on which other families run (it reads no `families`):
+        # leaving the list out of its parameters lets the run store reuse it across family selections
+        cfg = config.model_dump(mode="json", exclude={"families"})
         fn = "attnflow.studies.real_model_flows:family_task"
         cost = {f: _LOAD[f] + _COST[f] * config.sentences * (1 + len(config.split_seeds) / 2)
                 for f in config.families}  # fmt: skip
