@@ -508,3 +508,41 @@ def test_permuted_null_keeps_every_tensors_entries(build):
     assert p0.name.endswith("(entries permuted, seed 0)") and p0.arch == w.arch
     with pytest.raises(ValueError, match="seed must be an integer: got 0.5"):
         permuted_null(w, 0.5)
+
+
+def test_study_saturated_radii_are_reported_not_tested_and_new_checks_appear():
+    """Review: a radius where the model's count sits at n or at 1 says nothing; (c) gets its free-running
+    variant; a pre-LN family gets the scale-estimator check, which flips when the other scale changes the
+    answer."""
+    from attnflow.studies.real_model_flows import SCALE_FLOWS, FlowsConfig, records, saturated_radii
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=100)
+    res = _fake_results({"mlp": 0.4, "attention": 0.0})
+    for r in ("sphere", "hidden"):  # tokens 10: radius 0.6 at n (9.5), radius 1.2 at one cluster (1.05)
+        for src in res["stats"][r]:
+            cl = np.array(res["stats"][r][src]["clusters"], float)
+            cl[..., 0], cl[..., 2] = 9.5, 1.05
+            res["stats"][r][src]["clusters"] = cl
+    assert saturated_radii(res, c) == [0.6, 1.2]
+    rec = {x.id: x for x in records({}, c, {"tiny-bert": res})}["flows-tiny-bert-mlp-clusters"]
+    radius = next(x for x in rec.robustness if x.choice == "cluster radius")
+    assert radius.values == [1.0] and rec.result["saturated_radii"] == [0.6, 1.2]
+    # the declared radius itself saturated: a description, not a test
+    c12 = FlowsConfig(families=["tiny-bert"], bootstrap=100, cluster_threshold=1.2)
+    rec = {x.id: x for x in records({}, c12, {"tiny-bert": res})}["flows-tiny-bert-mlp-clusters"]
+    assert rec.klass == "description" and "saturated" in rec.statement
+    # free-running time fit and the scale estimator
+    res = _fake_results({"attention": 0.0, "fitted_time": 0.0})
+    res["fitted_free"] = {**res["fitted"][0], "stats": {r: {k: np.asarray(v) + (0.3 if k == "cos" else 0.0)
+                                                           for k, v in res["fitted"][0]["stats"][r].items()}
+                                                       for r in ("sphere", "hidden")}}  # fmt: skip
+    res["scale_alt"] = {"median_rest": {"sphere": {v: {k: np.asarray(x) + (0.4 if k == "cos" else 0.0)
+                                                       for k, x in res["stats"]["sphere"][v].items()}
+                                                   for v in SCALE_FLOWS}}}  # fmt: skip
+    v = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": res})}
+    tf = next(x for x in v["fitted-time-cos"].robustness if x.choice == "time fit")
+    assert tf.outcomes == ["holds", "fails"] and v["fitted-time-cos"].verdict == "depends on time fit"
+    sc = next(x for x in v["attention-overclusters"].robustness if x.choice == "scale estimator")
+    assert sc.values == ["mean (declared)", "median_rest"] and sc.outcomes == ["fails", "holds"]
+    assert v["attention-overclusters"].verdict == "depends on scale estimator"
+    assert not any(x.choice == "scale estimator" for x in v["no-mlp-network-overclusters"].robustness)
