@@ -260,7 +260,8 @@ def _fake_results(shift: dict[str, float], S=12, L=3, seed=0) -> dict:
 def test_study_verdicts_fail_when_the_claims_are_false():
     from attnflow.studies.real_model_flows import FlowsConfig, records
 
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=100)
+    # 40 resamples: the shifts tested (0 against 0.4) are 20 sentence-noise sd apart, far outside any interval
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=40)
     # (b) differs from (a) by a hair: bit-identical flows give an identity record instead (test below)
     close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0,
              "frames": 0.002}  # fmt: skip
@@ -516,7 +517,7 @@ def test_study_saturated_radii_are_reported_not_tested_and_new_checks_appear():
     answer."""
     from attnflow.studies.real_model_flows import SCALE_FLOWS, FlowsConfig, records, saturated_radii
 
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=100)
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=40)
     res = _fake_results({"mlp": 0.4, "attention": 0.0})
     for r in ("sphere", "hidden"):  # tokens 10: radius 0.6 at n (9.5), radius 1.2 at one cluster (1.05)
         for src in res["stats"][r]:
@@ -528,7 +529,7 @@ def test_study_saturated_radii_are_reported_not_tested_and_new_checks_appear():
     radius = next(x for x in rec.robustness if x.choice == "cluster radius")
     assert radius.values == [1.0] and rec.result["saturated_radii"] == [0.6, 1.2]
     # the declared radius itself saturated: a description, not a test
-    c12 = FlowsConfig(families=["tiny-bert"], bootstrap=100, cluster_threshold=1.2)
+    c12 = FlowsConfig(families=["tiny-bert"], bootstrap=40, cluster_threshold=1.2)
     rec = {x.id: x for x in records({}, c12, {"tiny-bert": res})}["flows-tiny-bert-mlp-clusters"]
     assert rec.klass == "description" and "saturated" in rec.statement
     # free-running time fit and the scale estimator
