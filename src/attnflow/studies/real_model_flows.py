@@ -11,7 +11,17 @@ from the model's embeddings :math:`z_0`:
   layer output (teacher-forced: layer l's flow from the model's z_l against the model's z_{l+1}) and
   reported on the other half;
 * (d) ``model_scores``: the model's own attention weights moving the values of the bias-free heads;
-* (e) ``mlp``: attention + each layer's MLP as a drift.
+* (e) ``mlp``: attention + each layer's MLP as a drift;
+* (f) ``frames``: (a) with the block's LayerNorm affine maps applied where the network applies them (the
+  continuous analogue of the no-MLP network; pre-LN: (a) itself);
+* (g) ``frames_mlp``: (f) + the MLP flow after the attention flow (the analogue of the full model);
+
+and, as the reference the flows are judged against since the review, (n) ``no_mlp``: the network itself with
+every MLP output 0 (:func:`attnflow.bridge.flows.without_mlp`). Pre-LN models divide by a stream scale
+rho_l (``scale_estimator``, the robustness check "scale estimator" over ``scale_alternatives``); (c) has a
+free-running variant (``free_running_fit``); a cluster radius where the model's count is saturated (config
+``saturation_tolerance``, ``saturation_depth_share``) is reported, not tested. Nulls: ``*-random``
+(``transformers``' initialisation) and ``*-permuted`` (:func:`attnflow.bridge.nulls.permuted_null`).
 
 Per depth and per sentence: mean pairwise cosine, effective rank (Gram form), single-linkage cluster
 counts over ``thresholds`` and the token-wise agreement :math:`\frac1n\sum_i\langle z_i, x_i\rangle` with
