@@ -244,7 +244,8 @@ def _fake_results(shift: dict[str, float], S=12, L=3, seed=0) -> dict:
         return {"cos": base["cos"] + x, "erank": base["erank"] * (1 + x),
                 "clusters": base["clusters"] * (1 + x), "agree": base["agree"]}  # fmt: skip
 
-    stats = {r: {"model": dict(base), **{f: shifted(shift.get(f, 0.0)) for f in FLOWS if f != "fitted_time"}}
+    stats = {r: {"model": dict(base), **{f: shifted(shift.get(f, 0.0)) for f in (*FLOWS, "no_mlp")
+                                         if f != "fitted_time"}}
              for r in ("sphere", "hidden")}  # fmt: skip
     fitted = []
     for s in (0, 1):
@@ -259,20 +260,33 @@ def _fake_results(shift: dict[str, float], S=12, L=3, seed=0) -> dict:
 def test_study_verdicts_fail_when_the_claims_are_false():
     from attnflow.studies.real_model_flows import FlowsConfig, records
 
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=100)
+    # 40 resamples: the shifts tested (0 against 0.4) are 20 sentence-noise sd apart, far outside any interval
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=40)
     # (b) differs from (a) by a hair: bit-identical flows give an identity record instead (test below)
-    close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0}
-    far = {"attention": 0.4, "biases": 0.41, "model_scores": 0.4, "fitted_time": 0.4, "mlp": 0.4}
+    close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0,
+             "frames": 0.002}  # fmt: skip
+    # far: every flow 0.4 above the model, the no-MLP network on it: (f) does not follow (n)
+    far = {"attention": 0.4, "biases": 0.41, "model_scores": 0.4, "fitted_time": 0.4, "mlp": 0.4,
+           "frames": 0.405, "frames_mlp": 0.4}  # fmt: skip
     v_close = {
         r.id.split("tiny-bert-")[1]: r.verdict for r in records({}, c, {"tiny-bert": _fake_results(close)})
     }
     v_far = {
         r.id.split("tiny-bert-")[1]: r.verdict for r in records({}, c, {"tiny-bert": _fake_results(far)})
     }
-    over = ("attention-overclusters", "biases-overclusters", "model-scores-overclusters")
-    follow = ("fitted-time-cos", "mlp-cos", "mlp-clusters", "mlp-erank")
+    over = (
+        "attention-overclusters",
+        "biases-overclusters",
+        "model-scores-overclusters",
+        "frames-overclusters",
+    )
+    follow = ("fitted-time-cos", "mlp-cos", "mlp-clusters", "mlp-erank", "frames-mlp-cos",
+              "frames-mlp-clusters", "frames-mlp-erank", "frames-follows-network-cos")  # fmt: skip
     assert all(v_close[k] == "fails" for k in over) and all(v_close[k] == "holds" for k in follow)
     assert all(v_far[k] == "holds" for k in over) and all(v_far[k] == "fails" for k in follow)
+    assert v_close["no-mlp-network-overclusters"] == v_far["no-mlp-network-overclusters"] == "fails"
+    v_net = {r.id: r.verdict for r in records({}, c, {"tiny-bert": _fake_results({"no_mlp": 0.4})})}
+    assert v_net["flows-tiny-bert-no-mlp-network-overclusters"] == "holds"
     recs = records({}, c, {"tiny-bert": _fake_results(far)})
     choices = {r.id: [x.choice for x in r.robustness] for r in recs}
     assert choices["flows-tiny-bert-fitted-time-cos"] == ["representation", "time-fit split", "depth summary"]
@@ -335,8 +349,201 @@ def test_flows_study_quick(tmp_path):
                    for f in ("attention", "biases", "model_scores", "mlp"))  # fmt: skip
         assert len(cos["model"]["cos"]["mean"]) == L + 1
     # tiny-llama has no biases: its flow (b) is (a) bit for bit, an identity record
-    assert len(s["verdicts"]) == 14 and {v["class"] for v in s["verdicts"]} == {"test", "identity"}
+    # and its flow (f) is (a) (pre-LN: no frame beyond the read's gain); saturated radii give descriptions
+    assert len(s["verdicts"]) == 26 and {v["class"] for v in s["verdicts"]} <= {
+        "test",
+        "identity",
+        "description",
+    }
     ids = [v["id"] for v in s["verdicts"] if v["class"] == "identity"]
-    assert ids == ["flows-tiny-llama-biases-overclusters"]
-    assert "| depth | model | (a) bias-free attention |" in (tmp_path / "table.md").read_text()
+    assert ids == ["flows-tiny-llama-biases-overclusters", "flows-tiny-llama-frames-overclusters"]
+    assert (
+        "| depth | model | (n) no-MLP network | (a) bias-free attention |"
+        in (tmp_path / "table.md").read_text()
+    )
     assert sorted(s["figures"]) == ["real_model_flows_tiny-bert", "real_model_flows_tiny-llama"]
+
+
+# -- review of issue 26 part 3: the no-MLP network, the LayerNorm frames, scales, free-running fit, nulls ----
+def _zero_mlp_hf(model):
+    """The ``transformers`` model with every MLP output projection (weight and bias) set to 0."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if (".output.dense." in name and "attention" not in name) or "mlp.down_proj" in name:
+                p.zero_()
+    return model
+
+
+@pytest.mark.parametrize("build", [_bert, _llama])
+def test_without_mlp_is_transformers_with_the_mlp_output_zeroed(build):
+    from attnflow.bridge.flows import without_mlp
+    from attnflow.bridge.reference import hf_hidden_states, relative_error, to_hf_model
+
+    w = build()
+    hf = _zero_mlp_hf(to_hf_model(w, exact=True))  # softmax and rotary in float64 too
+    ours = forward(without_mlp(w), IDS).hidden_states
+    # float64 on both sides: round-off (the pass matches transformers to ~1e-15, test_bridge_formats)
+    assert relative_error(ours, hf_hidden_states(hf, IDS)) <= 1e-10
+    # and it is a different network from the model's (the MLPs do act)
+    assert relative_error(forward(w, IDS).hidden_states, hf_hidden_states(hf, IDS)) > 1e-2
+
+
+def test_frames_flow_is_the_network_when_attention_and_mlp_are_zero():
+    """Post-LN: with W_o = b_o = 0 and the MLP output 0 the network is its LayerNorm frames alone; (f) and
+    (g) must reproduce it (the frame maps are the only thing left), (a) must not (it drops them)."""
+    import dataclasses
+
+    from attnflow.bridge.flows import without_mlp
+
+    w = without_mlp(_bert())
+    w = dataclasses.replace(w, layers=tuple(
+        dataclasses.replace(lw, W_o=torch.zeros_like(lw.W_o), b_o=torch.zeros_like(lw.b_o)) for lw in w.layers
+    ))  # fmt: skip
+    fp = forward(w, IDS)
+    for v in ("frames", "frames_mlp"):
+        x = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=3)
+        # the forward pass's LayerNorm eps (1e-12) against the flow's eps -> 0: relative 1e-12
+        torch.testing.assert_close(x, fp.tokens, atol=1e-9, rtol=0)
+    x = layer_flow(w, fp.tokens[0], variant="attention", steps_per_layer=3)
+    assert float((x[-1] - fp.tokens[-1]).abs().max()) > 1e-2  # (a) has no frames: it does not move at all
+
+
+def test_frames_is_attention_for_pre_ln():
+    """Pre-LN (Llama): the only affine map on the attention's path is the read's gain, which (a) applies;
+    (f) is (a) bit for bit, and (g) is the attention flow for T then the MLP flow for T (not Lie-split)."""
+    from attnflow.bridge.flows import _step
+
+    w = _llama()
+    fp = forward(w, IDS)
+    rho = stream_norms(w, fp.hidden_states)
+    a = layer_flow(w, fp.tokens[0], variant="attention", steps_per_layer=2, residual_norms=rho)
+    f = layer_flow(w, fp.tokens[0], variant="frames", steps_per_layer=2, residual_norms=rho)
+    assert torch.equal(a, f)
+    g = layer_flow(w, fp.tokens[0], variant="frames_mlp", steps_per_layer=2, residual_norms=rho)
+    e = layer_flow(w, fp.tokens[0], variant="mlp", steps_per_layer=2, residual_norms=rho)
+    x = fp.tokens[0]
+    for layer in range(w.depth):  # the network's order: attention sub-layer, then the MLP sub-layer
+        for _ in range(2):
+            x = _step(x, attention_drift(w, layer, x, residual_norm=rho[layer]), 0.5)
+        m = mlp_drift(w, layer, residual_norm=rho[layer])
+        for _ in range(2):
+            x = _step(x, m(x), 0.5)
+    torch.testing.assert_close(g[-1], x, atol=1e-14, rtol=0)  # the same arithmetic, written out
+    assert float((g[-1] - e[-1]).abs().max()) > 1e-4  # the order matters: (g) is not (e)
+
+
+def test_stream_scales_median_of_the_other_tokens():
+    from attnflow.bridge.flows import stream_scales
+
+    w = _llama()
+    L, n, d = w.depth, 5, w.d
+    r = torch.randn(L + 1, n, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    r[:, 0] *= 100.0  # a massive first token: the mean follows it, the median of tokens 2..n does not
+    norms = r[:L].norm(dim=-1).numpy()
+    # the lower median (torch's: the smaller middle value of the n - 1 = 4 norms)
+    lower = np.sort(norms[:, 1:], axis=1)[:, (n - 2) // 2]
+    np.testing.assert_allclose(stream_scales(w, r, "median_rest"), lower, rtol=1e-14)
+    np.testing.assert_allclose(stream_scales(w, r, "mean"), norms.mean(1), rtol=1e-14)
+    assert min(np.asarray(stream_scales(w, r, "mean")) / stream_scales(w, r, "median_rest")) > 10
+    with pytest.raises(ValueError, match="unknown scale estimator 'max'; valid: mean, median_rest"):
+        stream_scales(w, r, "max")
+    with pytest.raises(ValueError, match="stream_scales applies to pre-LN models: .* is post_ln"):
+        stream_scales(_bert(), r, "median_rest")
+    with pytest.raises(ValueError, match="'median_rest' needs n >= 2 tokens: got n = 1; use 'mean'"):
+        stream_scales(w, r[:, :1], "median_rest")
+
+
+def test_free_running_fit_recovers_known_times():
+    """A 'model' whose mean-cosine profile is the flow's own with known T_l: the greedy fit finds T_l."""
+    from attnflow.bridge.flows import fit_free_running_times, mean_cosine
+    from attnflow.observables import mean_pairwise_inner_product
+
+    w = _bert()
+    starts = [forward(w, ids).tokens[0] for ids in (IDS, IDS[::-1], IDS[2:])]
+    truth = [0.5, 1.5]
+    runs = [layer_flow(w, z, variant="fitted_time", steps_per_layer=2, layer_times=truth) for z in starts]
+    torch.testing.assert_close(mean_cosine(runs[0]), mean_pairwise_inner_product(runs[0]), atol=1e-14, rtol=0)
+    target = torch.stack([mean_cosine(x) for x in runs]).mean(0).tolist()
+    T = fit_free_running_times(w, starts, target, steps_per_layer=2, max_time=3.0)
+    np.testing.assert_array_equal(T, truth)
+    with pytest.raises(ValueError, match="max_time must be a finite number > 0: got -1"):
+        fit_free_running_times(w, starts, target, steps_per_layer=2, max_time=-1)
+    with pytest.raises(
+        ValueError, match="need >= 1 start and a target of L \\+ 1 = 3 mean cosines: got 3 starts, 2"
+    ):
+        fit_free_running_times(w, starts, target[:2], steps_per_layer=2, max_time=3.0)
+
+
+@pytest.mark.parametrize("build", [_bert, _llama])
+def test_permuted_null_keeps_every_tensors_entries(build):
+    from attnflow.bridge.nulls import permuted_null
+
+    w = build()
+    p0, p0b, p1 = permuted_null(w, 0), permuted_null(w, 0), permuted_null(w, 1)
+
+    def tensors(x):
+        out = {"word": x.word_embeddings, "pos": x.position_embeddings, "type": x.token_type_embeddings}
+        for ln in ("embedding_ln", "final_ln"):
+            p = getattr(x, ln)
+            if p is not None:
+                out[f"{ln}.w"], out[f"{ln}.b"] = p.weight, p.bias
+        for i, lw in enumerate(x.layers):
+            for k, v in vars(lw).items():
+                if isinstance(v, torch.Tensor):
+                    out[f"{i}.{k}"] = v
+                elif v is not None:
+                    out[f"{i}.{k}.w"], out[f"{i}.{k}.b"] = v.weight, v.bias
+        return {k: v for k, v in out.items() if v is not None}
+
+    t, t0, t0b, t1 = tensors(w), tensors(p0), tensors(p0b), tensors(p1)
+    assert t.keys() == t0.keys() and len(t) > 10
+    for k in t:
+        assert t0[k].shape == t[k].shape
+        assert torch.equal(t0[k].reshape(-1).sort().values, t[k].reshape(-1).sort().values), (
+            k
+        )  # same multiset
+        assert torch.equal(t0[k], t0b[k]), k  # same seed, same weights
+    moved = [k for k in t if t[k].numel() > 1 and t[k].unique().numel() > 1]
+    assert all(not torch.equal(t0[k], t[k]) for k in moved)  # every non-constant tensor is shuffled
+    assert all(not torch.equal(t0[k], t1[k]) for k in moved)  # and another seed shuffles it otherwise
+    assert p0.name.endswith("(entries permuted, seed 0)") and p0.arch == w.arch
+    with pytest.raises(ValueError, match="seed must be an integer: got 0.5"):
+        permuted_null(w, 0.5)
+
+
+def test_study_saturated_radii_are_reported_not_tested_and_new_checks_appear():
+    """Review: a radius where the model's count sits at n or at 1 says nothing; (c) gets its free-running
+    variant; a pre-LN family gets the scale-estimator check, which flips when the other scale changes the
+    answer."""
+    from attnflow.studies.real_model_flows import SCALE_FLOWS, FlowsConfig, records, saturated_radii
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=40)
+    res = _fake_results({"mlp": 0.4, "attention": 0.0})
+    for r in ("sphere", "hidden"):  # tokens 10: radius 0.6 at n (9.5), radius 1.2 at one cluster (1.05)
+        for src in res["stats"][r]:
+            cl = np.array(res["stats"][r][src]["clusters"], float)
+            cl[..., 0], cl[..., 2] = 9.5, 1.05
+            res["stats"][r][src]["clusters"] = cl
+    assert saturated_radii(res, c) == [0.6, 1.2]
+    rec = {x.id: x for x in records({}, c, {"tiny-bert": res})}["flows-tiny-bert-mlp-clusters"]
+    radius = next(x for x in rec.robustness if x.choice == "cluster radius")
+    assert radius.values == [1.0] and rec.result["saturated_radii"] == [0.6, 1.2]
+    # the declared radius itself saturated: a description, not a test
+    c12 = FlowsConfig(families=["tiny-bert"], bootstrap=40, cluster_threshold=1.2)
+    rec = {x.id: x for x in records({}, c12, {"tiny-bert": res})}["flows-tiny-bert-mlp-clusters"]
+    assert rec.klass == "description" and "saturated" in rec.statement
+    # free-running time fit and the scale estimator
+    res = _fake_results({"attention": 0.0, "fitted_time": 0.0})
+    res["fitted_free"] = {**res["fitted"][0], "stats": {r: {k: np.asarray(v) + (0.3 if k == "cos" else 0.0)
+                                                           for k, v in res["fitted"][0]["stats"][r].items()}
+                                                       for r in ("sphere", "hidden")}}  # fmt: skip
+    res["scale_alt"] = {"median_rest": {"sphere": {v: {k: np.asarray(x) + (0.4 if k == "cos" else 0.0)
+                                                       for k, x in res["stats"]["sphere"][v].items()}
+                                                   for v in SCALE_FLOWS}}}  # fmt: skip
+    v = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": res})}
+    tf = next(x for x in v["fitted-time-cos"].robustness if x.choice == "time fit")
+    assert tf.outcomes == ["holds", "fails"] and v["fitted-time-cos"].verdict == "depends on time fit"
+    sc = next(x for x in v["attention-overclusters"].robustness if x.choice == "scale estimator")
+    assert sc.values == ["mean (declared)", "median_rest"] and sc.outcomes == ["fails", "holds"]
+    assert v["attention-overclusters"].verdict == "depends on scale estimator"
+    assert not any(x.choice == "scale estimator" for x in v["no-mlp-network-overclusters"].robustness)

@@ -27,11 +27,32 @@ position-free Theta_t, but the drift is the same sub-layer. The variants (:data:
 * ``model_scores``: the values of the bias-free heads moved by the model's own attention weights
   (``ForwardPass.attentions[l]``, fixed during layer l), which separates the scores from the values;
 * ``mlp``: ``attention`` + each layer's MLP as a drift (:func:`~attnflow.bridge.mlp_drift`), Lie splitting:
-  every attention step is followed by an MLP step.
+  every attention step is followed by an MLP step;
+* ``frames`` (f): ``attention`` with the block's LayerNorm affine maps applied where the network applies
+  them -- the continuous-time analogue of the network with every MLP output 0 (:func:`without_mlp`).
+  Post-LN (BERT), layer l: the attention flow moves x from z_l for T_l; the residual it was added to is
+  rebuilt in the read frame, :math:`y = A_l x + b_l` (A_l, b_l: the LayerNorm that feeds the attention);
+  the block's first LayerNorm projects it, :math:`z' = \Pi(P_c y)`, and writes it in its own frame
+  :math:`u = A'_l z' + b'_l` (A'_l, b'_l: ``ln_attn``); the next sphere token is
+  :math:`z_{l+1} = \Pi(P_c u)`, the point the block's output LayerNorm projects. (The attention reads
+  :math:`A_l x` without the shift, as in ``attention``.) Pre-LN / RMSNorm (Llama, GPT-2): the only affine
+  map on the attention's path is the gain on its read, which ``attention`` already applies
+  (:math:`\mathrm{RMSNorm}(r) = A_l\,r/\|r\|`), and the residual stream is never normalised inside the
+  stack, so ``frames`` *is* ``attention`` there (same code path, bit for bit);
+* ``frames_mlp`` (g): ``frames`` + the MLP, in the network's order: after the attention flow (and, post-LN,
+  the frame map to :math:`z'`), the MLP drift of :func:`~attnflow.bridge.mlp_drift` moves the token for
+  T_l (post-LN: in the frame of ``ln_attn``, which is the frame that drift reads; then
+  :math:`u = A'_l x' + b'_l`, :math:`z_{l+1} = \Pi(P_c u)`). Sequential, not Lie-split as ``mlp``: the
+  analogue of the full model. Pre-LN: the attention flow then the MLP flow, no frames.
+
+Scales (pre-LN): :func:`stream_scales` with ``estimator="mean"`` (the declared default: the mean token
+norm, :func:`~attnflow.bridge.stream_norms`) or ``"median_rest"`` (the median norm of tokens 2..n: a
+decoder's first token can carry a norm 100x the others and inflate the mean).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -40,20 +61,27 @@ import torch
 
 from ..geometry.sphere import project, tangent_projection
 from .checkpoint import TransformerWeights
-from .passes import attention_sublayer
-from .theta import attention_layer_norm, mlp_drift
+from .passes import attention_sublayer, sphere_tokens
+from .theta import attention_layer_norm, mlp_drift, stream_norms
 
 __all__ = [
+    "SCALE_ESTIMATORS",
     "VARIANTS",
     "attention_drift",
+    "fit_free_running_times",
     "fit_layer_times",
     "hidden_readout",
     "layer_flow",
     "layer_time_curve",
+    "mean_cosine",
+    "stream_scales",
+    "without_mlp",
 ]
 
 #: the flows of :func:`layer_flow` (module docstring)
-VARIANTS = ("attention", "biases", "fitted_time", "model_scores", "mlp")
+VARIANTS = ("attention", "biases", "fitted_time", "model_scores", "mlp", "frames", "frames_mlp")
+#: the scale estimators of :func:`stream_scales` (the first is the declared default)
+SCALE_ESTIMATORS = ("mean", "median_rest")
 
 
 def _check_norms(weights: TransformerWeights, residual_norms) -> list[float] | None:
@@ -178,8 +206,9 @@ def layer_flow(
             f"{None if attentions is None else tuple(attentions.shape)}; pass ForwardPass.attentions"
         )
     mlps = None
-    if variant == "mlp":
+    if variant in ("mlp", "frames_mlp"):
         mlps = [mlp_drift(weights, l, residual_norm=None if rho is None else rho[l]) for l in range(L)]
+    post_frames = variant in ("frames", "frames_mlp") and weights.arch == "post_ln"
     x, out = z0, [z0]
     for l in range(L):
         m = math.ceil(times[l] * steps_per_layer - 1e-9)
@@ -191,10 +220,23 @@ def layer_flow(
                 residual_norm=None if rho is None else rho[l],
             )  # fmt: skip
             x = _step(x, F, dt)
-            if mlps is not None:
+            if variant == "mlp":
                 x = _step(x, mlps[l](x), dt)
+        if post_frames:  # the residual in the read frame, projected by ln_attn (module docstring, (f))
+            x = sphere_tokens(_affine(attention_layer_norm(weights, l), x, weights.d))
+        if variant == "frames_mlp":  # the MLP sub-layer after the attention sub-layer, as in the network
+            for _ in range(m):
+                x = _step(x, mlps[l](x), dt)
+        if post_frames:  # ln_attn writes u = A' x + b'; the block's output LayerNorm projects it
+            x = sphere_tokens(_affine(weights.layers[l].ln_attn, x, weights.d))
         out.append(x)
     return torch.stack(out)
+
+
+def _affine(ln, x: torch.Tensor, d: int) -> torch.Tensor:
+    r"""A LayerNorm's affine map on sphere tokens: :math:`\sqrt d\,\gamma\odot x + b` (its output for a
+    centred input of direction x, norm epsilon -> 0)."""
+    return math.sqrt(d) * ln.weight * x + ln.bias
 
 
 def layer_time_curve(
@@ -277,3 +319,119 @@ def hidden_readout(weights: TransformerWeights, depth: int, x: torch.Tensor) -> 
     else:
         return x
     return math.sqrt(weights.d) * ln.weight * x + ln.bias
+
+
+def without_mlp(weights: TransformerWeights) -> TransformerWeights:
+    r"""The same network with every MLP output 0 (``W_out = 0``, ``b_out = 0``), everything else kept.
+
+    Run by :func:`~attnflow.bridge.forward` it is the exact discrete attention-only network "(n)": every
+    LayerNorm / RMSNorm with its gain and shift, every attention bias, the residuals and the final norm as
+    in the model; only the MLP sub-layer adds nothing (post-LN: :math:`h \leftarrow \mathrm{LN}_2(u)`;
+    pre-LN: :math:`r \leftarrow r + 0`).
+    """
+    layers = tuple(
+        dataclasses.replace(lw, W_out=torch.zeros_like(lw.W_out), b_out=torch.zeros_like(lw.b_out))
+        for lw in weights.layers
+    )
+    return dataclasses.replace(weights, name=f"{weights.name} without MLP", layers=layers)
+
+
+def stream_scales(
+    weights: TransformerWeights, hidden_states: torch.Tensor, estimator: str = "mean"
+) -> list[float]:
+    r"""The scale :math:`\rho_l` of the residual stream entering each layer of a pre-LN model, shape [L].
+
+    ``"mean"`` (the declared default): the mean (centred, for LayerNorm) token norm,
+    :func:`~attnflow.bridge.stream_norms`. ``"median_rest"``: the median norm of tokens 2..n, which a
+    first token with a massive norm (an attention sink: SmolLM2's reaches 100x the median) does not move.
+    For an even count n - 1 it is the lower median (the smaller middle value; :meth:`torch.Tensor.median`).
+
+    Parameters
+    ----------
+    weights : TransformerWeights
+        A pre-LN model.
+    hidden_states : Tensor, shape=[L + 1, n, d]
+        ``ForwardPass.hidden_states`` (the stream r_l for l < L), n >= 2.
+    estimator : str
+        One of :data:`SCALE_ESTIMATORS`.
+    """
+    if estimator not in SCALE_ESTIMATORS:
+        raise ValueError(f"unknown scale estimator {estimator!r}; valid: {', '.join(SCALE_ESTIMATORS)}")
+    if estimator == "mean":
+        return stream_norms(weights, hidden_states)
+    if weights.arch != "pre_ln":
+        raise ValueError(f"stream_scales applies to pre-LN models: {weights.name} is {weights.arch}")
+    r = hidden_states[: weights.depth]
+    if r.shape[1] < 2:
+        raise ValueError(f"estimator 'median_rest' needs n >= 2 tokens: got n = {r.shape[1]}; use 'mean'")
+    c = r - r.mean(dim=-1, keepdim=True) if weights.norm == "layer" else r
+    return [float(v) for v in torch.linalg.vector_norm(c[:, 1:], dim=-1).median(dim=-1).values]
+
+
+def mean_cosine(x: torch.Tensor) -> torch.Tensor:
+    r"""Mean pairwise inner product of unit tokens over distinct pairs, :math:`(\|\sum_i x_i\|^2 - n) /
+    (n(n-1))` (the quantity of :func:`attnflow.observables.mean_pairwise_inner_product`, which this layer
+    cannot import), shape=[...] for x of shape=[..., n, d]."""
+    n = x.shape[-2]
+    return (x.sum(dim=-2).pow(2).sum(dim=-1) - x.pow(2).sum(dim=(-1, -2))) / (n * (n - 1))
+
+
+def fit_free_running_times(
+    weights: TransformerWeights,
+    starts: Sequence[torch.Tensor],
+    target: Sequence[float],
+    *,
+    steps_per_layer: int,
+    max_time: float,
+    residual_norms: Sequence[Sequence[float]] | None = None,
+) -> np.ndarray:
+    r"""Times T_l of the free-running ``attention`` flow fitted to the model's mean-cosine profile, greedily.
+
+    Unlike :func:`fit_layer_times` (teacher-forced: each layer from the model's own tokens), the flow runs
+    from the depth-0 tokens of every fit sentence; layer by layer, T_l is the grid time (step
+    1/``steps_per_layer``, up to ``max_time``) whose mean over the fit sentences of the flow's mean cosine
+    at depth l + 1 is closest to ``target[l + 1]`` (the first such time), and the flow goes on from there.
+    Greedy: depth l + 1 depends on T_0..T_l only, so each depth's gap is minimised given the earlier ones
+    (the mean over depths of the gap is minimised whenever every depth can be matched).
+
+    Parameters
+    ----------
+    starts : sequence of Tensor, shape=[n_s, d]
+        The fit sentences' tokens at depth 0.
+    target : sequence of float, shape=[L + 1]
+        The model's mean cosine per depth, averaged over the same sentences.
+    residual_norms : sequence or None
+        Pre-LN: rho_l of each sentence (shape [S, L]).
+
+    Returns
+    -------
+    ndarray, shape=[L]
+    """
+    if not (math.isfinite(max_time) and max_time > 0):
+        raise ValueError(f"max_time must be a finite number > 0: got {max_time!r}; e.g. max_time=8")
+    L = weights.depth
+    if len(starts) < 1 or len(target) != L + 1:
+        raise ValueError(
+            f"need >= 1 start and a target of L + 1 = {L + 1} mean cosines: got {len(starts)} starts, "
+            f"{len(target)} targets"
+        )
+    rhos = [
+        _check_norms(weights, None if residual_norms is None else residual_norms[s])
+        for s in range(len(starts))
+    ]
+    M = round(max_time * steps_per_layer)
+    dt = 1.0 / steps_per_layer
+    xs, times = list(starts), []
+    for l in range(L):
+        traj = []  # per sentence: the tokens at grid points 0..M
+        for x, rho in zip(xs, rhos, strict=True):
+            path = [x]
+            for _ in range(M):
+                F = attention_drift(weights, l, path[-1], residual_norm=None if rho is None else rho[l])
+                path.append(_step(path[-1], F, dt))
+            traj.append(torch.stack(path))
+        cos = torch.stack([mean_cosine(p) for p in traj]).mean(0)  # (M + 1,)
+        m = int(torch.argmin((cos - float(target[l + 1])).abs()))
+        times.append(m / steps_per_layer)
+        xs = [p[m] for p in traj]
+    return np.asarray(times)

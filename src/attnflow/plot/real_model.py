@@ -144,14 +144,17 @@ def plot_real_model(data: dict, out_dir: Path) -> dict[str, str]:
     return files
 
 
-#: styles of the model and the five flows of ``real_model_flows``
+#: styles of the model, the no-MLP network (n) and the flows (a)-(g) of ``real_model_flows``
 _FLOW_STYLES = (
     ("model", "model", "ko-"),
+    ("no_mlp", "(n) no-MLP network", "k:"),
     ("attention", "(a) bias-free attention", "s-"),
     ("biases", "(b) biases + LN shift", "v--"),
     ("fitted_time", "(c) fitted time (report half)", "^-"),
     ("model_scores", "(d) model's scores", "x:"),
     ("mlp", "(e) attention + MLP", "d-"),
+    ("frames", "(f) attention + LN frames", "P-"),
+    ("frames_mlp", "(g) (f) + MLP", "*-"),
 )
 
 
@@ -183,7 +186,7 @@ def plot_real_model_flows(data: dict, out_dir: Path) -> dict[str, str]:
         )
         for ax, rep, key, title in panels:
             for src, label, style in _FLOW_STYLES:
-                if key == "agree" and src == "model":
+                if (key == "agree" and src == "model") or src not in s["per_depth"][rep]:
                     continue
                 st = s["per_depth"][rep][src][key]
                 if key == "clusters":

@@ -11,7 +11,17 @@ from the model's embeddings :math:`z_0`:
   layer output (teacher-forced: layer l's flow from the model's z_l against the model's z_{l+1}) and
   reported on the other half;
 * (d) ``model_scores``: the model's own attention weights moving the values of the bias-free heads;
-* (e) ``mlp``: attention + each layer's MLP as a drift.
+* (e) ``mlp``: attention + each layer's MLP as a drift;
+* (f) ``frames``: (a) with the block's LayerNorm affine maps applied where the network applies them (the
+  continuous analogue of the no-MLP network; pre-LN: (a) itself);
+* (g) ``frames_mlp``: (f) + the MLP flow after the attention flow (the analogue of the full model);
+
+and, as the reference the flows are judged against since the review, (n) ``no_mlp``: the network itself with
+every MLP output 0 (:func:`attnflow.bridge.flows.without_mlp`). Pre-LN models divide by a stream scale
+rho_l (``scale_estimator``, the robustness check "scale estimator" over ``scale_alternatives``); (c) has a
+free-running variant (``free_running_fit``); a cluster radius where the model's count is saturated (config
+``saturation_tolerance``, ``saturation_depth_share``) is reported, not tested. Nulls: ``*-random``
+(``transformers``' initialisation) and ``*-permuted`` (:func:`attnflow.bridge.nulls.permuted_null`).
 
 Per depth and per sentence: mean pairwise cosine, effective rank (Gram form), single-linkage cluster
 counts over ``thresholds`` and the token-wise agreement :math:`\frac1n\sum_i\langle z_i, x_i\rangle` with
@@ -33,12 +43,19 @@ import math
 import time
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
-from ..analysis.verdicts import Criterion, RobustnessCheck, record_identity, record_test
+from ..analysis.verdicts import (
+    Criterion,
+    RobustnessCheck,
+    record_description,
+    record_identity,
+    record_test,
+)
 from ..bridge import (
     attention_sublayer,
     encode,
@@ -48,8 +65,9 @@ from ..bridge import (
     hidden_readout,
     layer_flow,
     layer_time_curve,
-    stream_norms,
 )
+from ..bridge.flows import fit_free_running_times, stream_scales, without_mlp
+from ..bridge.nulls import permuted_null
 from ..bridge.theta import attention_layer_norm
 from ..observables import cluster_count_sensitivity, gram_effective_rank, mean_pairwise_inner_product
 from .base import Study, StudyConfig, StudyResult, StudyRuns
@@ -63,24 +81,32 @@ __all__ = ["FAMILIES", "FlowsConfig", "RealModelFlowsStudy", "family_task", "rec
 
 #: model families: the trained ones (real weights from offline packages) and tiny random ones (quick variant)
 FAMILIES = (
-    "minilm", "minilm-l3", "smollm2", "minilm-random", "minilm-l3-random", "smollm2-random", "tiny-bert",
-    "tiny-llama",
+    "minilm", "minilm-l3", "smollm2", "minilm-random", "minilm-l3-random", "smollm2-random",
+    "minilm-permuted", "minilm-l3-permuted", "smollm2-permuted", "tiny-bert", "tiny-llama",
 )  # fmt: skip
-#: the flows, in the order of the issue: (a) .. (e)
-FLOWS = ("attention", "biases", "fitted_time", "model_scores", "mlp")
+#: the flows, in the order of the issue: (a) .. (e), then (f), (g) (the LayerNorm frames kept; review)
+FLOWS = ("attention", "biases", "fitted_time", "model_scores", "mlp", "frames", "frames_mlp")
+#: the sources of the tables: the model, the exact no-MLP network (n) and the flows
+SOURCES = ("model", "no_mlp", *FLOWS)
 LABELS = {
+    "no_mlp": "(n) no-MLP network",
     "attention": "(a) bias-free attention",
     "biases": "(b) biases + LN shift",
     "fitted_time": "(c) fitted time",
     "model_scores": "(d) model's scores",
     "mlp": "(e) attention + MLP",
+    "frames": "(f) attention + LN frames",
+    "frames_mlp": "(g) (f) + MLP",
 }
+#: the flows recomputed with each alternative scale estimator (pre-LN models; review: SmolLM2's rho_l)
+SCALE_FLOWS = ("attention", "model_scores", "mlp", "frames", "frames_mlp")
 REPS = ("sphere", "hidden")
 #: per-sentence cost estimate (s, one thread) of each family, measured on the shared 2-core machine
 _COST = {"minilm": 3.0, "minilm-l3": 1.5, "smollm2": 8.0, "tiny-bert": 0.05, "tiny-llama": 0.05}
 _LOAD = {"minilm": 5.0, "minilm-l3": 5.0, "smollm2": 80.0, "tiny-bert": 1.0, "tiny-llama": 1.0}
-for _f in ("minilm", "minilm-l3", "smollm2"):  # the same architecture, randomly initialised: the null
+for _f in ("minilm", "minilm-l3", "smollm2"):  # the same architecture, randomly initialised / permuted: nulls
     _COST[f"{_f}-random"], _LOAD[f"{_f}-random"] = _COST[_f], _LOAD[_f] + 5.0
+    _COST[f"{_f}-permuted"], _LOAD[f"{_f}-permuted"] = _COST[_f], _LOAD[_f] + 5.0
 
 
 class FlowsConfig(StudyConfig):
@@ -88,8 +114,9 @@ class FlowsConfig(StudyConfig):
         ["minilm", "minilm-l3", "smollm2"], min_length=1,
         description="model families: minilm (all-MiniLM-L6-v2, safetensors), minilm-l3 "
         "(paraphrase-MiniLM-L3-v2, ONNX), smollm2 (SmolLM2-135M-Instruct, GGUF), each with '-random' (the "
-        "same architecture with transformers' random initialisation, seed `seed`: the null), tiny-bert / "
-        "tiny-llama (tiny random models)",
+        "same architecture with transformers' random initialisation, seed `seed`: the null) and with "
+        "'-permuted' (the trained weights, every tensor's entries permuted, seed `seed`: the null at the "
+        "trained weights' scale, bridge.nulls.permuted_null), tiny-bert / tiny-llama (tiny random models)",
     )  # fmt: skip
     sentences: PositiveInt = Field(
         48, description="corpus subsample: this many sentences drawn without replacement", examples=[48]
@@ -97,7 +124,27 @@ class FlowsConfig(StudyConfig):
     corpus_seed: int = Field(0, description="seed of the corpus subsample")
     max_tokens: PositiveInt = Field(24, description="only sentences of at most this many tokens are drawn")
     steps_per_layer: PositiveInt = Field(4, description="Euler steps per unit time (per layer at T_l = 1)")
-    max_time: PositiveFloat = Field(4.0, description="largest T_l of the time fit's grid (step 1/steps)")
+    max_time: PositiveFloat = Field(
+        8.0,
+        description="largest T_l of the time fit's grid (step 1/steps); 8 since the review (4 was hit by "
+        "SmolLM2's teacher-forced fit in 16 layers)",
+    )
+    free_running_fit: bool = Field(
+        True,
+        description="also fit T_l to the free-running mean-cosine profile (greedy, on the fit half of the "
+        "main split, bridge.flows.fit_free_running_times): the robustness variant 'time fit' of (c)",
+    )
+    scale_estimator: Literal["mean", "median_rest"] = Field(
+        "mean",
+        description="pre-LN models: the scale rho_l of the residual stream the flows divide by "
+        "(bridge.flows.stream_scales): mean token norm (declared default) or median norm of tokens 2..n",
+    )
+    scale_alternatives: list[Literal["mean", "median_rest"]] = Field(
+        ["median_rest"],
+        description="pre-LN models: the other scale estimators each flow (but (b), (c)) is rerun with: the "
+        "robustness check 'scale estimator' (added after the review found SmolLM2's first token inflating "
+        "the mean)",
+    )
     split_seeds: list[int] = Field(
         [0, 1], min_length=1, description="seeds of the fit/report halves; the first is the main split"
     )
@@ -122,6 +169,16 @@ class FlowsConfig(StudyConfig):
         0.25,
         description="a flow follows the model's cluster count / effective rank when the mean over depths "
         "1..L of |flow - model|, divided by the model's mean over the same depths, is <= this",
+    )
+
+    saturation_tolerance: PositiveFloat = Field(
+        0.1,
+        description="a cluster radius is saturated (uninformative) for a family when the model's mean "
+        "count is <= (1 + this) or >= (1 - this) * mean n at more than saturation_depth_share of the depths "
+        "1..L (declared after the review saw counts at 0.6 / 1.2 rad sit at n / 1)",
+    )
+    saturation_depth_share: PositiveFloat = Field(
+        0.5, description="share of the depths 1..L (strictly more than) of the saturation rule"
     )
 
     @field_validator("families")
@@ -185,6 +242,9 @@ def load_family(family: str, seed: int = 0):
 
         trained, tokenize, _ = load_family(family.removesuffix("-random"), seed)
         w = from_hf_model(random_like(bridge.to_hf_model(trained), seed).double())
+    elif family.endswith("-permuted"):  # the trained weights, every tensor's entries shuffled
+        trained, tokenize, _ = load_family(family.removesuffix("-permuted"), seed)
+        w = permuted_null(trained, seed)
     elif family in ("minilm", "minilm-l3"):
         w = bridge.load_minilm() if family == "minilm" else bridge.load_minilm_l3()
         tok = bridge.load_tokenizer(bridge.minilm_path())  # the ONNX package ships no tokenizer
@@ -238,21 +298,39 @@ def _sink(w, tokens: torch.Tensor, special: list[int], *, biases: bool) -> np.nd
     return np.asarray(out)
 
 
-def _sentence(w, ids: list[int], special: list[int], c: FlowsConfig) -> dict:
+def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) -> dict:
     fp = forward(w, ids)
     z, L = fp.tokens, w.depth
-    rho = stream_norms(w, fp.hidden_states) if w.arch == "pre_ln" else None
+    pre = w.arch == "pre_ln"
+    rho = stream_scales(w, fp.hidden_states, c.scale_estimator) if pre else None
     hid = _unit(fp.hidden_states)
     out = {"n": len(ids), "rho": rho, "stats": {r: {} for r in REPS}}
     out["stats"]["sphere"]["model"] = _profile(z, z, c.thresholds)
     out["stats"]["hidden"]["model"] = _profile(hid, hid, c.thresholds)
+    nm = forward(w_nomlp, ids)  # (n): the exact network with every MLP output 0
+    out["stats"]["sphere"]["no_mlp"] = _profile(nm.tokens, z, c.thresholds)
+    out["stats"]["hidden"]["no_mlp"] = _profile(_unit(nm.hidden_states), hid, c.thresholds)
     flows = {}
-    for v in ("attention", "biases", "model_scores", "mlp"):
-        x = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer, attentions=fp.attentions,
-                       residual_norms=rho)  # fmt: skip
-        flows[v] = x
-        out["stats"]["sphere"][v] = _profile(x, z, c.thresholds)
-        out["stats"]["hidden"][v] = _profile(_hidden(w, x), hid, c.thresholds)
+    for v in ("attention", "biases", "model_scores", "mlp", "frames", "frames_mlp"):
+        if v == "frames" and pre:  # pre-LN: (f) runs the code path of (a) (bridge.flows docstring; tested)
+            flows[v] = flows["attention"]
+        else:
+            flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer,
+                                  attentions=fp.attentions, residual_norms=rho)  # fmt: skip
+        out["stats"]["sphere"][v] = _profile(flows[v], z, c.thresholds)
+        out["stats"]["hidden"][v] = _profile(_hidden(w, flows[v]), hid, c.thresholds)
+    out["scale_alt"] = {}
+    for est in c.scale_alternatives if pre else ():
+        if est == c.scale_estimator:
+            continue
+        rho2, xs, alt = stream_scales(w, fp.hidden_states, est), {}, {}
+        for v in SCALE_FLOWS:
+            xs[v] = xs["attention"] if v == "frames" else layer_flow(
+                w, z[0], variant=v, steps_per_layer=c.steps_per_layer, attentions=fp.attentions,
+                residual_norms=rho2,
+            )  # fmt: skip
+            alt[v] = _profile(xs[v], z, c.thresholds)
+        out["scale_alt"][est] = {"rho": rho2, "sphere": alt}
     out["curves"] = np.stack(
         [
             layer_time_curve(
@@ -290,6 +368,7 @@ def family_task(config: dict, family: str) -> dict:
     t0, cpu0 = time.perf_counter(), time.process_time()
     with one_thread(), torch.no_grad():
         w, tokenize, special = load_family(family, c.seed)
+        w_nomlp = without_mlp(w)
         corpus = load_corpus()
         order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
         chosen, ids = [], []
@@ -301,7 +380,7 @@ def family_task(config: dict, family: str) -> dict:
             if len(chosen) == c.sentences:
                 break
         t_load = time.perf_counter() - t0
-        rows = [_sentence(w, t, special(len(t)), c) for t in ids]
+        rows = [_sentence(w, w_nomlp, t, special(len(t)), c) for t in ids]
         curves = np.stack([r["curves"] for r in rows])  # (S, L, M + 1)
         fitted = []
         for s in c.split_seeds:
@@ -317,9 +396,33 @@ def family_task(config: dict, family: str) -> dict:
                     stats["hidden"].append(_profile(_hidden(w, x), _unit(fp.hidden_states), c.thresholds))
                 fitted.append({"split_seed": s, "direction": name, "fit": fit, "report": rep, "times": T,
                                "stats": {r: _stack(stats[r]) for r in REPS}})  # fmt: skip
+        free = None
+        if c.free_running_fit:  # (c)'s robustness variant: T_l fitted to the free-running mean cosine
+            A, B = _halves(len(rows), c.split_seeds[0])
+            pre = w.arch == "pre_ln"
+            zs = {i: forward(w, ids[i]) for i in (*A, *B)}
+            target = np.mean([rows[i]["stats"]["sphere"]["model"]["cos"] for i in A], axis=0)
+            T = fit_free_running_times(
+                w, [zs[i].tokens[0] for i in A], target.tolist(), steps_per_layer=c.steps_per_layer,
+                max_time=c.max_time, residual_norms=None if not pre else [rows[i]["rho"] for i in A],
+            )  # fmt: skip
+            stats = {r: [] for r in REPS}
+            for i in B:
+                x = layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=c.steps_per_layer,
+                               layer_times=T.tolist(), residual_norms=rows[i]["rho"])  # fmt: skip
+                stats["sphere"].append(_profile(x, zs[i].tokens, c.thresholds))
+                stats["hidden"].append(_profile(_hidden(w, x), _unit(zs[i].hidden_states), c.thresholds))
+            free = {"split_seed": c.split_seeds[0], "direction": "A->B", "fit": A, "report": B, "times": T,
+                    "stats": {r: _stack(stats[r]) for r in REPS}}  # fmt: skip
     stats = {
         r: {src: _stack([row["stats"][r][src] for row in rows]) for src in rows[0]["stats"][r]} for r in REPS
     }
+    scale_alt = {
+        est: {"rho": [row["scale_alt"][est]["rho"] for row in rows],
+              "sphere": {v: _stack([row["scale_alt"][est]["sphere"][v] for row in rows])
+                         for v in SCALE_FLOWS}}
+        for est in rows[0]["scale_alt"]
+    }  # fmt: skip
     return jsonable(
         {
             "family": family,
@@ -333,6 +436,9 @@ def family_task(config: dict, family: str) -> dict:
             "curves_mean": curves.mean(0),
             "curve_grid": np.arange(curves.shape[-1]) / c.steps_per_layer,
             "fitted": fitted,
+            "fitted_free": free,
+            "scale_alt": scale_alt,
+            "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
             "timing_s": {
                 "load": t_load, "total": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
@@ -346,24 +452,30 @@ def _stack(profiles: list[dict]) -> dict:
 
 
 # -- analysis ----------------------------------------------------------------------------------------------
-def _arr(res: dict, rep: str, src: str, key: str, k: int | None) -> np.ndarray:
-    """Per-sentence values (S, L + 1) of ``key`` for ``src`` (a flow or the model); clusters at radius k."""
-    a = np.asarray(res["stats"][rep][src][key], float)
+def _arr(res: dict, rep: str, src: str, key: str, k: int | None, est: str | None = None) -> np.ndarray:
+    """Per-sentence values (S, L + 1) of ``key`` for ``src`` (a flow, the model or the no-MLP network);
+    clusters at radius k; ``est``: the flow rerun with that scale estimator (sphere tokens only)."""
+    if est is not None and src in SCALE_FLOWS:
+        a = np.asarray(res["scale_alt"][est]["sphere"][src][key], float)
+    else:
+        a = np.asarray(res["stats"][rep][src][key], float)
     return a[..., k] if key == "clusters" else a
 
 
-def _fitted_pair(res: dict, rep: str, key: str, k: int | None, j: int) -> tuple[np.ndarray, np.ndarray]:
-    """(model, flow (c)) on the report half of the j-th fit of ``res["fitted"]``."""
-    f = res["fitted"][j]
-    a = np.asarray(f["stats"][rep][key], float)
-    return _arr(res, rep, "model", key, k)[f["report"]], (a[..., k] if key == "clusters" else a)
+def _fitted_pair(res: dict, rep: str, key: str, k: int | None, fit: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(model, flow (c)) on the report half of the time fit ``fit`` (an entry of ``res["fitted"]`` or
+    ``res["fitted_free"]``)."""
+    a = np.asarray(fit["stats"][rep][key], float)
+    return _arr(res, rep, "model", key, k)[fit["report"]], (a[..., k] if key == "clusters" else a)
 
 
-def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, j: int = 0, idx=None):
-    """(model, flow) per-sentence arrays of ``stat`` (flow (c): the report half of the j-th fit)."""
+def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, ref: str = "model", j: int = 0,
+          idx=None, est: str | None = None, free: bool = False):  # fmt: skip
+    """(reference, flow) per-sentence arrays of ``stat``; the reference is the model or the no-MLP network
+    (flow (c): the model on the report half of the j-th fit, or of the free-running fit)."""
     if flow == "fitted_time":
-        return _fitted_pair(res, rep, stat, k, j)
-    m, f = _arr(res, rep, "model", stat, k), _arr(res, rep, flow, stat, k)
+        return _fitted_pair(res, rep, stat, k, res["fitted_free"] if free else res["fitted"][j])
+    m, f = _arr(res, rep, ref, stat, k, est), _arr(res, rep, flow, stat, k, est)
     return (m, f) if idx is None else (m[idx], f[idx])
 
 
@@ -395,35 +507,62 @@ def _boot(q, m: np.ndarray, f: np.ndarray, B: int, seed: int) -> tuple[float, tu
     return v, (float(min(lo, v)), float(max(hi, v)))
 
 
-#: the verdicts of each family: (id, flow, statistic, quantity kind, criterion field, statement)
+#: the verdicts of each family: (id, flow, reference, statistic, quantity kind, criterion field, statement);
+#: the reference is the model, or (n) the no-MLP network for "(f) follows (n)"
 VERDICTS = (
-    ("attention-overclusters", "attention", "cos", "over", "criterion_overcluster",
+    ("attention-overclusters", "attention", "model", "cos", "over", "criterion_overcluster",
      "the bias-free attention-only flow of the model's heads over-clusters the tokens (mean cosine above "
      "the model's)"),
-    ("biases-overclusters", "biases", "cos", "over", "criterion_overcluster",
+    ("biases-overclusters", "biases", "model", "cos", "over", "criterion_overcluster",
      "with the attention biases and the LayerNorm shift kept, the attention-only flow still over-clusters "
      "like the bias-free one"),
-    ("model-scores-overclusters", "model_scores", "cos", "over", "criterion_overcluster",
+    ("model-scores-overclusters", "model_scores", "model", "cos", "over", "criterion_overcluster",
      "driven by the model's own attention weights (the values of the bias-free heads), the flow still "
      "over-clusters: the values, not the scores, make it cluster"),
-    ("fitted-time-cos", "fitted_time", "cos", "gap", "criterion_cos_gap",
+    ("fitted-time-cos", "fitted_time", "model", "cos", "gap", "criterion_cos_gap",
      "with one time per layer fitted on held-out sentences, the attention-only flow follows the model's "
      "mean cosine"),
-    ("mlp-cos", "mlp", "cos", "gap", "criterion_cos_gap",
+    ("mlp-cos", "mlp", "model", "cos", "gap", "criterion_cos_gap",
      "the attention + MLP flow follows the model's mean cosine (the MLP closes the gap in mean cosine)"),
-    ("mlp-clusters", "mlp", "clusters", "rel", "criterion_rel_gap",
+    ("mlp-clusters", "mlp", "model", "clusters", "rel", "criterion_rel_gap",
      "the attention + MLP flow follows the model's cluster count (the MLP closes the gap in clusters)"),
-    ("mlp-erank", "mlp", "erank", "rel", "criterion_rel_gap",
+    ("mlp-erank", "mlp", "model", "erank", "rel", "criterion_rel_gap",
      "the attention + MLP flow follows the model's effective rank (the MLP closes the gap in rank)"),
+    ("no-mlp-network-overclusters", "no_mlp", "model", "cos", "over", "criterion_overcluster",
+     "the attention-only NETWORK (the model with every MLP output 0; every norm, bias and residual kept) "
+     "over-clusters the tokens (mean cosine above the model's)"),
+    ("frames-overclusters", "frames", "model", "cos", "over", "criterion_overcluster",
+     "the attention-only flow with the LayerNorm frames kept ((f): the continuous analogue of the no-MLP "
+     "network) over-clusters the tokens"),
+    ("frames-follows-network-cos", "frames", "no_mlp", "cos", "gap", "criterion_cos_gap",
+     "the attention-only flow with the LayerNorm frames kept (f) follows the discrete no-MLP network (n) "
+     "in mean cosine"),
+    ("frames-mlp-cos", "frames_mlp", "model", "cos", "gap", "criterion_cos_gap",
+     "the flow with the LayerNorm frames and the MLP (g) follows the model's mean cosine"),
+    ("frames-mlp-clusters", "frames_mlp", "model", "clusters", "rel", "criterion_rel_gap",
+     "the flow with the LayerNorm frames and the MLP (g) follows the model's cluster count"),
+    ("frames-mlp-erank", "frames_mlp", "model", "erank", "rel", "criterion_rel_gap",
+     "the flow with the LayerNorm frames and the MLP (g) follows the model's effective rank"),
 )  # fmt: skip
 _OPS = {"over": ">=", "gap": "<=", "rel": "<="}
 _QUANT = {
-    "over": "mean over depths 1..L of (mean cosine of the flow - mean cosine of the model)",
-    "gap": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} (model)|",
-    "rel": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} (model)| / mean {stat} (model)",
+    "over": "mean over depths 1..L of (mean cosine of the flow - mean cosine of the {ref})",
+    "gap": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} ({ref})|",
+    "rel": "mean over depths 1..L of |mean {stat} (flow) - mean {stat} ({ref})| / mean {stat} ({ref})",
 }
+_REF = {"model": "model", "no_mlp": "no-MLP network"}
 #: the depth summaries of the robustness check "depth summary" (the first is the declared criterion)
 _DEPTHS = {"all": "mean over depths 1..L", "last": "last depth L"}
+#: flows that equal another one by construction where ``_same_flow`` finds them bit-identical
+_IDENTITIES = {
+    "biases": ("attention", "the weights have no nonzero attention/projection bias and no norm shift (Llama: "
+               "none exist; transformers' random init of BERT: all zero), so flow (b) is flow (a) and a "
+               "test of (b) would only repeat the one of (a) (bridge.flows module docstring; test "
+               "test_llama_has_no_biases_so_flow_b_is_flow_a)"),
+    "frames": ("attention", "pre-LN / RMSNorm: the only LayerNorm affine map on the attention's path is the "
+               "gain on its read, which flow (a) already applies, so flow (f) is flow (a) (bridge.flows "
+               "module docstring; test test_frames_is_attention_for_pre_ln)"),
+}  # fmt: skip
 
 
 def _same_flow(res: dict, flow: str, other: str) -> bool:
@@ -439,17 +578,46 @@ def _same_flow(res: dict, flow: str, other: str) -> bool:
 
 def _verdict_data(res: dict) -> dict:
     """What the verdicts need of a family's result (per-sentence cosine, rank, clusters; the fits'
-    report halves), kept in the summary so that ``records(summary, config)`` rebuilds them
-    (``scripts/regen_verdicts.py``) without rerunning the study."""
+    report halves; the flows with the other scale estimators), kept in the summary so that
+    ``records(summary, config)`` rebuilds them (``scripts/regen_verdicts.py``) without rerunning the study."""
     keys = ("cos", "erank", "clusters")
+
+    def rnd(d):
+        return {k: np.round(np.asarray(d[k], float), 6) for k in keys}
+
+    def fit(f):
+        return {"split_seed": f["split_seed"], "direction": f["direction"], "report": f["report"],
+                "times": f["times"], "stats": {r: rnd(f["stats"][r]) for r in REPS}}  # fmt: skip
+
+    free = res.get("fitted_free")
     return {
         "tokens": res["tokens"],
-        "stats": {r: {src: {k: np.round(np.asarray(v[k], float), 6) for k in keys} for src, v in d.items()}
-                  for r, d in res["stats"].items()},
-        "fitted": [{"split_seed": f["split_seed"], "direction": f["direction"], "report": f["report"],
-                    "stats": {r: {k: np.round(np.asarray(f["stats"][r][k], float), 6) for k in keys}
-                              for r in REPS}} for f in res["fitted"]],
+        "stats": {r: {src: rnd(v) for src, v in d.items()} for r, d in res["stats"].items()},
+        "fitted": [fit(f) for f in res["fitted"]],
+        "fitted_free": None if free is None else fit(free),
+        "scale_alt": {est: {"sphere": {v: rnd(x) for v, x in a["sphere"].items()}}
+                      for est, a in res.get("scale_alt", {}).items()},
     }  # fmt: skip
+
+
+def saturated_radii(res: dict, config: FlowsConfig) -> list[float]:
+    """The cluster radii that are uninformative for a family (config ``saturation_tolerance``,
+    ``saturation_depth_share``): the model's mean count (sphere tokens) is within the tolerance of 1
+    (<= 1 + tol) or of the mean token count n (>= (1 - tol) n) at more than the share of the depths 1..L.
+    Declared after the review saw every count at 0.6 rad sit at n and at 1.2 rad at 1."""
+    c = config
+    n = float(np.mean(res["tokens"]))
+    counts = np.asarray(res["stats"]["sphere"]["model"]["clusters"], float).mean(0)[1:]  # (L, radii)
+    tol = c.saturation_tolerance
+    sat = (counts <= 1.0 + tol) | (counts >= (1.0 - tol) * n)
+    return [t for i, t in enumerate(c.thresholds) if sat[:, i].mean() > c.saturation_depth_share]
+
+
+def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs) -> None:
+    """Append the robustness check ``choice``: q with its bootstrap interval for each (ref, flow) pair."""
+    xs = [_boot(q, *p, B, seed) for p in pairs]
+    rob.append(RobustnessCheck.from_values(crit, choice, list(values), [x[0] for x in xs],
+                                           ci95=[x[1] for x in xs]))  # fmt: skip
 
 
 def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None = None) -> list:
@@ -460,57 +628,62 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         results = {f: {**s["verdict_data"], "model": s["model"]} for f, s in summary["families"].items()}
     k_main = c.thresholds.index(min(c.thresholds, key=lambda t: abs(t - c.cluster_threshold)))
     out = []
+    src_text = ("issue 26 part 3 (flows that explain the layers); flows: docs/real_models.md; 2605.18870, "
+                "eq. (10) for the attention flow")  # fmt: skip
     for fam, res in results.items():
         S = len(res["tokens"])
         A, B = _halves(S, c.split_seeds[0])
-        for vid, flow, stat, kind, field, what in VERDICTS:
+        name = res["model"]["name"]
+        sat = saturated_radii(res, c)
+        alts = [e for e in res.get("scale_alt") or {} if e != c.scale_estimator]
+        for vid, flow, ref, stat, kind, field, what in VERDICTS:
             q = _quantity(kind)
-            if flow == "biases" and _same_flow(res, "biases", "attention"):
-                out.append(
-                    record_identity(
-                        id=f"flows-{fam}-{vid}", statement=f"{res['model']['name']}: {what}",
-                        source="issue 26 part 3 (flows that explain the layers); flows: docs/real_models.md",
-                        why="flow (b) is flow (a) bit for bit on every sentence and representation: the "
-                        "weights have no nonzero attention/projection bias and no norm shift (Llama: none "
-                        "exist; transformers' random init of BERT: all zero), so a test of (b) would only "
-                        "repeat the one of (a) (bridge.flows module docstring; test "
-                        "test_llama_has_no_biases_so_flow_b_is_flow_a)",
-                        result={"same_as": f"flows-{fam}-attention-overclusters"},
-                    )
-                )  # fmt: skip
+            if flow in _IDENTITIES and ref == "model" and _same_flow(res, flow, _IDENTITIES[flow][0]):
+                out.append(record_identity(
+                    id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
+                    why=f"flow {LABELS[flow][:3]} is flow {LABELS[_IDENTITIES[flow][0]][:3]} bit for bit on "
+                    f"every sentence and representation: {_IDENTITIES[flow][1]}",
+                    result={"same_as": f"flows-{fam}-{_IDENTITIES[flow][0]}-overclusters"},
+                ))  # fmt: skip
                 continue
             crit = Criterion(
                 quantity=_QUANT[kind].format(stat={"cos": "cosine", "clusters": "cluster count",
-                                                   "erank": "effective rank"}[stat])
+                                                   "erank": "effective rank"}[stat], ref=_REF[ref])
                 + (f" (clusters at {c.thresholds[k_main]:g} rad)" if stat == "clusters" else "")
                 + ", sphere tokens",
                 op=_OPS[kind], threshold=float(getattr(c, field)), declared_in=f"config: {field}",
-                note="declared in the config before the data (commit 'real_model_flows: config, criteria')",
+                note="declared in the config before the data (commit 'real_model_flows: config, criteria'; "
+                "the (n), (f), (g) records reuse the same fields)",
             )  # fmt: skip
+            if stat == "clusters" and c.thresholds[k_main] in sat:
+                m, f = _pair(res, flow, stat, "sphere", k=k_main, ref=ref)
+                out.append(record_description(
+                    id=f"flows-{fam}-{vid}", statement=f"{name}: {what} -- not decided: the model's count at "
+                    f"the declared radius {c.thresholds[k_main]:g} rad is saturated (config "
+                    "saturation_tolerance, saturation_depth_share)", source=src_text,
+                    result={"value": q(m, f), "saturated_radii": sat},
+                ))  # fmt: skip
+                continue
             k = k_main if stat == "clusters" else None
             seed = c.seed + len(out)
-
-            pair = partial(_pair, res, flow, stat, k=k)
-
+            pair = partial(_pair, res, flow, stat, k=k, ref=ref)
             v, ci = _boot(q, *pair("sphere"), c.bootstrap, seed)
             rob = []
-            reps = [_boot(q, *pair(r), c.bootstrap, seed) for r in REPS]
-            rob.append(RobustnessCheck.from_values(crit, "representation", list(REPS), [x[0] for x in reps],
-                                                   ci95=[x[1] for x in reps]))  # fmt: skip
+
+            check = partial(_check, rob, crit, q, c.bootstrap, seed)
+
+            check("representation", REPS, [pair(r) for r in REPS])
             if flow == "fitted_time":
-                fits = [_boot(q, *pair("sphere", j=j), c.bootstrap, seed) for j in range(len(res["fitted"]))]
-                names = [f"seed {f['split_seed']} {f['direction']}" for f in res["fitted"]]
-                rob.append(RobustnessCheck.from_values(crit, "time-fit split", names, [x[0] for x in fits],
-                                                       ci95=[x[1] for x in fits]))  # fmt: skip
+                check("time-fit split", [f"seed {f['split_seed']} {f['direction']}" for f in res["fitted"]],
+                      [pair("sphere", j=j) for j in range(len(res["fitted"]))])  # fmt: skip
+                if res.get("fitted_free") is not None:
+                    check("time fit", ["teacher-forced agreement (declared)", "free-running mean cosine"],
+                          [pair("sphere"), pair("sphere", free=True)])  # fmt: skip
                 n_used, how = len(res["fitted"][0]["report"]), "report half of the main split"
             else:
-                halves = [_boot(q, *pair("sphere", idx=h), c.bootstrap, seed) for h in (A, B)]
-                rob.append(RobustnessCheck.from_values(crit, "corpus subsample",
-                                                       ["half A", "half B"], [x[0] for x in halves],
-                                                       ci95=[x[1] for x in halves]))  # fmt: skip
+                check("corpus subsample", ["half A", "half B"], [pair("sphere", idx=h) for h in (A, B)])
                 n_used, how = S, "all sentences of the subsample"
-            pair_fn = partial(pair, "sphere")
-            dep = [_boot(_quantity(kind, d), *pair_fn(), c.bootstrap, seed) for d in _DEPTHS]
+            dep = [_boot(_quantity(kind, d), *pair("sphere"), c.bootstrap, seed) for d in _DEPTHS]
             rob.append(
                 RobustnessCheck.from_values(
                     crit,
@@ -520,28 +693,23 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     ci95=[x[1] for x in dep],
                 )
             )
+            if alts and (flow in SCALE_FLOWS or ref in SCALE_FLOWS):
+                check("scale estimator", [f"{c.scale_estimator} (declared)", *alts],
+                      [pair("sphere"), *[pair("sphere", est=e) for e in alts]])  # fmt: skip
+            extra = None
             if stat == "clusters":
-                radii = [_boot(q, *pair("sphere", k=i), c.bootstrap, seed) for i in range(len(c.thresholds))]
-                rob.append(
-                    RobustnessCheck.from_values(
-                        crit,
-                        "cluster radius",
-                        list(c.thresholds),
-                        [x[0] for x in radii],
-                        ci95=[x[1] for x in radii],
-                    )
-                )
-            name = res["model"]["name"]
-            out.append(
-                record_test(
-                    id=f"flows-{fam}-{vid}", statement=f"{name}: {what}",
-                    source="issue 26 part 3 (flows that explain the layers); flows: docs/real_models.md; "
-                    "2605.18870, eq. (10) for the attention flow",
-                    criterion=crit, value=v, ci95=ci, samples=n_used,
-                    method=f"percentile bootstrap over sentences ({c.bootstrap} paired resamples, {how})",
-                    robustness=rob,
-                )
-            )  # fmt: skip
+                keep = [i for i, t in enumerate(c.thresholds) if t not in sat]
+                check("cluster radius", [c.thresholds[i] for i in keep], [pair("sphere", k=i) for i in keep])
+                extra = {"saturated_radii": sat,
+                         "saturation_rule": "model's mean count <= 1 + saturation_tolerance or >= (1 - "
+                         "saturation_tolerance) n at more than saturation_depth_share of the depths 1..L: "
+                         "reported, not tested (declared after the review)"}  # fmt: skip
+            out.append(record_test(
+                id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
+                criterion=crit, value=v, ci95=ci, samples=n_used,
+                method=f"percentile bootstrap over sentences ({c.bootstrap} paired resamples, {how})",
+                robustness=rob, extra=extra,
+            ))  # fmt: skip
     return out
 
 
@@ -573,7 +741,7 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
     per = {}
     for rep in REPS:
         per[rep] = {}
-        for src in ("model", *FLOWS):
+        for src in SOURCES:
             d = {}
             for key in ("cos", "erank", "clusters", "agree"):
                 if src == "fitted_time":
@@ -588,6 +756,7 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
         for rep in REPS
     }  # fmt: skip
     name = DISPLAY.get(res["family"], res["model"]["name"])
+    free = res.get("fitted_free")
     return {
         "model": {**res["model"], "name": name, "weights": res["model"]["name"]},
         "sentences": len(res["tokens"]),
@@ -606,10 +775,27 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
                     "lo": per[rep][src]["cos"]["lo"][L],
                     "hi": per[rep][src]["cos"]["hi"][L],
                 }
-                for src in ("model", *FLOWS)
+                for src in SOURCES
             }
             for rep in REPS
         },  # fmt: skip
+        "fitted_free": None
+        if free is None
+        else {
+            "times": free["times"],
+            "report": free["report"],
+            "cos": {rep: np.asarray(free["stats"][rep]["cos"], float).mean(0) for rep in REPS},
+        },
+        "scale_alt": {
+            est: {
+                "rho_mean": np.asarray(a["rho"], float).mean(0),
+                "cos": {v: np.asarray(x["cos"], float).mean(0) for v, x in a["sphere"].items()},
+            }
+            for est, a in (res.get("scale_alt") or {}).items()
+        },
+        "rho_mean": None
+        if res.get("rho") is None or res["rho"][0] is None
+        else np.asarray(res["rho"], float).mean(0),
         "timing_s": res["timing_s"],
     }
 
@@ -622,9 +808,9 @@ def tables(summary: dict) -> list[Table]:
     for fam, s in summary["families"].items():
         L, mi = s["model"]["layers"], s["model"]
         cols = [Column("depth"), Column("model", "model", ".3f")] + [
-            Column(f, LABELS[f], ".3f") for f in FLOWS
+            Column(f, LABELS[f], ".3f") for f in SOURCES[1:]
         ]
-        cols.insert(4, Column("model_report", "model, report half", ".3f"))
+        cols.insert(5, Column("model_report", "model, report half", ".3f"))
         for rep, key, what in (
             ("sphere", "cos", "mean cosine, sphere tokens"),
             ("hidden", "cos", "mean cosine, hidden states"),
@@ -639,7 +825,7 @@ def tables(summary: dict) -> list[Table]:
                 v = pd[src][key]["mean"][i]
                 return v[k] if key == "clusters" else v
 
-            rows = [{"depth": i, **{src: val(src, i) for src in ("model", *FLOWS)}} for i in range(L + 1)]
+            rows = [{"depth": i, **{src: val(src, i) for src in SOURCES}} for i in range(L + 1)]
             mr = s["model_on_report_half"][rep].get(key)  # no agreement of the model with itself
             for i, r in enumerate(rows):
                 r["model_report"] = None if mr is None else (mr[i][k] if key == "clusters" else mr[i])
@@ -651,18 +837,39 @@ def tables(summary: dict) -> list[Table]:
             )))  # fmt: skip
         sk = s["sink"]
         times = s["fitted_times"][0]["times"]
+        free = s.get("fitted_free")
         out.append(Table(
             columns=[Column("layer"), Column("model", "model", ".3f"), Column("hb", "bias-free heads", ".3f"),
                      Column("hk", "biases kept", ".3f"), Column("fa", "flow (a)", ".3f"),
-                     Column("fb", "flow (b)", ".3f"), Column("T", "fitted T_l (main split)", ".2f")],
+                     Column("fb", "flow (b)", ".3f"), Column("T", "fitted T_l (main split)", ".2f"),
+                     Column("Tf", "free-running T_l (main split)", ".2f")],
             rows=[{"layer": i, "model": sk["model"][i], "hb": sk["heads_biasfree"][i],
                    "hk": sk["heads_biases"][i], "fa": sk["flow_attention"][i], "fb": sk["flow_biases"][i],
-                   "T": times[i]} for i in range(L)],
+                   "T": times[i], "Tf": None if free is None else free["times"][i]} for i in range(L)],
             title=f"{fam}: attention mass on special tokens per layer; fitted times",
             id=f"{fam}-sink",
             note="Special tokens: [CLS] and [SEP] (BERT), the first token (decoder). Heads at the model's "
-            "own tokens (bias-free, biases kept) and at the flow's tokens entering the layer.",
+            "own tokens (bias-free, biases kept) and at the flow's tokens entering the layer. Fitted T_l: "
+            "teacher-forced (flow (c)) and free-running (its robustness variant), grid step "
+            "1/steps_per_layer up to max_time.",
         ))  # fmt: skip
+        for est, a in (s.get("scale_alt") or {}).items():
+            keys = [v for v in SCALE_FLOWS if v != "frames"]  # (f) is (a) for pre-LN models
+            out.append(Table(
+                columns=[Column("depth"), Column("model", "model", ".3f"),
+                         Column("no_mlp", LABELS["no_mlp"], ".3f"),
+                         *[Column(v, LABELS[v], ".3f") for v in keys],
+                         *[Column(f"{v}_alt", f"{LABELS[v][:3]} scale {est}", ".3f") for v in keys]],
+                rows=[{"depth": i, "model": s["per_depth"]["sphere"]["model"]["cos"]["mean"][i],
+                       "no_mlp": s["per_depth"]["sphere"]["no_mlp"]["cos"]["mean"][i],
+                       **{v: s["per_depth"]["sphere"][v]["cos"]["mean"][i] for v in keys},
+                       **{f"{v}_alt": a["cos"][v][i] for v in keys}} for i in range(L + 1)],
+                title=f"{fam}: mean cosine, sphere tokens, scale estimator mean (declared) and {est}",
+                id=f"{fam}-scale-{est}",
+                note="Pre-LN: the flows divide the attention / MLP output by rho_l; declared rho_l = mean "
+                f"token norm of the stream, alternative '{est}' = median norm of tokens 2..n. "
+                "(f) is (a) here.",
+            ))  # fmt: skip
     return out
 
 
@@ -681,15 +888,17 @@ class RealModelFlowsStudy(Study):
                 "max_time": 2.0, "bootstrap": 50}  # fmt: skip
 
     def plan(self, config) -> dict:
-        cfg = config.model_dump(mode="json")
+        # a family's computation does not depend on which other families run (it reads no `families`):
+        # leaving the list out of its parameters lets the run store reuse it across family selections
+        cfg = config.model_dump(mode="json", exclude={"families"})
         fn = "attnflow.studies.real_model_flows:family_task"
+        cost = {f: _LOAD[f] + _COST[f] * config.sentences * (1 + len(config.split_seeds) / 2)
+                for f in config.families}  # fmt: skip
+        # run order: the most expensive family first (SmolLM2 ~30 min wall beside the MiniLMs' ~5)
         return {
-            f"family-{f}": ComputeTask(
-                fn=fn, params={"config": cfg, "family": f},
-                cost_s=_LOAD[f] + _COST[f] * config.sentences * (1 + len(config.split_seeds) / 2),
-            )
-            for f in config.families
-        }  # fmt: skip
+            f"family-{f}": ComputeTask(fn=fn, params={"config": cfg, "family": f}, cost_s=cost[f])
+            for f in sorted(config.families, key=lambda f: -cost[f])
+        }
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         c = config
