@@ -4,7 +4,8 @@
 
 * ``DOCS_DIR/studies/NAME/summary.json``: the verdict records under ``"verdicts"``
   (:mod:`attnflow.analysis.verdicts`); a summary without a list of records is listed as "no verdict
-  records yet";
+  records yet"; a study's runs one level down (``studies/NAME/SUB/`` with its ``study.json``: other models,
+  nulls) are listed as ``NAME/SUB``;
 * ``DOCS_DIR/studies/NAME/explain.md``: the explanatory prose of the study, when the file exists;
 * ``DOCS_DIR/theory_checks_code.md``: the checks made by code tests rather than studies, when it exists.
 
@@ -167,13 +168,16 @@ def generate(docs_dir: str | Path = "docs") -> str:
         A summary's records break a rule (naming the study and the record).
     """
     docs = Path(docs_dir)
-    studies = sorted(p.parent for p in (docs / "studies").glob("*/summary.json"))
+    root = docs / "studies"
+    # a study's own runs of other models or nulls sit one level down (studies/NAME/SUB/ with its study.json)
+    nested = [p.parent for p in root.glob("*/*/summary.json") if (p.parent / "study.json").is_file()]
+    studies = sorted([p.parent for p in root.glob("*/summary.json")] + nested)
     if not studies:
         raise FileNotFoundError(
             f"{docs / 'studies'} holds no study summary (studies/NAME/summary.json); give the docs folder, "
             "e.g. generate('docs')"
         )
-    per_study = {d.name: _read(d) for d in studies}
+    per_study = {d.relative_to(root).as_posix(): _read(d) for d in studies}
     entries = [(name, r) for name, (_, recs, _) in per_study.items() for r in recs or []]
     counts = count_records(r for _, r in entries)
     without = [name for name, (_, recs, _) in per_study.items() if recs is None]
