@@ -16,7 +16,6 @@ heads) to round-off, and is the same bit for bit whatever the other clouds of th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,7 +73,9 @@ def _per_cloud(name: str, value, B: int, kind: type) -> np.ndarray:
     if raw.ndim == 0:
         raw = np.full(B, float(raw))
     if raw.shape != (B,):
-        raise ValueError(f"{name} must be a number or one value per cloud (shape ({B},)): got shape {raw.shape}")
+        raise ValueError(
+            f"{name} must be a number or one value per cloud (shape ({B},)): got shape {raw.shape}"
+        )
     if kind is int:
         if not (np.isfinite(raw).all() and (raw == np.round(raw)).all()):
             raise ValueError(f"{name} must be whole numbers: got {value!r}")
@@ -155,8 +156,8 @@ def simulate_clouds(
     x = _array("x0", x0, "[B, n, d]")
     if x.ndim != 3 or x.shape[1] < 2:
         raise ValueError(
-            f"x0 must have shape [B, n, d] with n >= 2 tokens: got shape {x.shape}; add a leading axis for one "
-            "cloud (x0[None])"
+            f"x0 must have shape [B, n, d] with n >= 2 tokens: got shape {x.shape}; add a leading axis "
+            "for one cloud (x0[None])"
         )
     B, n, d = x.shape
     sphere = geometry == "sphere"
@@ -164,8 +165,8 @@ def simulate_clouds(
         err = float(np.abs(np.linalg.norm(x, axis=-1) - 1.0).max())
         if err > SPHERE_TOL:
             raise ValueError(
-                f"x0 must lie on S^(d-1) for geometry 'sphere': max |‖x_i‖ - 1| = {err:.2g} > {SPHERE_TOL:g}; "
-                "normalise with attnflow.geometry.project(x0)"
+                f"x0 must lie on S^(d-1) for geometry 'sphere': max |‖x_i‖ - 1| = {err:.2g} > "
+                f"{SPHERE_TOL:g}; normalise with attnflow.geometry.project(x0)"
             )
 
     def mats(name, value):
@@ -173,7 +174,9 @@ def simulate_clouds(
         if a.ndim == 3:
             a = np.broadcast_to(a, (B, *a.shape))
         if a.ndim != 4 or a.shape[0] != B or a.shape[2:] != (d, d):
-            raise ValueError(f"{name} must have shape [B, H, d, d] = [{B}, H, {d}, {d}] or [H, d, d]: got {a.shape}")
+            raise ValueError(
+                f"{name} must have shape [B, H, d, d] = [{B}, H, {d}, {d}] or [H, d, d]: got {a.shape}"
+            )
         return np.ascontiguousarray(a)
 
     D = mats("heads", heads)
