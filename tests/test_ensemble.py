@@ -180,3 +180,16 @@ def test_bad_tokens_are_refused_with_the_rule():
             simulate_clouds(x0, D, dt=0.1, n_steps=1)
         finally:
             ensemble.MAX_RECORD_BYTES = old
+
+
+def test_entropy_random_starts_refuse_a_cloud_that_left_the_floats():
+    from attnflow.simulation.simulator import NonFiniteStateError
+    from attnflow.studies.multihead_entropy import random_start_run
+
+    kw = dict(clouds=2, n=4, beta=1.0, heads="symmetric", spread=0.0, t1=0.1, dt=0.05, record_spacing=0.05)
+    with pytest.raises(
+        NonFiniteStateError, match=r"cloud 0 left the finite numbers at step 1 of 2 \(beta 1\.0"
+    ):
+        random_start_run(scale=1e308, seed=0, **kw)  # scores overflow to inf: exp(inf - inf) = nan
+    out = random_start_run(scale=2.0, seed=0, **kw)
+    assert out["t"].tolist() == [0.0, 0.05, 0.1] and out["mean_S"].shape == (3, 2)

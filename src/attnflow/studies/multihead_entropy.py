@@ -35,13 +35,14 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, conflo
 
 from ..analysis.reduced import EquiangularModel, equiangular_system
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
+from ..integrators.base import grid_times
 from ..model import tokens
-from ..model.transformer import TransformerModel
 from ..observables.clustering import cluster_count
 from ..observables.entropy import attention_entropy, received_attention_entropy
 from ..observables.multihead import attention_entropy_production, multihead_velocity
-from ..simulation import simulate
 from ..simulation.ensemble import simulate_clouds
+from ..simulation.simulator import NonFiniteStateError
+from ..simulation.spec import n_steps_for
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import value_tag
 from .multihead_common import Fraction, binomial_ci, head_family, jsonable, one_thread, typed_result
@@ -159,10 +160,17 @@ def random_start_run(
         )
     x0 = _initial(clouds, n, spread, seed)
     D = _heads(heads, clouds, scale, seed + 1)
-    model = TransformerModel(direction="ascent", beta=beta, backend="torch")
-    ds = simulate(model, x0, D, t1=t1, dt=dt, integrator="rk4", ledger=False, record_every=every)
-    xs = torch.as_tensor(ds.positions.values).permute(1, 0, 2, 3)  # [K, P, n, d]
-    t = np.asarray(ds.time.values, float)
+    steps = n_steps_for(0.0, t1, dt)
+    # every cloud in one compiled call (RK4, SA ascent on the sphere, V = D: the model of the study)
+    runs = simulate_clouds(x0, D, beta=beta, dt=dt, n_steps=steps, record_every=every)
+    if (runs.steps_done < steps).any():
+        b = int(np.argmax(runs.steps_done < steps))
+        raise NonFiniteStateError(
+            f"cloud {b} left the finite numbers at step {int(runs.steps_done[b]) + 1} of {steps} "
+            f"(beta {beta}, heads {heads!r}, scale {scale}); lower beta or the heads' scale"
+        )
+    xs = torch.from_numpy(runs.positions).permute(1, 0, 2, 3)  # [K, P, n, d]
+    t = grid_times(runs.record_steps[0] * dt, runs.record_steps[0], 0.0, dt)
     mean_S, mean_rate, row_min, row_scale, recv = [], [], [], [], []
     for x in xs:
         R = attention_entropy_production(x, D, multihead_velocity(x, D, beta), beta)  # [P, H, n]
