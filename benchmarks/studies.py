@@ -280,7 +280,9 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="per-study limit of the quick runs, seconds")
     ap.add_argument("--no-run", action="store_true", help="only read the committed full variants")
     ap.add_argument(
-        "--resume", action="store_true", help="keep the measured studies already in --json, run the others"
+        "--resume",
+        action="store_true",
+        help="keep every study measured already in --json, run the named ones not yet there",
     )
     ap.add_argument(
         "--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"), help="print two results side by side"
@@ -304,10 +306,12 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     measured = []
     if args.resume and args.json.exists():
+        # keep every study measured before (also those not named now: one study per call accumulates)
         old = json.loads(args.json.read_text())
-        measured = [r for r in old.get("measured", []) if "error" not in r and r["study"] in names]
+        measured = [r for r in old.get("measured", []) if "error" not in r]
         load_before = old.get("load_before", load_before)
-    full = [read_full(name) for name in names if (STUDIES_DIR / name).is_dir()]
+    listed = list(dict.fromkeys([*(r["study"] for r in measured), *names]))
+    full = [read_full(name) for name in listed if (STUDIES_DIR / name).is_dir()]
     if not args.no_run:
         for name in names:
             if any(r["study"] == name for r in measured):
