@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..geometry import SPHERE_TOL
+from ..integrators.base import grid_times
 
 __all__ = ["CloudRuns", "simulate_clouds"]
 
@@ -58,8 +59,10 @@ class CloudRuns:
         return (self.record_steps >= 0).sum(1)
 
     def times(self, b: int) -> np.ndarray:
-        """The recorded times of cloud ``b`` (step x dt), shape=[records[b]]."""
-        return self.record_steps[b, : self.records[b]] * self.dt[b]
+        """The recorded times of cloud ``b``, shape=[records[b]]: step x dt rounded to the decimals of dt
+        as in :func:`attnflow.simulate`'s datasets (:func:`attnflow.integrators.base.grid_times`)."""
+        steps = self.record_steps[b, : self.records[b]]
+        return grid_times(steps * self.dt[b], steps, 0.0, float(self.dt[b]))
 
     def rho_series(self, b: int) -> tuple[np.ndarray, np.ndarray]:
         """``(times, rho)`` of cloud ``b`` at every step done."""

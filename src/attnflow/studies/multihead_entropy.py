@@ -35,14 +35,11 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, conflo
 
 from ..analysis.reduced import EquiangularModel, equiangular_system
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
-from ..integrators.base import grid_times
 from ..model import tokens
 from ..observables.clustering import cluster_count
 from ..observables.entropy import attention_entropy, received_attention_entropy
 from ..observables.multihead import attention_entropy_production, multihead_velocity
-from ..simulation.ensemble import simulate_clouds
-from ..simulation.simulator import NonFiniteStateError
-from ..simulation.spec import n_steps_for
+from ..simulation import NonFiniteStateError, n_steps_for, simulate_clouds
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import value_tag
 from .multihead_common import Fraction, binomial_ci, head_family, jsonable, one_thread, typed_result
@@ -170,7 +167,7 @@ def random_start_run(
             f"(beta {beta}, heads {heads!r}, scale {scale}); lower beta or the heads' scale"
         )
     xs = torch.from_numpy(runs.positions).permute(1, 0, 2, 3)  # [K, P, n, d]
-    t = grid_times(runs.record_steps[0] * dt, runs.record_steps[0], 0.0, dt)
+    t = runs.times(0)  # the same times for every cloud
     mean_S, mean_rate, row_min, row_scale, recv = [], [], [], [], []
     for x in xs:
         R = attention_entropy_production(x, D, multihead_velocity(x, D, beta), beta)  # [P, H, n]

@@ -56,7 +56,7 @@ from ..analysis.reduced import (
     uniform_start_clustering_time,
 )
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
-from ..simulation.ensemble import simulate_clouds
+from ..simulation import simulate_clouds
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .multihead_common import fit_order, one_thread, typed_result, verdict_tables
 from .registry import register
