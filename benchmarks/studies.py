@@ -23,6 +23,11 @@ Two sources, kept apart in the output (``source`` = ``measured`` or ``read``):
   at different dates and revisions: they are what users waited, not a controlled measurement.
 
 The load average before and after is recorded; per-study lines and the totals are printed.
+
+``python benchmarks/studies.py --compare BEFORE.json AFTER.json`` prints the measured quick variants of two
+such files side by side (wall s, CPU s, CPU utilisation, the load average after each study, and the CPU
+ratio before / after): a change measured at two revisions (``PYTHONPATH`` pointing at each one's ``src``).
+Under load compare the CPU seconds: the wall time of a shared machine mostly measures the other users.
 """
 
 from __future__ import annotations
@@ -245,6 +250,28 @@ def table(measured: list[dict], full: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def compare(before: dict, after: dict) -> str:
+    """Markdown: the studies measured in both payloads, quick wall / CPU / utilisation before and after."""
+    b = {r["study"]: r for r in before.get("measured", []) if "error" not in r}
+    a = {r["study"]: r for r in after.get("measured", []) if "error" not in r}
+    lines = [
+        "| study | wall s before | wall s after | CPU s before | CPU s after | CPU before / after "
+        "| CPU util. before | CPU util. after | workers before, after | load after (before, after) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in sorted(set(a) & set(b)):
+        x, y = b[name], a[name]
+        lx = (x.get("load_after") or [None])[0]
+        ly = (y.get("load_after") or [None])[0]
+        lines.append(
+            f"| {name} | {fmt(x['wall_s'])} | {fmt(y['wall_s'])} | {fmt(x['cpu_s'])} | {fmt(y['cpu_s'])} "
+            f"| {fmt(x['cpu_s'] / y['cpu_s'] if y['cpu_s'] > 0 else None, '.2f')} "
+            f"| {fmt(x['cpu_utilisation'], '.2f')} | {fmt(y['cpu_utilisation'], '.2f')} "
+            f"| {x['workers']}, {y['workers']} | {fmt(lx)}, {fmt(ly)} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the results here")
@@ -253,13 +280,22 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="per-study limit of the quick runs, seconds")
     ap.add_argument("--no-run", action="store_true", help="only read the committed full variants")
     ap.add_argument(
-        "--resume", action="store_true", help="keep the measured studies already in --json, run the others"
+        "--resume",
+        action="store_true",
+        help="keep every study measured already in --json, run the named ones not yet there",
+    )
+    ap.add_argument(
+        "--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"), help="print two results side by side"
     )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.out, args.workers)))
+        return
+    if args.compare:
+        before, after = (json.loads(p.read_text()) for p in args.compare)
+        print(compare(before, after))
         return
     if args.json is None:
         ap.error("--json FILE is required")
@@ -270,10 +306,12 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     measured = []
     if args.resume and args.json.exists():
+        # keep every study measured before (also those not named now: one study per call accumulates)
         old = json.loads(args.json.read_text())
-        measured = [r for r in old.get("measured", []) if "error" not in r and r["study"] in names]
+        measured = [r for r in old.get("measured", []) if "error" not in r]
         load_before = old.get("load_before", load_before)
-    full = [read_full(name) for name in names if (STUDIES_DIR / name).is_dir()]
+    listed = list(dict.fromkeys([*(r["study"] for r in measured), *names]))
+    full = [read_full(name) for name in listed if (STUDIES_DIR / name).is_dir()]
     if not args.no_run:
         for name in names:
             if any(r["study"] == name for r in measured):

@@ -224,6 +224,22 @@ def test_workers_are_chosen_by_the_work():
     assert choose_workers({"a": 0.1}, 3) == 3  # an explicit request wins
 
 
+def test_workers_follow_the_longest_task(monkeypatch):
+    import os
+
+    from attnflow.studies.tasks import WORKER_START_S
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    # one task holds the work: a second process cannot shorten it (wall = longest either way)
+    assert choose_workers({"big": 300.0, "small": 5.0}, None) == 1
+    # two equal halves: 150 s + the pool's start on 2 processes against 300 s on one
+    assert choose_workers({"a": 150.0, "b": 150.0}, None) == 2
+    # shared work only just worth a pool: 2 workers when total / 2 + start < total
+    t = 2 * WORKER_START_S + 2.0
+    assert choose_workers({"a": t / 2, "b": t / 2}, None) == (2 if t >= PARALLEL_MIN_S else 1)
+    assert choose_workers({f"t{i}": 4.0 for i in range(20)}, None) == 2  # 80 s of small tasks: both cores
+
+
 def _one_cpu() -> bool:
     import os
 

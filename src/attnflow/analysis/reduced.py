@@ -44,6 +44,7 @@ __all__ = [
     "critical_beta",
     "crossing_time",
     "equiangular_particles",
+    "equiangular_system",
     "equiangular_tokens",
     "jensen_boundary",
     "relu_softmax_limits",
@@ -356,6 +357,30 @@ def equiangular_tokens(n: int, rho: float, *, dtype=torch.float64) -> torch.Tens
     return x / x.norm(dim=-1, keepdim=True)
 
 
+def equiangular_system(
+    model: EquiangularModel, rho0: float, *, perturb: float = 0.0, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""The particle system of ``model`` from an equiangular start: tokens x0 [n, n], heads
+    :math:`D_h = a_h I` and values :math:`V_h = H w_h I` [H, n, n] (float64).
+
+    ``perturb > 0`` adds ``perturb`` times a standard Gaussian (torch generator seeded by ``seed``) to
+    every token of the equiangular start and renormalises.
+    """
+    x0 = equiangular_tokens(model.n, model.check_rho(rho0))
+    p = _real("perturb", perturb)
+    if p < 0:
+        raise ReducedModelError(f"perturb must be >= 0 (a noise amplitude): got {perturb!r}; e.g. 1e-2")
+    if p > 0:
+        g = torch.Generator().manual_seed(int(seed))
+        x0 = x0 + p * torch.randn(x0.shape, generator=g, dtype=x0.dtype)
+        x0 = x0 / x0.norm(dim=-1, keepdim=True)
+    n, H = model.n, model.H
+    eye = torch.eye(n, dtype=torch.float64)
+    D = torch.stack([a * eye for a in model.a])
+    V = torch.stack([H * w * eye for w in model.w])
+    return x0, D, V
+
+
 def equiangular_particles(
     model: EquiangularModel,
     rho0: float,
@@ -381,18 +406,8 @@ def equiangular_particles(
     """
     from ..observables.clustering import mean_pairwise_inner_product
 
-    x0 = equiangular_tokens(model.n, model.check_rho(rho0))
-    p = _real("perturb", perturb)
-    if p < 0:
-        raise ReducedModelError(f"perturb must be >= 0 (a noise amplitude): got {perturb!r}; e.g. 1e-2")
-    if p > 0:
-        g = torch.Generator().manual_seed(int(seed))
-        x0 = x0 + p * torch.randn(x0.shape, generator=g, dtype=x0.dtype)
-        x0 = x0 / x0.norm(dim=-1, keepdim=True)
-    n, H = model.n, model.H
-    eye = torch.eye(n, dtype=torch.float64)
-    D = torch.stack([a * eye for a in model.a])
-    V = torch.stack([H * w * eye for w in model.w])
+    x0, D, V = equiangular_system(model, rho0, perturb=perturb, seed=seed)
+    n = model.n
     tm = TransformerModel(direction="ascent", attention=model.attention, beta=model.beta, backend="torch")
     sim = Simulator(tm, x0[None], D[None], dt=dt, values=V[None], integrator="rk4", ledger=False)
     out: dict[str, list] = {"time": [], "rho": [], "spread": [], "entropy": []}

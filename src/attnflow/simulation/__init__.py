@@ -3,7 +3,8 @@
 * :class:`SimulationSpec` — what a config builds and a run consumes (whole-step rule: :func:`n_steps_for`);
 * :class:`Simulator` — state and step, checkpointable; :class:`EnergyLedger` — identity (147);
 * :func:`integrate` — the one loop, writing records into a sink (:class:`MemorySink`, or the run store's);
-* :func:`simulate` — Simulator + driver + in-memory sink, returning an :class:`xarray.Dataset`.
+* :func:`simulate` — Simulator + driver + in-memory sink, returning an :class:`xarray.Dataset`;
+* :func:`simulate_clouds` — many small independent clouds by RK4 in one compiled call.
 """
 
 from .dataset import records_to_dataset as records_to_dataset, run_attrs as run_attrs
@@ -13,6 +14,7 @@ from .driver import (
     Sink as Sink,
     integrate as integrate,
 )
+from .ensemble import CloudRuns as CloudRuns, simulate_clouds as simulate_clouds
 from .ledger import ACCUMULATORS as ACCUMULATORS, SCALARS as SCALARS, EnergyLedger as EnergyLedger
 from .simulator import (
     DTYPES as DTYPES,
@@ -28,6 +30,7 @@ __all__ = [
     "DTYPES",
     "SCALARS",
     "CallbackSink",
+    "CloudRuns",
     "EnergyLedger",
     "MemorySink",
     "NonFiniteStateError",
@@ -40,5 +43,6 @@ __all__ = [
     "records_to_dataset",
     "run_attrs",
     "simulate",
+    "simulate_clouds",
     "simulate_spec",
 ]

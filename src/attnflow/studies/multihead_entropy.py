@@ -33,14 +33,13 @@ import numpy as np
 import torch
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, confloat, conint
 
-from ..analysis.reduced import EquiangularModel, equiangular_particles
+from ..analysis.reduced import EquiangularModel, equiangular_system
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
 from ..model import tokens
-from ..model.transformer import TransformerModel
 from ..observables.clustering import cluster_count
 from ..observables.entropy import attention_entropy, received_attention_entropy
 from ..observables.multihead import attention_entropy_production, multihead_velocity
-from ..simulation import simulate
+from ..simulation import NonFiniteStateError, n_steps_for, simulate_clouds
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import value_tag
 from .multihead_common import Fraction, binomial_ci, head_family, jsonable, one_thread, typed_result
@@ -158,10 +157,17 @@ def random_start_run(
         )
     x0 = _initial(clouds, n, spread, seed)
     D = _heads(heads, clouds, scale, seed + 1)
-    model = TransformerModel(direction="ascent", beta=beta, backend="torch")
-    ds = simulate(model, x0, D, t1=t1, dt=dt, integrator="rk4", ledger=False, record_every=every)
-    xs = torch.as_tensor(ds.positions.values).permute(1, 0, 2, 3)  # [K, P, n, d]
-    t = np.asarray(ds.time.values, float)
+    steps = n_steps_for(0.0, t1, dt)
+    # every cloud in one compiled call (RK4, SA ascent on the sphere, V = D: the model of the study)
+    runs = simulate_clouds(x0, D, beta=beta, dt=dt, n_steps=steps, record_every=every)
+    if (runs.steps_done < steps).any():
+        b = int(np.argmax(runs.steps_done < steps))
+        raise NonFiniteStateError(
+            f"cloud {b} left the finite numbers at step {int(runs.steps_done[b]) + 1} of {steps} "
+            f"(beta {beta}, heads {heads!r}, scale {scale}); lower beta or the heads' scale"
+        )
+    xs = torch.from_numpy(runs.positions).permute(1, 0, 2, 3)  # [K, P, n, d]
+    t = runs.times(0)  # the same times for every cloud
     mean_S, mean_rate, row_min, row_scale, recv = [], [], [], [], []
     for x in xs:
         R = attention_entropy_production(x, D, multihead_velocity(x, D, beta), beta)  # [P, H, n]
@@ -359,37 +365,49 @@ def equiangular_task(n_equi: list, rho0: list, betas: list, t1_equi: float, dt_e
     """Equiangular starts: particle row entropy against the reduced model, the rate identity, S(T)/log n
     (a pure function of its parameters: a study task)."""
     equi, curves = [], []
-    with one_thread():
-        for n in n_equi:
-            for r0 in rho0:
-                for beta in betas:
-                    m = EquiangularModel(n=n, beta=beta)
-                    out = equiangular_particles(m, r0, t1_equi, dt_equi)
-                    t, S = out["time"], out["entropy"][:, 0]
-                    S_red = m.entropy(m.solve(r0, t))[0]
-                    rate = m.entropy_rate(out["rho"])[0]
-                    equi.append(
-                        {
-                            "n": n,
-                            "rho0": r0,
-                            "beta": beta,
-                            "max_abs_S_particles_vs_reduced": float(np.abs(S - S_red).max()),
-                            "min_rate": float(rate.min()),
-                            "monotone": bool((np.diff(S) >= -1e-12).all()),
-                            "S_final_over_log_n": float(S[-1] / math.log(n)),
-                            "rho_final": float(out["rho"][-1]),
-                        }
-                    )
-                    curves.append(
-                        {
-                            "kind": "equiangular",
-                            "n": n,
-                            "rho0": r0,
-                            "beta": beta,
-                            "t": np.asarray(t).tolist(),
-                            "S": (S / math.log(n)).tolist(),
-                        }
-                    )
+    for n in n_equi:
+        # the (rho0, beta) starts of one n as one batch of clouds (one compiled call), every step recorded
+        cases = [(r0, beta, EquiangularModel(n=n, beta=beta)) for r0 in rho0 for beta in betas]
+        systems = [equiangular_system(m, r0) for r0, _, m in cases]
+        runs = simulate_clouds(
+            torch.stack([x for x, _, _ in systems]),
+            torch.stack([D for _, D, _ in systems]),
+            values=torch.stack([V for _, _, V in systems]),
+            beta=[beta for _, beta, _ in cases],
+            dt=dt_equi,
+            n_steps=int(round(t1_equi / dt_equi)),
+            record_every=1,
+        )
+        for b, (r0, beta, m) in enumerate(cases):
+            k = int(runs.records[b])
+            t, rho = runs.times(b), runs.rho[b, :k]
+            D = systems[b][1]
+            with one_thread():
+                S = attention_entropy(torch.from_numpy(runs.positions[b, :k]), D, beta)[:, 0, 0].numpy()
+            S_red = m.entropy(m.solve(r0, t))[0]
+            rate = m.entropy_rate(rho)[0]
+            equi.append(
+                {
+                    "n": n,
+                    "rho0": r0,
+                    "beta": beta,
+                    "max_abs_S_particles_vs_reduced": float(np.abs(S - S_red).max()),
+                    "min_rate": float(rate.min()),
+                    "monotone": bool((np.diff(S) >= -1e-12).all()),
+                    "S_final_over_log_n": float(S[-1] / math.log(n)),
+                    "rho_final": float(rho[-1]),
+                }
+            )
+            curves.append(
+                {
+                    "kind": "equiangular",
+                    "n": n,
+                    "rho0": r0,
+                    "beta": beta,
+                    "t": np.asarray(t).tolist(),
+                    "S": (S / math.log(n)).tolist(),
+                }
+            )
     return {"rows": equi, "curves": curves}
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import torch
 from pydantic import Field, PositiveFloat, confloat, conint
 from scipy import stats
 
@@ -48,13 +49,14 @@ from ..analysis.reduced import (
     EquiangularModel,
     critical_beta,
     crossing_time,
-    equiangular_particles,
+    equiangular_system,
     jensen_boundary,
     relu_softmax_limits,
     transition_beta,
     uniform_start_clustering_time,
 )
 from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, record_identity, record_test
+from ..simulation import simulate_clouds
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .multihead_common import fit_order, one_thread, typed_result, verdict_tables
 from .registry import register
@@ -66,22 +68,50 @@ __all__ = ["CriticalBetaStudy", "ReluVsSoftmaxStudy", "SuperadditivityStudy"]
 SOURCE = "2605.04279, abstract"
 
 
-def _particle_time(
-    model: EquiangularModel,
-    rho0: float,
-    eps: float,
-    T_ref: float,
-    *,
-    refine: int = 1,
-    perturb: float = 0.0,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """T_eps from attnflow RK4 particles, the step used (dt from the reduced prediction, divided by
-    ``refine``) and the realised initial mean inner product."""
+def _particle_steps(T_ref: float, refine: int) -> tuple[float, int]:
+    """The step of a particle check (from the reduced prediction T_ref, divided by ``refine``) and its
+    number of steps to t1 = dt ceil(1.1 T_ref / dt + 4)."""
     dt = float(np.clip(T_ref / 1500.0, 0.01, 0.05)) / refine
     t1 = dt * math.ceil(1.1 * T_ref / dt + 4)
-    out = equiangular_particles(model, rho0, t1, dt, perturb=perturb, seed=seed)
-    return crossing_time(out["time"], out["rho"], 1.0 - eps), dt, float(out["rho"][0])
+    return dt, int(round(t1 / dt))
+
+
+def _particle_times(jobs: Sequence[dict]) -> list[tuple[float, float, float]]:
+    """T_eps from attnflow RK4 particles for many equiangular starts at once.
+
+    Each job is a dict with ``model`` (:class:`EquiangularModel`), ``rho0``, ``eps``, ``T_ref`` and
+    optionally ``refine`` (1), ``perturb`` (0.0) and ``seed`` (0). Jobs of the same n, number of heads and
+    attention kind run as one batch of :func:`attnflow.simulation.ensemble.simulate_clouds` (one compiled
+    call, each cloud with its own beta, heads, step and length). Returns per job ``(T_eps, dt, realised
+    initial mean inner product)``.
+    """
+    out: list = [None] * len(jobs)
+    groups: dict[tuple, list[int]] = {}
+    for i, j in enumerate(jobs):
+        m = j["model"]
+        groups.setdefault((m.n, m.H, m.attention), []).append(i)
+    for (_, _, attention), idx in groups.items():
+        xs, Ds, Vs, betas, dts, steps = [], [], [], [], [], []
+        for i in idx:
+            j = jobs[i]
+            x0, D, V = equiangular_system(
+                j["model"], j["rho0"], perturb=j.get("perturb", 0.0), seed=j.get("seed", 0)
+            )
+            dt, k = _particle_steps(j["T_ref"], j.get("refine", 1))
+            xs.append(x0)
+            Ds.append(D)
+            Vs.append(V)
+            betas.append(j["model"].beta)
+            dts.append(dt)
+            steps.append(k)
+        runs = simulate_clouds(
+            torch.stack(xs), torch.stack(Ds), values=torch.stack(Vs), beta=betas, dt=dts, n_steps=steps,
+            attention=attention,
+        )  # fmt: skip
+        for b, i in enumerate(idx):
+            t, rho = runs.rho_series(b)
+            out[i] = (crossing_time(t, rho, 1.0 - jobs[i]["eps"]), dts[b], float(rho[0]))
+    return out
 
 
 def _band(tol: float) -> tuple[float, float]:
@@ -158,26 +188,31 @@ def task_critical_particles(
 ) -> dict:
     """ComputeTask: particle T_eps (attnflow RK4 at dt and dt/2) against the quadrature at beta / beta_c in
     ``ratios`` (skipped when T_eps > t_budget)."""
-    checks = []
     bc = critical_beta(n, a, rho0)
-    with one_thread():
-        for q in ratios:
-            m = EquiangularModel(n=n, beta=q * bc, a=(a,))
-            Tq = m.clustering_time_quad(rho0, eps, rtol=rtol)
-            if Tq > t_budget:
-                continue
-            Tp, dt, _ = _particle_time(m, rho0, eps, Tq)
-            Tp2, _, _ = _particle_time(m, rho0, eps, Tq, refine=2)
-            checks.append(
-                {
-                    "n": n,
-                    "beta/beta_c": q,
-                    "T_quad": Tq,
-                    "dt": dt,
-                    "rel": abs(Tp / Tq - 1),
-                    "rel_dt/2": abs(Tp2 / Tq - 1),
-                }
-            )
+    cases = []
+    for q in ratios:
+        m = EquiangularModel(n=n, beta=q * bc, a=(a,))
+        Tq = m.clustering_time_quad(rho0, eps, rtol=rtol)
+        if Tq <= t_budget:
+            cases.append((q, m, Tq))
+    # every particle run of the task in one batch (at dt and dt/2)
+    jobs = [
+        {"model": m, "rho0": rho0, "eps": eps, "T_ref": Tq, "refine": r} for _, m, Tq in cases for r in (1, 2)
+    ]
+    times = _particle_times(jobs)
+    checks = []
+    for k, (q, _, Tq) in enumerate(cases):
+        (Tp, dt, _), (Tp2, _, _) = times[2 * k], times[2 * k + 1]
+        checks.append(
+            {
+                "n": n,
+                "beta/beta_c": q,
+                "T_quad": Tq,
+                "dt": dt,
+                "rel": abs(Tp / Tq - 1),
+                "rel_dt/2": abs(Tp2 / Tq - 1),
+            }
+        )
     return {"checks": checks}
 
 
@@ -310,7 +345,7 @@ class CriticalBetaStudy(Study):
         for n in c.particle_n:
             tasks[f"particles_n{n}"] = _task(
                 task_critical_particles,
-                10.0,
+                0.2 + 0.002 * n**2,  # one batch of clouds: measured 0.3 s (n = 8), 2.1 s (n = 32) of CPU
                 n=n,
                 rho0=c.rho0[0],
                 eps=c.eps[0],
@@ -702,23 +737,28 @@ def task_sa_particles(
     checks = []
     if count and cheap:
         idx = np.linspace(0, len(cheap) - 1, count).round().astype(int)
-        with one_thread():
-            for k in sorted(set(idx.tolist())):
-                p = cheap[k]
-                het = EquiangularModel(n=n, beta=p["beta"], a=(p["a1"], p["a2"]))
-                hom = EquiangularModel(n=n, beta=p["beta"], a=(0.5 * (p["a1"] + p["a2"]),))
-                Th, dt, _ = _particle_time(het, rho0, eps, p["T_het"])
-                To, _, _ = _particle_time(hom, rho0, eps, p["T_hom"])
-                Th2, _, _ = _particle_time(het, rho0, eps, p["T_het"], refine=2)
-                checks.append(
-                    {
-                        **{k2: p[k2] for k2 in ("beta", "a1", "a2")},
-                        "dt": dt,
-                        "rel_het": abs(Th / p["T_het"] - 1),
-                        "rel_hom": abs(To / p["T_hom"] - 1),
-                        "rel_het_dt/2": abs(Th2 / p["T_het"] - 1),
-                    }
-                )
+        picked = [cheap[k] for k in sorted(set(idx.tolist()))]
+        jobs = []  # per pair: heterogeneous at dt, homogeneous at dt, heterogeneous at dt/2 (one batch)
+        for p in picked:
+            het = EquiangularModel(n=n, beta=p["beta"], a=(p["a1"], p["a2"]))
+            hom = EquiangularModel(n=n, beta=p["beta"], a=(0.5 * (p["a1"] + p["a2"]),))
+            jobs += [
+                {"model": het, "rho0": rho0, "eps": eps, "T_ref": p["T_het"]},
+                {"model": hom, "rho0": rho0, "eps": eps, "T_ref": p["T_hom"]},
+                {"model": het, "rho0": rho0, "eps": eps, "T_ref": p["T_het"], "refine": 2},
+            ]
+        times = _particle_times(jobs)
+        for k, p in enumerate(picked):
+            (Th, dt, _), (To, _, _), (Th2, _, _) = times[3 * k : 3 * k + 3]
+            checks.append(
+                {
+                    **{k2: p[k2] for k2 in ("beta", "a1", "a2")},
+                    "dt": dt,
+                    "rel_het": abs(Th / p["T_het"] - 1),
+                    "rel_hom": abs(To / p["T_hom"] - 1),
+                    "rel_het_dt/2": abs(Th2 / p["T_het"] - 1),
+                }
+            )
     return {"checks": checks}
 
 
@@ -814,7 +854,7 @@ class SuperadditivityStudy(Study):
             )
         tasks["particles"] = _task(
             task_sa_particles,
-            10.0 * c.particle_checks,
+            2.5 * c.particle_checks,  # the quadratures of the grid and one batch: measured 9.8 s of CPU at 4
             n=nm,
             betas=list(c.betas),
             a_grid=list(c.a_grid),
@@ -1080,23 +1120,28 @@ def task_relu_particles(
     quadrature, ReLU and softmax."""
     r0 = _start(kind, q, n)
     row = {"n": n, "scaling": kind, "rho0": r0}
-    with one_thread():
-        for att in ("relu", "softmax"):
-            m = EquiangularModel(n=n, beta=beta, attention=att)
-            Tq = m.clustering_time_quad(r0, eps, rtol=rtol)
-            Tp, dt, _ = _particle_time(m, r0, eps, Tq)
-            Tp2, _, _ = _particle_time(m, r0, eps, Tq, refine=2)
-            row[f"rel_{att}"] = abs(Tp / Tq - 1)
-            row[f"rel_{att}_dt/2"] = abs(Tp2 / Tq - 1)
-            row[f"dt_{att}"] = dt
-            if perturb > 0:
-                Tpp, _, r0p = _particle_time(m, r0, eps, Tq, perturb=perturb, seed=seed)
-                row[f"T_{att}"] = Tq
-                row[f"T_{att}_perturbed"] = Tpp
-                row["rho0_perturbed"] = r0p
-                row[f"T_{att}_reduced_at_perturbed_rho0"] = (
-                    m.clustering_time_quad(r0p, eps, rtol=rtol) if r0p > 0 else math.inf
-                )
+    cases, jobs = [], []  # per kind: dt, dt/2 and (perturb > 0) the perturbed start, all in one batch
+    for att in ("relu", "softmax"):
+        m = EquiangularModel(n=n, beta=beta, attention=att)
+        Tq = m.clustering_time_quad(r0, eps, rtol=rtol)
+        cases.append((att, m, Tq, len(jobs)))
+        jobs += [{"model": m, "rho0": r0, "eps": eps, "T_ref": Tq, "refine": r} for r in (1, 2)]
+        if perturb > 0:
+            jobs.append({"model": m, "rho0": r0, "eps": eps, "T_ref": Tq, "perturb": perturb, "seed": seed})
+    times = _particle_times(jobs)
+    for att, m, Tq, k in cases:
+        (Tp, dt, _), (Tp2, _, _) = times[k], times[k + 1]
+        row[f"rel_{att}"] = abs(Tp / Tq - 1)
+        row[f"rel_{att}_dt/2"] = abs(Tp2 / Tq - 1)
+        row[f"dt_{att}"] = dt
+        if perturb > 0:
+            Tpp, _, r0p = times[k + 2]
+            row[f"T_{att}"] = Tq
+            row[f"T_{att}_perturbed"] = Tpp
+            row["rho0_perturbed"] = r0p
+            row[f"T_{att}_reduced_at_perturbed_rho0"] = (
+                m.clustering_time_quad(r0p, eps, rtol=rtol) if r0p > 0 else math.inf
+            )
     return {"row": row}
 
 
@@ -1258,9 +1303,10 @@ class ReluVsSoftmaxStudy(Study):
             )
         for n in c.particle_n:
             for kind, qs in scal.items():
+                # one batch of clouds: measured 0.05-0.2 s (n = 8), 1.5-2.0 s (n = 32) of CPU
                 tasks[f"particles_n{n}_{kind}"] = _task(
                     task_relu_particles,
-                    0.5 * n,
+                    0.1 + 0.002 * n**2,
                     n=n,
                     kind=kind,
                     q=qs[0],

@@ -38,6 +38,7 @@ from ..experiments.sweep import INPUTS_DIR, task_spec
 __all__ = [
     "PARALLEL_MIN_S",
     "PER_WORKER_MIN_S",
+    "WORKER_START_S",
     "ComputeTask",
     "ParticleRun",
     "PdeRun",
@@ -53,6 +54,9 @@ __all__ = [
 PARALLEL_MIN_S = 30.0
 #: each extra local process must get at least this much estimated work
 PER_WORKER_MIN_S = 15.0
+#: seconds a pool of spawned local workers costs before its first task (imports, numba's cache): issue 30
+#: measured a small study at 13.5 s on 2 spawned processes against 1.9 s in one on the loaded machine
+WORKER_START_S = 10.0
 #: work units of :func:`particle_work` per second on one core: the median over the committed full studies
 #: (run elapsed times in docs/studies/*/summary.json: jko_stability 4e5, layer_scaling 7e6, noise_phase
 #: 1.5e7-7e7, stability_input 1.1e8, stability_weights 1.5e8, massucco2026_robustness 8e8, massucco2026
@@ -220,12 +224,32 @@ def estimate_s(task: Task, spec: dict | None = None) -> float:
 
 
 def choose_workers(costs: Mapping[str, float], requested: int | None) -> int:
-    """Local worker processes for tasks of these estimated seconds: ``requested`` when given, else 1 below
-    :data:`PARALLEL_MIN_S` of work in all, else as many as give each :data:`PER_WORKER_MIN_S` (at most one
-    per core and per task)."""
+    """Local worker processes for tasks of these estimated seconds: ``requested`` when given, else the count
+    with the least predicted wall time.
+
+    With w workers the tasks take about ``max(total / w, longest)`` (the longest task cannot be shared:
+    a study whose work sits in one task gains nothing from a second process) plus
+    :data:`WORKER_START_S` to start the pool when w > 1. Below :data:`PARALLEL_MIN_S` of work in all, or
+    with one task, one process; each worker must get at least :data:`PER_WORKER_MIN_S`; at most one per
+    core and per task; a tie keeps fewer processes.
+
+    Examples
+    --------
+    >>> choose_workers({"a": 100.0, "b": 100.0}, None) >= 1
+    True
+    >>> choose_workers({"big": 300.0, "small": 5.0}, None)  # the big task alone sets the wall time
+    1
+    """
     if requested is not None:
         return max(1, int(requested))
     total = float(sum(costs.values()))
     if total < PARALLEL_MIN_S or len(costs) < 2:
         return 1
-    return max(1, min(len(costs), os.cpu_count() or 1, int(total // PER_WORKER_MIN_S)))
+    longest = float(max(costs.values()))
+    most = max(1, min(len(costs), os.cpu_count() or 1, int(total // PER_WORKER_MIN_S)))
+    best, best_s = 1, total
+    for w in range(2, most + 1):
+        wall = max(total / w, longest) + WORKER_START_S
+        if wall < best_s:
+            best, best_s = w, wall
+    return best

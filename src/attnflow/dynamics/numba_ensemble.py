@@ -1,0 +1,216 @@
+r"""Many small independent clouds stepped together in one compiled call (issue 27 part 2).
+
+A study that runs hundreds of clouds of a few dozen tokens (the equiangular particle checks of
+``critical_beta``, ``superadditivity``, ``relu_vs_softmax`` and ``entropy``) spent most of its time in the
+Python step loop: at n = 32 one RK4 step of :class:`~attnflow.simulation.Simulator` costs about 2.5 ms
+of interpreter and PyTorch dispatch for about 30 microseconds of arithmetic (cProfile in
+docs/performance.md section 10.2). :func:`rk4_clouds` runs the whole integration of B clouds inside one
+compiled function, ``prange`` over the clouds (both cores busy), each cloud's steps serial.
+
+Per cloud b (shapes: x (n, d), heads D and values V (H, d, d)) the field is the multi-head attention
+velocity of :func:`attnflow.dynamics.assembly.assemble` (NOTES.md §1, arXiv 2605.18870 eq. (3)):
+
+.. math::
+    v_i = s\,P_{x_i}\Big(\frac1H\sum_h V_h \sum_j A^h_{ij} x_j\Big),\qquad
+    A^h_{ij} = \operatorname{softmax}_j(\beta\langle x_i, D_h x_j\rangle)
+
+(``usa``: :math:`e^{s_{ij}}/n`, ``relu``: :math:`\max(s_{ij}, 0)/n`, the kinds of
+:func:`attnflow.model.attention.attention_weights`; :math:`P_x` the tangent projection on the sphere, the
+identity in flat space; s = +1 ascent, -1 descent), and the step is the classical RK4 of
+:class:`attnflow.integrators.RK4` with constant heads and the retraction :math:`y/|y|` after every stage
+on the sphere. The arithmetic is this module's own loops, not PyTorch's: a cloud here agrees with the
+same cloud run by :func:`attnflow.simulate` (``integrator="rk4"``, PyTorch backend) to round-off
+(``tests/test_ensemble.py``), and with itself run alone or in any batch bit for bit (each cloud's loop is
+serial and touches only its own arrays).
+
+Compiled with ``error_model="numpy"``: a division by zero gives inf or nan as in NumPy (not an exception
+raised inside a parallel loop), and the step that produced it is reported as non-finite.
+
+Records: the positions every ``every[b]`` steps (and the last step), and at every step the mean pairwise
+inner product :math:`\bar\rho = (|\sum_i x_i|^2 - \sum_i |x_i|^2)/(n(n-1))`, the formula of
+:func:`attnflow.observables.clustering.mean_pairwise_inner_product` (O(nd), cheap enough for every step).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["KINDS", "rk4_clouds"]
+
+#: attention kinds of the compiled field: code -> name (the names of attnflow.model.attention)
+KINDS = {"softmax": 0, "usa": 1, "relu": 2}
+
+
+@njit(cache=True, error_model="numpy")
+def _velocity(x, D, V, beta, kind, sphere, sign, out, Dx, s, m):
+    """The field of one cloud at ``x`` (n, d) into ``out`` (n, d); ``Dx`` (n, d), ``s`` (n,), ``m`` (d,)
+    are work arrays."""
+    n, d = x.shape
+    H = D.shape[0]
+    for i in range(n):
+        for a in range(d):
+            out[i, a] = 0.0
+    for h in range(H):
+        for j in range(n):  # beta D_h x_j, as the PyTorch backend forms (beta D) x^T
+            for a in range(d):
+                acc = 0.0
+                for c in range(d):
+                    acc += (beta * D[h, a, c]) * x[j, c]
+                Dx[j, a] = acc
+        for i in range(n):
+            smax = -math.inf
+            for j in range(n):
+                acc = 0.0
+                for a in range(d):
+                    acc += x[i, a] * Dx[j, a]
+                s[j] = acc
+                if acc > smax:
+                    smax = acc
+            tot = 0.0
+            for j in range(n):
+                if kind == 0:
+                    w = math.exp(s[j] - smax)
+                    tot += w
+                elif kind == 1:
+                    w = math.exp(s[j]) / n
+                else:
+                    w = max(s[j], 0.0) / n
+                s[j] = w
+            if kind == 0:
+                for j in range(n):
+                    s[j] = s[j] / tot
+            for a in range(d):
+                acc = 0.0
+                for j in range(n):
+                    acc += s[j] * x[j, a]
+                m[a] = acc
+            for a in range(d):
+                acc = 0.0
+                for c in range(d):
+                    acc += V[h, a, c] * m[c]
+                out[i, a] += acc
+    for i in range(n):
+        for a in range(d):
+            out[i, a] /= H
+        if sphere:
+            p = 0.0
+            for a in range(d):
+                p += x[i, a] * out[i, a]
+            for a in range(d):
+                out[i, a] -= p * x[i, a]
+        for a in range(d):
+            out[i, a] *= sign
+
+
+@njit(cache=True, error_model="numpy")
+def _stage(x, k, h, sphere, y):
+    """y = retract(x + h k) (the sphere's y/|y|; flat: x + h k)."""
+    n, d = x.shape
+    for i in range(n):
+        for a in range(d):
+            y[i, a] = x[i, a] + h * k[i, a]
+        if sphere:
+            r = 0.0
+            for a in range(d):
+                r += y[i, a] * y[i, a]
+            r = math.sqrt(r)
+            for a in range(d):
+                y[i, a] /= r
+
+
+@njit(cache=True, error_model="numpy")
+def _mean_inner(x):
+    n, d = x.shape
+    total = 0.0
+    for a in range(d):
+        acc = 0.0
+        for i in range(n):
+            acc += x[i, a]
+        total += acc * acc
+    diag = 0.0
+    for i in range(n):
+        for a in range(d):
+            diag += x[i, a] * x[i, a]
+    return (total - diag) / (n * (n - 1))
+
+
+@njit(cache=True, error_model="numpy")
+def _one_cloud(x0, D, V, beta, dt, nsteps, every, kind, sphere, sign, pos, rho):
+    """RK4 of one cloud; returns the steps done (< nsteps when the state left the finite numbers)."""
+    n, d = x0.shape
+    x = x0.copy()
+    k1 = np.empty_like(x)
+    k2 = np.empty_like(x)
+    k3 = np.empty_like(x)
+    k4 = np.empty_like(x)
+    y = np.empty_like(x)
+    Dx = np.empty_like(x)
+    s = np.empty(n)
+    m = np.empty(d)
+    half = 0.5 * dt
+    sixth = dt / 6.0
+    pos[0, :, :] = x
+    rho[0] = _mean_inner(x)
+    r = 1
+    for step in range(nsteps):
+        _velocity(x, D, V, beta, kind, sphere, sign, k1, Dx, s, m)
+        _stage(x, k1, half, sphere, y)
+        _velocity(y, D, V, beta, kind, sphere, sign, k2, Dx, s, m)
+        _stage(x, k2, half, sphere, y)
+        _velocity(y, D, V, beta, kind, sphere, sign, k3, Dx, s, m)
+        _stage(x, k3, dt, sphere, y)
+        _velocity(y, D, V, beta, kind, sphere, sign, k4, Dx, s, m)
+        for i in range(n):  # the RK4 combination in the order of integrators.rk4
+            for a in range(d):
+                k1[i, a] = k1[i, a] + 2 * k2[i, a] + 2 * k3[i, a] + k4[i, a]
+        _stage(x, k1, sixth, sphere, y)
+        if not np.isfinite(y).all():
+            return step
+        x[:] = y
+        rho[step + 1] = _mean_inner(x)
+        if (step + 1) % every == 0 or step + 1 == nsteps:
+            pos[r, :, :] = x
+            r += 1
+    return nsteps
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def rk4_clouds(x0, D, V, beta, dt, nsteps, every, kind, sphere, sign, pos, rho):
+    """RK4 of B independent clouds, ``prange`` over the clouds.
+
+    Parameters
+    ----------
+    x0 : ndarray, shape=[B, n, d]
+        Initial tokens (float64).
+    D, V : ndarray, shape=[B, H, d, d]
+        Score and value matrices per cloud (constant in time).
+    beta, dt : ndarray, shape=[B]
+        Inverse temperature and step per cloud.
+    nsteps, every : ndarray of int64, shape=[B]
+        Steps and record spacing per cloud (positions at steps 0, every, 2 every, ... and the last step).
+    kind : int
+        Attention kind (:data:`KINDS`).
+    sphere : bool
+        Tokens on the sphere (tangent projection and retraction) or in flat space.
+    sign : float
+        +1 ascent, -1 descent.
+    pos : ndarray, shape=[B, R, n, d]
+        Out: the recorded positions (R at least the most records of a cloud).
+    rho : ndarray, shape=[B, S + 1]
+        Out: the mean pairwise inner product at every step (S at least the most steps).
+
+    Returns
+    -------
+    ndarray of int64, shape=[B]
+        Steps done per cloud (``nsteps[b]`` unless the state became non-finite at that step).
+    """
+    B = x0.shape[0]
+    done = np.zeros(B, dtype=np.int64)
+    for b in prange(B):
+        done[b] = _one_cloud(
+            x0[b], D[b], V[b], beta[b], dt[b], nsteps[b], every[b], kind, sphere, sign, pos[b], rho[b]
+        )
+    return done
