@@ -130,22 +130,33 @@ def _window_avg(integral: np.ndarray, times: np.ndarray, ta: float, tb: float) -
     return (integral[:, kb] - integral[:, ka]) / (times[kb] - times[ka])
 
 
+def _pooled(heads: np.ndarray) -> np.ndarray:
+    """The heads ``[P, K, H, d, d]`` pooled over paths per record: ``[K, P H, d, d]`` (the empirical law
+    of a head at each record, P H atoms)."""
+    P, K, H = heads.shape[:3]
+    return heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, *heads.shape[3:])
+
+
+def _pooled_moments(heads: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Mean ``[K, d d]`` and covariances (K of ``[d d, d d]``) of the pooled heads per record (the
+    moment-matched Gaussian of :func:`~attnflow.analysis.theorems.gaussian_wasserstein2`)."""
+    flat = _pooled(heads)
+    flat = flat.reshape(*flat.shape[:2], -1)
+    return flat.mean(1), [np.cov(f.T) for f in flat]
+
+
 def _law_length(heads: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Cumulative length in law: moment-matched Gaussian W2 of the pooled heads at consecutive records."""
-    P, K, H = heads.shape[:3]
-    flat = heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, -1)
-    m = flat.mean(1)
-    S = [np.cov(flat[k].T) for k in range(K)]
-    steps = [gaussian_wasserstein2(m[k], S[k], m[k + 1], S[k + 1]) for k in range(K - 1)]
+    m, S = _pooled_moments(heads)
+    steps = [gaussian_wasserstein2(m[k], S[k], m[k + 1], S[k + 1]) for k in range(len(m) - 1)]
     return np.concatenate([[0.0], np.cumsum(steps)])
 
 
 def _law_length_exact(heads: np.ndarray) -> np.ndarray:
     """Cumulative length in law: exact OT (POT emd2, Frobenius) between the heads pooled over paths at
     consecutive records (the empirical law of a head, P H atoms)."""
-    P, K, H = heads.shape[:3]
-    flat = heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, *heads.shape[3:])
-    steps = [head_cloud_wasserstein2(flat[k], flat[k + 1]) for k in range(K - 1)]
+    flat = _pooled(heads)
+    steps = [head_cloud_wasserstein2(flat[k], flat[k + 1]) for k in range(len(flat) - 1)]
     return np.concatenate([[0.0], np.cumsum(steps)])
 
 
@@ -176,11 +187,8 @@ def _dtE_bound(heads: np.ndarray, dtE: np.ndarray, times: np.ndarray) -> dict:
 
 def _law_distance_to_last(heads: np.ndarray) -> np.ndarray:
     """Moment-matched Gaussian W2 between the pooled heads at each record and at the last one."""
-    P, K, H = heads.shape[:3]
-    flat = heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, -1)
-    m = flat.mean(1)
-    S = [np.cov(flat[k].T) for k in range(K)]
-    return np.array([gaussian_wasserstein2(m[k], S[k], m[-1], S[-1]) for k in range(K)])
+    m, S = _pooled_moments(heads)
+    return np.array([gaussian_wasserstein2(m[k], S[k], m[-1], S[-1]) for k in range(len(m))])
 
 
 class LongtimeStudy(Study):
