@@ -48,19 +48,13 @@ from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, 
 from ..model import tokens as tokens_mod
 from ..observables import strong_upper_gradient_sq
 from .base import Study, StudyConfig, StudyResult, StudyRuns
-from .common import distinct_sorted, enough_records, mean_sd
+from .common import distinct_sorted, enough_records, mean_sd, weight_regime
 from .registry import register
 from .render import Column, Table, ci_cells, ci_columns
 
 __all__ = ["LongtimeConfig", "LongtimeStudy", "records", "tables"]
 
 REGIMES = ("ou", "osc_shared", "osc_per_head", "frozen")
-_WEIGHTS = {
-    "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
-    "osc_shared": {"process": "oscillating", "forcing": "s2", "phases": "shared"},
-    "osc_per_head": {"process": "oscillating", "forcing": "s2", "phases": "per_head"},
-    "frozen": {"process": "constant"},
-}
 
 
 class LongtimeConfig(StudyConfig):
@@ -219,7 +213,7 @@ class LongtimeStudy(Study):
             reg: {
                 "name": f"longtime_{reg}",
                 "model": {"direction": config.direction},
-                "weights": _WEIGHTS[reg],
+                "weights": weight_regime(reg),
                 "tokens": {"init": "octahedral", "n": config.n, "d": 3, "noise": 0.05},
                 "heads": {"init": "symmetric_gaussian", "H": config.H},
                 "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
@@ -365,7 +359,7 @@ class LongtimeStudy(Study):
             extra = {}
         return {
             **extra,
-            "weights": _WEIGHTS[reg],
+            "weights": weight_regime(reg),
             "T": T,
             "times": times.tolist(),
             "length_pathwise_T": mean_sd(lengths[:, -1]),
