@@ -71,6 +71,7 @@ CASES = [
     (["plot", "{w}/runlike", "--output", "{w}/nodir/x.png"], 2, "does not exist; create it first"),
     (["animate", "{w}/nothere"], 2, "does not exist"),
     (["animate", "{w}/runlike", "--fps", "0"], 2, "--fps"),
+    (["animate", "{w}/runlike"], 2, "holds no data"),
     (["pde-plot", "{w}/nothere"], 2, "does not exist"),
     (["pde-plot", "{w}/runlike"], 2, "`attnflow pde-plot` draws PDE runs"),
     (["report", "{w}/nothere"], 2, "does not exist; give a directory written by attnflow"),

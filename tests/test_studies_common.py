@@ -61,3 +61,14 @@ def test_fit_order_interval_covers_and_two_points_are_exact() -> None:
     lo, hi = f["order_ci"]
     assert lo < 1.5 < hi and hi - lo < 0.3 and f["points"] == 8
     assert fit_order([1.0, 2.0], [0.0, -1.0])["order"] is None
+
+
+def test_weight_regimes_are_fresh_copies_and_an_unknown_one_is_named() -> None:
+    from attnflow.studies.common import WEIGHT_REGIMES, weight_regime
+
+    w = weight_regime("ou")
+    assert w == {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"}
+    w["sigma2"] = 2.0  # a study changing its copy leaves the shared table alone
+    assert WEIGHT_REGIMES["ou"]["sigma2"] == 1.0
+    with pytest.raises(ValueError, match=r"unknown weight regime 'osc'.*\['frozen', 'osc_per_head'"):
+        weight_regime("osc")

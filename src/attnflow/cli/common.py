@@ -1,4 +1,4 @@
-"""Helpers shared by the commands: sizes, output paths, the ``--device`` option."""
+"""Helpers shared by the commands: sizes, output paths, the ``--device`` and ``--scheduler`` options."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .errors import fail
 
 __all__ = [
     "DeviceOption",
+    "SchedulerOption",
     "check_device_cli",
     "check_out_dir",
     "check_output_file",
@@ -21,6 +22,11 @@ __all__ = [
 #: the ``--device`` option of run, study run, reproduce and check-edi (checked by :func:`check_device_cli`)
 DeviceOption = Annotated[
     str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
+]
+
+#: the ``--scheduler`` option of sweep and study run (the runner connects to it)
+SchedulerOption = Annotated[
+    str | None, typer.Option("--scheduler", help="Address of a Dask distributed scheduler.")
 ]
 
 

@@ -17,7 +17,6 @@ particle run   ``attnflow run``                           ``meta.json``/``config
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .errors import CliError
@@ -64,19 +63,6 @@ _FIGURES = {
 }
 
 
-def _json(path: Path) -> dict:
-    """The JSON object of ``path``, or {} for anything else: a file that is absent, not regular (a FIFO
-    would hang a plain read), over the JSON cap, not UTF-8, not JSON or nested too deeply. Only the kind
-    is decided here; the reader of that kind then names what is wrong with the file."""
-    from ..experiments.files import MAX_JSON_BYTES, CorruptFileError, read_bounded
-
-    try:
-        data = json.loads(read_bounded(path, MAX_JSON_BYTES, "file", "").decode("utf-8"))
-    except (CorruptFileError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def detect(directory: Path) -> str:
     """The kind of ``directory`` (one of :data:`KINDS`).
 
@@ -88,6 +74,7 @@ def detect(directory: Path) -> str:
     from ..experiments.files import MARKER_FILE
     from ..experiments.store import CONFIG_FILE, DATA_DIR, META_FILE
     from ..experiments.sweep_data import TASKS_FILE
+    from ..report.collect import json_object_or_empty, marked_kind
     from ..studies.runner import STUDY_FILE
 
     d = Path(directory)
@@ -99,23 +86,16 @@ def detect(directory: Path) -> str:
         )
     if not d.is_dir():
         raise CliError(f"{d} is a file; give a directory written by attnflow", 2)
-    if (d / TASKS_FILE).is_file():
-        return "sweep"
-    if (d / STUDY_FILE).is_file():
-        from ..experiments.reproduce import available_reproductions
-
-        return "reproduction" if _json(d / STUDY_FILE).get("study") in available_reproductions() else "study"
-    from ..report.probe import is_probe
-
-    if is_probe(d):
-        return "probe"
-    marker = _json(d / MARKER_FILE)
-    meta = _json(d / META_FILE)
+    kind = marked_kind(d)  # sweep, study, reproduction, probe, run (any kind of run) or None
+    if kind not in ("run", None):
+        return kind
+    marker = json_object_or_empty(d / MARKER_FILE)
+    meta = json_object_or_empty(d / META_FILE)
     if marker.get("kind") == "training run" or (d / "history.json").is_file():
         return "training run"
     if meta.get("kind") == "pde":
         return "pde run"
-    if any((d / f).exists() for f in (META_FILE, CONFIG_FILE, DATA_DIR)):
+    if kind == "run":
         return "particle run"
     raise CliError(
         f"{d} holds nothing attnflow writes (no {TASKS_FILE}, {STUDY_FILE}, {META_FILE}, {CONFIG_FILE} or "

@@ -185,10 +185,22 @@ def plot(
         _plot(directory, output, kind)
 
 
-def _plot(directory: Path, output: Path | None, kind: str) -> None:
+def _open_recorded(directory: Path, fix: str):
+    """The dataset of the particle run ``directory``, an unfinished one as far as it went (its warning
+    silenced); exit 2 naming ``fix`` when it holds no data yet."""
     import warnings
 
-    from ..experiments.store import DATA_DIR, open_run, read_meta
+    from ..experiments.store import DATA_DIR, open_run
+
+    if not (directory / DATA_DIR).is_dir():
+        raise fail(f"{directory} holds no data ({DATA_DIR}); {fix}", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an unfinished run is read as far as it went
+        return open_run(directory)
+
+
+def _plot(directory: Path, output: Path | None, kind: str) -> None:
+    from ..experiments.store import open_run, read_meta
     from ..plot.runs import plot_run, plot_sweep
 
     if kind == "sweep":
@@ -206,13 +218,7 @@ def _plot(directory: Path, output: Path | None, kind: str) -> None:
             runs[", ".join(f"{k}={v}" for k, v in tasks[name].items()) or name] = ds
         typer.echo(str(plot_sweep(runs, output or directory / "sweep.png", title=directory.name)))
         return
-    if not (directory / DATA_DIR).is_dir():
-        raise fail(
-            f"{directory} holds no data ({DATA_DIR}); run `attnflow run CONFIG --out {directory}` first", 2
-        )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an unfinished run is plotted as far as it went
-        ds = open_run(directory)
+    ds = _open_recorded(directory, f"run `attnflow run CONFIG --out {directory}` first")
     status = read_meta(directory).get("status")
     name = str(ds.attrs.get("name", directory.name))
     p = plot_run(ds, output or directory / PLOT_FILE, title=name, status=status)
@@ -240,16 +246,9 @@ def animate(
         kind = detect(directory)
         if kind != "particle run":
             raise refuse(kind, "animate", directory)
-        import warnings
-
-        from ..experiments.store import DATA_DIR, open_run
         from ..plot.runs import animate_run
 
-        if not (directory / DATA_DIR).is_dir():
-            raise fail(f"{directory} holds no run data ({DATA_DIR}); give a run directory", 2)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # an unfinished run is animated as far as it went
-            ds = open_run(directory)
+        ds = _open_recorded(directory, "give a run directory")
         p = animate_run(
             ds,
             output or directory / "tokens.mp4",

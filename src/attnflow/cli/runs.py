@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ._app import app
-from .common import DeviceOption, check_out_dir, size, with_device_cli
+from .common import DeviceOption, SchedulerOption, check_out_dir, size, with_device_cli
 from .errors import fail, for_cli, reported
 
 
@@ -70,9 +70,7 @@ def sweep(
         list[str], typer.Option("--grid", "-g", help="key=v1,v2,... (dotted key, YAML values); repeatable.")
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Sweep directory.")],
-    scheduler: Annotated[
-        str | None, typer.Option("--scheduler", help="Address of a Dask distributed scheduler.")
-    ] = None,
+    scheduler: SchedulerOption = None,
     workers: Annotated[
         int | None, typer.Option("--workers", "-j", min=1, help="Local worker processes.")
     ] = None,

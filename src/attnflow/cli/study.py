@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ._app import study_app
-from .common import DeviceOption, check_device_cli, check_out_dir
+from .common import DeviceOption, SchedulerOption, check_device_cli, check_out_dir
 from .errors import fail, reported
 from .kinds import detect, refuse
 
@@ -77,9 +77,7 @@ def study_run(
         list[str] | None,
         typer.Option("--set", "-s", help="A study parameter key=value (YAML value); repeatable."),
     ] = None,
-    scheduler: Annotated[
-        str | None, typer.Option("--scheduler", help="Address of a Dask distributed scheduler.")
-    ] = None,
+    scheduler: SchedulerOption = None,
     workers: Annotated[
         int | None,
         typer.Option("--workers", "-j", min=1, help="Local worker processes (1: in this process)."),

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..experiments.files import UnsafePathError, inside, read_bounded
+from ..experiments.files import MAX_JSON_BYTES, CorruptFileError, UnsafePathError, inside, read_bounded
 from ..experiments.reproduce import available_reproductions
 from ..experiments.store import CONFIG_FILE, DATA_DIR, META_FILE, read_meta
 from ..experiments.sweep import TASKS_FILE, read_index, sweep_info
@@ -44,6 +44,8 @@ __all__ = [
     "collect_dataset",
     "collect_verdicts",
     "detect_kind",
+    "json_object_or_empty",
+    "marked_kind",
     "theory_check_sections",
 ]
 
@@ -106,6 +108,58 @@ def _json(path: Path, what: str):
 
 
 # -- kind ------------------------------------------------------------------------------------------
+def json_object_or_empty(path: Path) -> dict:
+    """The JSON object of ``path``, or ``{}`` for anything else: a file that is absent, not regular (a FIFO
+    would hang a plain read), over :data:`~attnflow.experiments.files.MAX_JSON_BYTES`, not UTF-8, not
+    JSON, nested too deeply or not an object.
+
+    For deciding a directory's kind only (:func:`marked_kind`, the CLI's ``detect``): the reader of that
+    kind then names what is wrong with the file.
+
+    Examples
+    --------
+    >>> json_object_or_empty(Path("no such file.json"))
+    {}
+    """
+    try:
+        data = json.loads(read_bounded(path, MAX_JSON_BYTES, "file", "").decode("utf-8"))
+    except (CorruptFileError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def marked_kind(d: Path) -> str | None:
+    """The kind of a directory as its marker files tell, in this order: ``sweep`` (``tasks.json``),
+    ``reproduction`` or ``study`` (``study.json``: a reproduction's name or not), ``probe``
+    (:func:`~attnflow.report.probe.is_probe`), ``run`` (``meta.json``, ``config.yaml`` or ``data.zarr``),
+    else ``None``.
+
+    The one reading of the marker files shared by :func:`detect_kind` and the CLI's
+    ``attnflow.cli.kinds.detect`` (which tells the kinds of run apart). It checks nothing about ``d``
+    itself (callers do: :func:`check_directory`), and an unreadable ``study.json``
+    (:func:`json_object_or_empty`) reads as a study, whose own reader then names what is wrong with it.
+
+    Parameters
+    ----------
+    d : Path
+        An existing directory.
+
+    Returns
+    -------
+    str or None
+    """
+    if (d / TASKS_FILE).is_file():
+        return "sweep"
+    if (d / STUDY_FILE).is_file():
+        name = json_object_or_empty(d / STUDY_FILE).get("study")
+        return "reproduction" if name in available_reproductions() else "study"
+    if is_probe(d):
+        return "probe"
+    if any((d / f).exists() for f in (META_FILE, CONFIG_FILE, DATA_DIR)):
+        return "run"
+    return None
+
+
 def detect_kind(directory: str | Path) -> str:
     """``run``, ``sweep``, ``study``, ``reproduction`` or ``probe``, from the files the directory holds.
 
@@ -121,18 +175,9 @@ def detect_kind(directory: str | Path) -> str:
             f"cannot report on {d}: no such directory; pass a run, sweep, study or reproduction directory"
         )
     check_directory(d)
-    if (d / TASKS_FILE).is_file():
-        return "sweep"
-    if (d / STUDY_FILE).is_file():
-        try:
-            name = _json(d / STUDY_FILE, "the study file").get("study")
-        except (NotReportableError, AttributeError):
-            name = None
-        return "reproduction" if name in available_reproductions() else "study"
-    if is_probe(d):
-        return "probe"
-    if any((d / f).exists() for f in (META_FILE, CONFIG_FILE, DATA_DIR)):
-        return "run"
+    kind = marked_kind(d)
+    if kind is not None:
+        return kind
     raise NotReportableError(
         f"cannot report on {d}: it holds no {TASKS_FILE} (sweep), {STUDY_FILE} (study or reproduction) or "
         f"{META_FILE}/{CONFIG_FILE}/{DATA_DIR} (run) or probe.zarr (probe); pass a directory written by "

@@ -1,5 +1,5 @@
-"""Helpers shared by the registered studies: the whole-step rule of a study config, mean and spread, the
-robustness checks of a verdict record over a choice."""
+"""Helpers shared by the registered studies: the whole-step rule of a study config, the weight regimes of
+the particle runs, mean and spread, the robustness checks of a verdict record over a choice."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ..analysis.verdicts import Criterion, RobustnessCheck
 from ..simulation import n_steps_for
 
 __all__ = [
+    "WEIGHT_REGIMES",
     "distinct_sorted",
     "enough_records",
     "fit_robustness",
@@ -18,8 +19,39 @@ __all__ = [
     "positive_distinct",
     "robustness_checks",
     "value_tag",
+    "weight_regime",
     "whole_steps",
 ]
+
+#: the weight processes of the regimes of Sec. 6 of arXiv 2605.18870 the particle studies run (longtime,
+#: layer_scaling, stability_input): regime -> the ``weights`` section of a run config
+WEIGHT_REGIMES: Mapping[str, Mapping] = {
+    "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
+    "osc_shared": {"process": "oscillating", "forcing": "s2", "phases": "shared"},
+    "osc_per_head": {"process": "oscillating", "forcing": "s2", "phases": "per_head"},
+    "frozen": {"process": "constant"},
+}
+
+
+def weight_regime(name: str) -> dict:
+    """The ``weights`` section of a run config for the regime ``name`` of :data:`WEIGHT_REGIMES` (a fresh
+    copy: a study may change its own).
+
+    Raises
+    ------
+    ValueError
+        For an unknown regime (the error lists the known ones).
+
+    Examples
+    --------
+    >>> weight_regime("frozen")
+    {'process': 'constant'}
+    """
+    if name not in WEIGHT_REGIMES:
+        raise ValueError(
+            f"unknown weight regime {name!r}: the studies run {sorted(WEIGHT_REGIMES)}; choose one of them"
+        )
+    return dict(WEIGHT_REGIMES[name])
 
 
 def whole_steps(t1: float, dt: float, prefix: str = "") -> int:

@@ -37,16 +37,12 @@ from ..analysis.verdicts import record_description, record_identity
 from ..model.transformer import TransformerModel
 from ..observables import cluster_count_sensitivity, mean_pairwise_inner_product
 from .base import Study, StudyConfig, StudyResult, StudyRuns
-from .common import distinct_sorted, enough_records, mean_sd
+from .common import distinct_sorted, enough_records, mean_sd, weight_regime
 from .registry import register
 from .render import Column, Table, ci_cells, ci_columns, verdicts_table
 
 __all__ = ["LayerScalingConfig", "LayerScalingStudy", "records", "tables"]
 
-_WEIGHTS = {
-    "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
-    "frozen": {"process": "constant"},
-}
 #: thresholds (radians) at which the table reports cluster counts; the full sensitivity curve is stored
 TABLE_THRESHOLDS = (0.01, 0.1, 0.5)
 
@@ -113,7 +109,7 @@ class LayerScalingStudy(Study):
                     out[name] = {
                         "name": name,
                         "model": {"direction": direction, "layer_scaling": config.t0 if scaled else None},
-                        "weights": _WEIGHTS[config.weights],
+                        "weights": weight_regime(config.weights),
                         "tokens": {"init": "octahedral", "n": config.n, "d": 3, "noise": 0.05},
                         "heads": {"init": "symmetric_gaussian", "H": H},
                         "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},

@@ -48,19 +48,13 @@ from ..analysis.verdicts import Criterion, RobustnessCheck, record_description, 
 from ..model import tokens as tokens_mod
 from ..observables import strong_upper_gradient_sq
 from .base import Study, StudyConfig, StudyResult, StudyRuns
-from .common import distinct_sorted, enough_records, mean_sd
+from .common import distinct_sorted, enough_records, mean_sd, weight_regime
 from .registry import register
 from .render import Column, Table, ci_cells, ci_columns
 
 __all__ = ["LongtimeConfig", "LongtimeStudy", "records", "tables"]
 
 REGIMES = ("ou", "osc_shared", "osc_per_head", "frozen")
-_WEIGHTS = {
-    "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
-    "osc_shared": {"process": "oscillating", "forcing": "s2", "phases": "shared"},
-    "osc_per_head": {"process": "oscillating", "forcing": "s2", "phases": "per_head"},
-    "frozen": {"process": "constant"},
-}
 
 
 class LongtimeConfig(StudyConfig):
@@ -130,22 +124,33 @@ def _window_avg(integral: np.ndarray, times: np.ndarray, ta: float, tb: float) -
     return (integral[:, kb] - integral[:, ka]) / (times[kb] - times[ka])
 
 
+def _pooled(heads: np.ndarray) -> np.ndarray:
+    """The heads ``[P, K, H, d, d]`` pooled over paths per record: ``[K, P H, d, d]`` (the empirical law
+    of a head at each record, P H atoms)."""
+    P, K, H = heads.shape[:3]
+    return heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, *heads.shape[3:])
+
+
+def _pooled_moments(heads: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Mean ``[K, d d]`` and covariances (K of ``[d d, d d]``) of the pooled heads per record (the
+    moment-matched Gaussian of :func:`~attnflow.analysis.theorems.gaussian_wasserstein2`)."""
+    flat = _pooled(heads)
+    flat = flat.reshape(*flat.shape[:2], -1)
+    return flat.mean(1), [np.cov(f.T) for f in flat]
+
+
 def _law_length(heads: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Cumulative length in law: moment-matched Gaussian W2 of the pooled heads at consecutive records."""
-    P, K, H = heads.shape[:3]
-    flat = heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, -1)
-    m = flat.mean(1)
-    S = [np.cov(flat[k].T) for k in range(K)]
-    steps = [gaussian_wasserstein2(m[k], S[k], m[k + 1], S[k + 1]) for k in range(K - 1)]
+    m, S = _pooled_moments(heads)
+    steps = [gaussian_wasserstein2(m[k], S[k], m[k + 1], S[k + 1]) for k in range(len(m) - 1)]
     return np.concatenate([[0.0], np.cumsum(steps)])
 
 
 def _law_length_exact(heads: np.ndarray) -> np.ndarray:
     """Cumulative length in law: exact OT (POT emd2, Frobenius) between the heads pooled over paths at
     consecutive records (the empirical law of a head, P H atoms)."""
-    P, K, H = heads.shape[:3]
-    flat = heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, *heads.shape[3:])
-    steps = [head_cloud_wasserstein2(flat[k], flat[k + 1]) for k in range(K - 1)]
+    flat = _pooled(heads)
+    steps = [head_cloud_wasserstein2(flat[k], flat[k + 1]) for k in range(len(flat) - 1)]
     return np.concatenate([[0.0], np.cumsum(steps)])
 
 
@@ -176,11 +181,8 @@ def _dtE_bound(heads: np.ndarray, dtE: np.ndarray, times: np.ndarray) -> dict:
 
 def _law_distance_to_last(heads: np.ndarray) -> np.ndarray:
     """Moment-matched Gaussian W2 between the pooled heads at each record and at the last one."""
-    P, K, H = heads.shape[:3]
-    flat = heads.transpose(1, 0, 2, 3, 4).reshape(K, P * H, -1)
-    m = flat.mean(1)
-    S = [np.cov(flat[k].T) for k in range(K)]
-    return np.array([gaussian_wasserstein2(m[k], S[k], m[-1], S[-1]) for k in range(K)])
+    m, S = _pooled_moments(heads)
+    return np.array([gaussian_wasserstein2(m[k], S[k], m[-1], S[-1]) for k in range(len(m))])
 
 
 class LongtimeStudy(Study):
@@ -211,7 +213,7 @@ class LongtimeStudy(Study):
             reg: {
                 "name": f"longtime_{reg}",
                 "model": {"direction": config.direction},
-                "weights": _WEIGHTS[reg],
+                "weights": weight_regime(reg),
                 "tokens": {"init": "octahedral", "n": config.n, "d": 3, "noise": 0.05},
                 "heads": {"init": "symmetric_gaussian", "H": config.H},
                 "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
@@ -357,7 +359,7 @@ class LongtimeStudy(Study):
             extra = {}
         return {
             **extra,
-            "weights": _WEIGHTS[reg],
+            "weights": weight_regime(reg),
             "T": T,
             "times": times.tolist(),
             "length_pathwise_T": mean_sd(lengths[:, -1]),

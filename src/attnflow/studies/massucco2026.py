@@ -477,6 +477,39 @@ WHY_SHARED_B = (
 )
 
 
+#: where the published fit of the oscillating regime (shared forcing) is printed, with its intervals
+SRC_OSC_PUBLISHED = "2605.18870, Sec. 6 (oscillating regime: a = 0.373 [0.27, 0.54], b = 0.005 [-0.06, 0.07])"
+#: the same, its b only (the record of b is an identity: :data:`WHY_SHARED_B`)
+SRC_OSC_PUBLISHED_B = "2605.18870, Sec. 6 (oscillating regime: b = 0.005 [-0.06, 0.07])"
+
+
+def ou_exponent_criterion(band: tuple[float, float], quantity: str) -> Criterion:
+    """The criterion on the exponent b of the late-time G^2 = a H^b under OU weights: within ``band``
+    (the config's ``criterion_ou_exponent_band``, O(1/H) read as b = -1 +- 0.2), for the fitted
+    ``quantity`` (one fit, or the mean over draws of the robustness study)."""
+    lo, hi = band
+    return Criterion(
+        quantity=quantity,
+        op="within",
+        threshold=(float(lo), float(hi)),
+        declared_in="config: criterion_ou_exponent_band",
+        note="O(1/H) read as b = -1 +- 0.2",
+    )
+
+
+def published_criterion(published: dict, par: str, quantity: str) -> Criterion:
+    """The criterion on the parameter ``par`` (``a`` or ``b``) of the fit G^2 = a H^b of the oscillating
+    regime: within the paper's printed 95% interval ``published[par + "_ci"]`` (:data:`SRC_OSC_PUBLISHED`),
+    for the fitted ``quantity``."""
+    return Criterion(
+        quantity=quantity,
+        op="within",
+        threshold=tuple(float(v) for v in published[f"{par}_ci"]),
+        declared_in="the paper's printed 95% interval (2605.18870, Sec. 6), fixed before our data",
+        note=f"published {par} = {published[par]}",
+    )
+
+
 def records(summary: dict, config: ReproductionConfig) -> list:
     """The verdict records of the reproduction (the fit comparison) from its summary.
 
@@ -495,13 +528,7 @@ def records(summary: dict, config: ReproductionConfig) -> list:
     lo, hi = config.criterion_ou_exponent_band
     if "ou" in regs and "b" in regs["ou"].get("fit_G2", {}):
         f, fw = regs["ou"]["fit_G2"], regs["ou"].get("fit_G2_weighted", {})
-        crit = Criterion(
-            quantity="exponent b of the late-time G^2 = a H^b (OU, H = 1, 10, 100)",
-            op="within",
-            threshold=(float(lo), float(hi)),
-            declared_in="config: criterion_ou_exponent_band",
-            note="O(1/H) read as b = -1 +- 0.2",
-        )
+        crit = ou_exponent_criterion((lo, hi), "exponent b of the late-time G^2 = a H^b (OU, H = 1, 10, 100)")
         checks = []
         if "b" in fw:
             checks.append(
@@ -533,12 +560,8 @@ def records(summary: dict, config: ReproductionConfig) -> list:
     if "osc_shared" in regs and pub and "a" in regs["osc_shared"].get("fit_G2", {}):
         f = regs["osc_shared"]["fit_G2"]
         for par in ("a", "b"):
-            crit = Criterion(
-                quantity=f"{par} of the fit G^2 = a H^b, oscillating weights with shared forcing",
-                op="within",
-                threshold=tuple(float(v) for v in pub[f"{par}_ci"]),
-                declared_in="the paper's printed 95% interval (2605.18870, Sec. 6), fixed before our data",
-                note=f"published {par} = {pub[par]}",
+            crit = published_criterion(
+                pub, par, f"{par} of the fit G^2 = a H^b, oscillating weights with shared forcing"
             )
             if par == "b":
                 out.append(
@@ -546,7 +569,7 @@ def records(summary: dict, config: ReproductionConfig) -> list:
                         id="massucco2026-osc-shared-b",
                         statement="the published fit's b of the oscillating regime is reproduced (shared "
                         "forcing: the code that made the published figure)",
-                        source="2605.18870, Sec. 6 (oscillating regime: b = 0.005 [-0.06, 0.07])",
+                        source=SRC_OSC_PUBLISHED_B,
                         why=WHY_SHARED_B,
                         result={"b": f["b"], "b_ci95": f["b_ci"], "published_ci": list(pub["b_ci"])},
                     )
@@ -557,8 +580,7 @@ def records(summary: dict, config: ReproductionConfig) -> list:
                     id=f"massucco2026-osc-shared-{par}",
                     statement=f"the published fit's {par} of the oscillating regime is reproduced (shared "
                     "forcing: the code that made the published figure)",
-                    source="2605.18870, Sec. 6 (oscillating regime: a = 0.373 [0.27, 0.54], b = 0.005 "
-                    "[-0.06, 0.07])",
+                    source=SRC_OSC_PUBLISHED,
                     criterion=crit,
                     value=f[par],
                     ci95=f[f"{par}_ci"],

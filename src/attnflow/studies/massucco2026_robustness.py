@@ -35,7 +35,6 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from ..analysis.fits import fit_power_law
 from ..analysis.verdicts import (
-    Criterion,
     RobustnessCheck,
     record_description,
     record_identity,
@@ -45,7 +44,15 @@ from ..experiments.builder import ESTIMATORS, estimator
 from ..experiments.reproduce import load_manifest, regime_configs
 from .base import Study, StudyConfig, StudyResult, StudyRuns
 from .common import distinct_sorted, value_tag, whole_steps
-from .massucco2026 import WHY_OU_EXPONENT, WHY_SHARED_B, time_average
+from .massucco2026 import (
+    SRC_OSC_PUBLISHED,
+    SRC_OSC_PUBLISHED_B,
+    WHY_OU_EXPONENT,
+    WHY_SHARED_B,
+    ou_exponent_criterion,
+    published_criterion,
+    time_average,
+)
 from .registry import register
 from .render import Column, Table
 
@@ -468,12 +475,8 @@ def records(summary: dict, config: RobustnessConfig) -> list:
 
     lo, hi = config.criterion_ou_exponent_band
     if "ou" in regs and base in regs["ou"]["cells"]:
-        crit = Criterion(
-            quantity="mean over draws of the fitted exponent b of the late-time G^2 = a H^b (OU)",
-            op="within",
-            threshold=(float(lo), float(hi)),
-            declared_in="config: criterion_ou_exponent_band",
-            note="O(1/H) read as b = -1 +- 0.2",
+        crit = ou_exponent_criterion(
+            (lo, hi), "mean over draws of the fitted exponent b of the late-time G^2 = a H^b (OU)"
         )
         w0, v0 = next(iter(regs["ou"]["cells"][base]["windows"].items()))
         m, ci = _mean_ci(v0["b"])
@@ -500,13 +503,10 @@ def records(summary: dict, config: RobustnessConfig) -> list:
         for par in ("a", "b"):
             if f"{par}_ci" not in pub:
                 continue
-            crit = Criterion(
-                quantity=f"mean over draws of {par} of the fit G^2 = a H^b, oscillating weights, shared "
-                f"forcing",
-                op="within",
-                threshold=tuple(float(v) for v in pub[f"{par}_ci"]),
-                declared_in="the paper's printed 95% interval (2605.18870, Sec. 6), fixed before our data",
-                note=f"published {par} = {pub[par]}",
+            crit = published_criterion(
+                pub,
+                par,
+                f"mean over draws of {par} of the fit G^2 = a H^b, oscillating weights, shared forcing",
             )
             m, ci = _mean_ci(v0[par])
             if par == "b":
@@ -515,7 +515,7 @@ def records(summary: dict, config: RobustnessConfig) -> list:
                         id="massucco2026-robustness-osc-shared-b",
                         statement="the published fit's b of the oscillating regime is reproduced over "
                         "draws of the shared start",
-                        source="2605.18870, Sec. 6 (oscillating regime: b = 0.005 [-0.06, 0.07])",
+                        source=SRC_OSC_PUBLISHED_B,
                         why=WHY_SHARED_B,
                         result={
                             "b_mean_over_draws": m,
@@ -531,8 +531,7 @@ def records(summary: dict, config: RobustnessConfig) -> list:
                     statement=f"the published fit's {par} of the oscillating regime is reproduced over "
                     f"draws of "
                     "the shared start",
-                    source="2605.18870, Sec. 6 (oscillating regime: a = 0.373 [0.27, 0.54], b = 0.005 "
-                    "[-0.06, 0.07])",
+                    source=SRC_OSC_PUBLISHED,
                     criterion=crit,
                     value=m,
                     ci95=ci,

@@ -226,38 +226,37 @@ def monotonicity_rows(c: MonotonicityConfig, dt: float) -> list[dict]:
     return rows
 
 
+def _sa_base_family(c: MonotonicityConfig, geometry: str, configs: int, **update) -> MonotonicityConfig:
+    """``c`` narrowed to one row of :func:`monotonicity_rows`: SA (softmax) on ``geometry`` for the base
+    family (``symmetric`` if present, else the first of ``c.families``), ``configs`` configurations, and
+    any further ``update`` (a head ``scale``)."""
+    fam = "symmetric" if "symmetric" in c.families else c.families[0]
+    return c.model_copy(
+        update={
+            "families": [fam],
+            "kinds": ["softmax"],
+            "geometries": [geometry],
+            "configs": configs,
+            **update,
+        }
+    )
+
+
 def monotonicity_scale_rows(c: MonotonicityConfig) -> dict[float, dict]:
     """SA, sphere, the base family (symmetric if present) at the study dt, for each head scale of
     ``c.head_scales``: scale -> row of :func:`monotonicity_rows`."""
-    fam = "symmetric" if "symmetric" in c.families else c.families[0]
-    out = {}
-    for s in c.head_scales:
-        cs = c.model_copy(
-            update={
-                "families": [fam],
-                "kinds": ["softmax"],
-                "geometries": ["sphere"],
-                "scale": s,
-                "configs": c.head_scale_configs,
-            }
-        )
-        out[s] = monotonicity_rows(cs, c.dt)[0]
-    return out
+    return {
+        s: monotonicity_rows(_sa_base_family(c, "sphere", c.head_scale_configs, scale=s), c.dt)[0]
+        for s in c.head_scales
+    }
 
 
 def monotonicity_flat_rows(c: MonotonicityConfig) -> dict:
     """SA, flat, the base family, ``c.flat_multi_configs`` configurations at the study's smallest step:
     the row of :func:`monotonicity_rows` deciding the flat E_multi test."""
-    fam = "symmetric" if "symmetric" in c.families else c.families[0]
-    cs = c.model_copy(
-        update={
-            "families": [fam],
-            "kinds": ["softmax"],
-            "geometries": ["flat"],
-            "configs": c.flat_multi_configs,
-        }
-    )
-    return monotonicity_rows(cs, c.dt * min(1.0, *c.dt_factors))[0]
+    return monotonicity_rows(
+        _sa_base_family(c, "flat", c.flat_multi_configs), c.dt * min(1.0, *c.dt_factors)
+    )[0]
 
 
 def monotonicity_flat_task(config: dict) -> dict:

@@ -147,33 +147,38 @@ class NoisePhaseStudy(Study):
         """The mean-field eps_c that places the grid."""
         return critical_token_noise(beta, d, kernel)
 
-    def plan(self, config: NoisePhaseConfig) -> dict[str, dict]:
-        out = {}
+    def cases(self, config: NoisePhaseConfig):
+        """The grid of the study, in its one order: ``(d, kernel, beta, eps_c)`` for every sphere dimension,
+        kernel and beta, with the mean-field ``eps_c`` (:meth:`predicted`) that places the noise levels."""
         for d in config.dims:
             for kernel in config.kernels:
                 for beta in config.betas:
-                    ec = self.predicted(config, d, kernel, beta)
-                    t1 = config.t_units / ec
-                    for r in config.ratios:
-                        name = self.run_name(d, kernel, beta, r)
-                        out[name] = {
-                            "name": name,
-                            "model": {
-                                "direction": "ascent",
-                                "attention": kernel,
-                                "beta": beta,
-                                "token_noise": r * ec,
-                                "backend": "torch",  # measured 3 ms/step here vs 70 for numba (n = 96)
-                            },
-                            "weights": {"process": "constant"},
-                            "tokens": {"init": "uniform", "n": config.n, "d": d},
-                            "heads": {"init": "identity", "H": 1},
-                            "integrator": {"method": "euler", "dt": t1 / config.steps, "t1": t1},
-                            "record": {"every": config.steps // config.records, "ledger": False},
-                            "paths": config.paths,
-                            "seed": config.seed + len(out),  # independent noise per run: uncorrelated errors
-                            "precision": "float64",
-                        }
+                    yield d, kernel, beta, self.predicted(config, d, kernel, beta)
+
+    def plan(self, config: NoisePhaseConfig) -> dict[str, dict]:
+        out = {}
+        for d, kernel, beta, ec in self.cases(config):
+            t1 = config.t_units / ec
+            for r in config.ratios:
+                name = self.run_name(d, kernel, beta, r)
+                out[name] = {
+                    "name": name,
+                    "model": {
+                        "direction": "ascent",
+                        "attention": kernel,
+                        "beta": beta,
+                        "token_noise": r * ec,
+                        "backend": "torch",  # measured 3 ms/step here vs 70 for numba (n = 96)
+                    },
+                    "weights": {"process": "constant"},
+                    "tokens": {"init": "uniform", "n": config.n, "d": d},
+                    "heads": {"init": "identity", "H": 1},
+                    "integrator": {"method": "euler", "dt": t1 / config.steps, "t1": t1},
+                    "record": {"every": config.steps // config.records, "ledger": False},
+                    "paths": config.paths,
+                    "seed": config.seed + len(out),  # independent noise per run: uncorrelated errors
+                    "precision": "float64",
+                }
         return out
 
     def _one(self, config: NoisePhaseConfig, name: str, runs: StudyRuns) -> dict:
@@ -197,39 +202,36 @@ class NoisePhaseStudy(Study):
 
     def analyse(self, config: NoisePhaseConfig, runs: StudyRuns, out_dir: Path) -> StudyResult:
         cases = {}
-        for d in config.dims:
-            for kernel in config.kernels:
-                for beta in config.betas:
-                    ec = self.predicted(config, d, kernel, beta)
-                    ec_n = critical_token_noise(beta, d, kernel, n=config.n)
-                    per = {}
-                    for r in config.ratios:
-                        res = self._one(config, self.run_name(d, kernel, beta, r), runs)
-                        res["eps"] = r * ec
-                        res["predicted_n_m2"] = r / (r - 1) if r > 1 else None
-                        per[f"{r:g}"] = res
-                    dis = [(v["eps"], v["n_m2"]["mean"]) for v in per.values()]
-                    dis = [(e, y) for e, y in dis if y <= config.disordered_max]
-                    fit = (
-                        fit_critical_noise([e for e, _ in dis], [y for _, y in dis])
-                        if len(dis) >= 3
-                        else {"eps_c": None, "note": f"only {len(dis)} disordered runs (need 3)"}
-                    )
-                    ordered = [float(k) for k, v in per.items() if v["n_m2"]["mean"] > config.disordered_max]
-                    cases[f"d{d}_{kernel}_b{beta:g}"] = {
-                        "d": d,
-                        "sphere": f"S^{d - 1}",
-                        "kernel": kernel,
-                        "beta": beta,
-                        "eps_c_predicted": ec,
-                        "eps_c_predicted_finite_n": ec_n,
-                        "fit": fit,
-                        "rel_error_vs_finite_n": (
-                            (fit["eps_c"] - ec_n) / ec_n if fit.get("eps_c") is not None else None
-                        ),
-                        "ratios_measured_ordered": ordered,
-                        "per_ratio": per,
-                    }
+        for d, kernel, beta, ec in self.cases(config):
+            ec_n = critical_token_noise(beta, d, kernel, n=config.n)
+            per = {}
+            for r in config.ratios:
+                res = self._one(config, self.run_name(d, kernel, beta, r), runs)
+                res["eps"] = r * ec
+                res["predicted_n_m2"] = r / (r - 1) if r > 1 else None
+                per[f"{r:g}"] = res
+            dis = [(v["eps"], v["n_m2"]["mean"]) for v in per.values()]
+            dis = [(e, y) for e, y in dis if y <= config.disordered_max]
+            fit = (
+                fit_critical_noise([e for e, _ in dis], [y for _, y in dis])
+                if len(dis) >= 3
+                else {"eps_c": None, "note": f"only {len(dis)} disordered runs (need 3)"}
+            )
+            ordered = [float(k) for k, v in per.items() if v["n_m2"]["mean"] > config.disordered_max]
+            cases[f"d{d}_{kernel}_b{beta:g}"] = {
+                "d": d,
+                "sphere": f"S^{d - 1}",
+                "kernel": kernel,
+                "beta": beta,
+                "eps_c_predicted": ec,
+                "eps_c_predicted_finite_n": ec_n,
+                "fit": fit,
+                "rel_error_vs_finite_n": (
+                    (fit["eps_c"] - ec_n) / ec_n if fit.get("eps_c") is not None else None
+                ),
+                "ratios_measured_ordered": ordered,
+                "per_ratio": per,
+            }
         summary = {
             "cases": cases,
             "sizes": {

@@ -44,18 +44,12 @@ from ..model import tokens as tokens_mod
 from ..model.transformer import TransformerModel
 from ..observables import effective_mobility, wasserstein2
 from .base import Study, StudyConfig, StudyResult, StudyRuns
-from .common import mean_sd, positive_distinct, value_tag, whole_steps
+from .common import mean_sd, positive_distinct, value_tag, weight_regime, whole_steps
 from .registry import register
 from .render import Column, Table
 from .tasks import ParticleRun
 
 __all__ = ["StabilityInputConfig", "StabilityInputStudy", "records", "tables"]
-
-_WEIGHTS = {
-    "frozen": {"process": "constant"},
-    "ou": {"process": "ornstein_uhlenbeck", "sigma2": 1.0, "F": "identity"},
-    "osc_per_head": {"process": "oscillating", "forcing": "s2", "phases": "per_head"},
-}
 
 
 class SphereRunsConfig(StudyConfig):
@@ -184,7 +178,7 @@ class StabilityInputStudy(Study):
             for reg in config.regimes:
                 base = {
                     "model": {"direction": direction, "layer_scaling": config.layer_scaling},
-                    "weights": _WEIGHTS[reg],
+                    "weights": weight_regime(reg),
                     "heads": {"init": "file", "H": config.H, "path": "(input)"},
                     "integrator": {"method": "euler", "dt": config.dt, "t1": config.t1},
                     "record": {"every": config.record_every, "heads": reg != "frozen"},
