@@ -42,7 +42,36 @@ def _token_pass(
     x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
     vel, raw, grad, g2_tok, gh2_tok,
 ):  # fmt: skip
-    """Velocity and the per-token ledger terms of every (p, i) (see the module docstring).
+    """The token blocks of :func:`_token_items` in parallel (one block per work item)."""
+    P, n, _ = x.shape
+    for item in prange(P * ((n + _BLOCK - 1) // _BLOCK)):
+        _token_items(
+            item, item + 1, x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere,
+            ledger, norm, vel, raw, grad, g2_tok, gh2_tok,
+        )  # fmt: skip
+
+
+@njit(cache=True)
+def _token_pass_serial(
+    x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
+    vel, raw, grad, g2_tok, gh2_tok,
+):  # fmt: skip
+    """:func:`_token_pass` in one thread (small runs: a fraction of the parallel region's compile time; the
+    same blocks, the same bits)."""
+    P, n, _ = x.shape
+    _token_items(
+        0, P * ((n + _BLOCK - 1) // _BLOCK), x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x,
+        has_col, sphere, ledger, norm, vel, raw, grad, g2_tok, gh2_tok,
+    )  # fmt: skip
+
+
+@njit(cache=True, inline="always")
+def _token_items(
+    first, last, x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
+    vel, raw, grad, g2_tok, gh2_tok,
+):  # fmt: skip
+    """Velocity and the per-token ledger terms of the token blocks ``first <= item < last`` (see the module
+    docstring).
 
     ``e_shift = exp(row_shift)`` comes from :func:`_shift_pass` (one libm call per (p, h, i) here cost more
     than all the rest of the assembly). ``x``, ``D``, ``V`` may be float32: every product promotes them to
@@ -53,7 +82,7 @@ def _token_pass(
     log_h = math.log(H)
     scale = norm / n
     nblk = (n + _BLOCK - 1) // _BLOCK
-    for item in prange(P * nblk):
+    for item in range(first, last):  # blocks of _BLOCK tokens
         p = item // nblk
         i0 = (item - p * nblk) * _BLOCK
         L = min(_BLOCK, n - i0)
@@ -199,10 +228,24 @@ def _tangent(sphere, xi, w, out):
 
 @njit(parallel=True, cache=True)
 def _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C):
-    """Head mass, Ito factor and drift moment C_h of every (p, h)."""
+    """Head mass, Ito factor and drift moment C_h of every (p, h) (:func:`_head_items`, in parallel)."""
+    for item in prange(row_sum.shape[0] * row_sum.shape[1]):
+        _head_items(item, item + 1, x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C)
+
+
+@njit(cache=True)
+def _head_pass_serial(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C):
+    """:func:`_head_pass` in one thread (small runs; the same bits)."""
+    last = row_sum.shape[0] * row_sum.shape[1]
+    _head_items(0, last, x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C)
+
+
+@njit(cache=True, inline="always")
+def _head_items(first, last, x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C):
+    """Head mass, Ito factor and drift moment C_h of the (p, h) items ``first <= item < last``."""
     P, n, d = x.shape
     H = row_sum.shape[1]
-    for item in prange(P * H):
+    for item in range(first, last):
         p = item // H
         h = item - p * H
         mass = 0.0
@@ -242,14 +285,18 @@ def _shift_pass(row_shift, e_shift):
             e_shift[p, h, i] = e
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def assemble_core(
-    x, D, V, row_shift, row_sum, row_x, row_q, has_q, col_shift, col_x, has_col, beta, norm, sphere, ledger
-):
+    x, D, V, row_shift, row_sum, row_x, row_q, has_q, col_shift, col_x, has_col, beta, norm, sphere, ledger,
+    parallel=True,
+):  # fmt: skip
     """The whole compiled assembly (see :func:`assemble_arrays`; ``norm`` is
     :func:`~attnflow.dynamics.assembly.pair_norm`); float64 outputs
     ``(velocity, raw_velocity, grad, energy, G2, Ghat2, head_mass, ito, C)`` (placeholders without the
-    ledger)."""
+    ledger). ``parallel=None`` compiles the serial token and head passes (pruned on the None argument, as
+    :func:`attnflow.dynamics.numba_kernel.pair_sums_core`; the same bits). Inlined into a compiled caller
+    (numba IR): numba optimises and emits a caller's module with its callees linked in, so every call
+    level compiles the code below it again (issue 27)."""
     P, n, d = x.shape
     H = D.shape[1]
     e_shift = np.empty_like(row_shift)
@@ -261,14 +308,23 @@ def assemble_core(
     grad = np.empty((P, n, d) if ledger else (1, 1, 1))
     g2_tok = np.empty(tok)
     gh2_tok = np.empty(tok)
-    _token_pass(
-        x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
-        vel, raw_v, grad, g2_tok, gh2_tok,
-    )  # fmt: skip
+    if parallel is None:
+        _token_pass_serial(
+            x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
+            vel, raw_v, grad, g2_tok, gh2_tok,
+        )  # fmt: skip
+    else:
+        _token_pass(
+            x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
+            vel, raw_v, grad, g2_tok, gh2_tok,
+        )  # fmt: skip
     energy, G2, Ghat2 = np.empty(P), np.empty(P), np.empty(P)
     head_mass, ito, C = np.empty((P, H)), np.empty((P, H)), np.empty((P, H, d, d))
     if ledger:
-        _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C)
+        if parallel is None:
+            _head_pass_serial(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C)
+        else:
+            _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C)
         _path_sums(head_mass, g2_tok, gh2_tok, beta, energy, G2, Ghat2)
     return vel, raw_v, grad, energy, G2, Ghat2, head_mass, ito, C
 
