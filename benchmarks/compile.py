@@ -1,6 +1,6 @@
 """What a first run compiles: numba compile time by function and specialisation, on a fresh cache.
 
-    python benchmarks/compile.py [--scenario readme|main|all] [--json FILE]
+    python benchmarks/compile.py [--scenario readme|main|all] [--main-runs K] [--json FILE]
 
 Each scenario runs twice in a fresh subprocess with its own ``NUMBA_CACHE_DIR``: first on an empty cache
 (what a new user, a new virtual environment, a CI run or a Dask worker pays), then on the cache the first
@@ -19,7 +19,7 @@ main
     sizes and precision (float32, n = 300, 20 paths), each for :data:`MAIN_STEPS` steps: the specialisations
     the full job compiles (the kernel's serial or parallel passes are chosen by size, and the quick
     variant's float64 is another specialisation). ``runs`` gives each run's compile time: the first run's
-    is what a user waits before the first step.
+    is what a user waits before the first step. ``--main-runs K`` stops after the first K runs.
 
 The machine is shared and noisy: compare the rows of one run with each other (which function costs
 what), not absolute seconds across runs. The child's process CPU time (``cpu_fresh_s``, ``cpu_cached_s``)
@@ -54,7 +54,7 @@ def _readme_example() -> str:
     return m.group(1)
 
 
-def _run_scenario(name: str) -> None:
+def _run_scenario(name: str, main_runs: int | None = None) -> None:
     if name == "readme":
         code = _readme_example()
         import contextlib
@@ -68,7 +68,7 @@ def _run_scenario(name: str) -> None:
 
         manifest = load_manifest("massucco2026")
         with tempfile.TemporaryDirectory() as tmp:
-            for _, _, cfg in regime_configs(manifest):
+            for _, _, cfg in regime_configs(manifest)[:main_runs]:
                 cfg["integrator"]["t1"] = MAIN_STEPS * float(cfg["integrator"]["dt"])
                 t0 = time.time()
                 run_experiment(cfg, Path(tmp) / cfg["name"], progress=False)
@@ -77,7 +77,7 @@ def _run_scenario(name: str) -> None:
         raise SystemExit(f"unknown scenario {name!r}; valid: readme, main")
 
 
-def child(name: str) -> dict:
+def child(name: str, main_runs: int | None = None) -> dict:
     """Run scenario ``name`` in this process and return its compile events and wall time."""
     t0 = time.perf_counter()
     import numba  # noqa: F401  (imported before the recorder so its own set-up is not counted)
@@ -87,7 +87,7 @@ def child(name: str) -> dict:
     with event.install_recorder("numba:compile") as rec:
         t1 = time.perf_counter()
         c1 = time.process_time()
-        _run_scenario(name)
+        _run_scenario(name, main_runs)
         wall = time.perf_counter() - t1
         cpu = time.process_time() - c1
     # pair START/END events as a stack: compiles nest (a caller compiles its callees inside)
@@ -123,22 +123,27 @@ def child(name: str) -> dict:
     }  # fmt: skip
 
 
-def _spawn(name: str, cache: str) -> dict:
+def _spawn(name: str, cache: str, main_runs: int | None = None) -> dict:
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT / "src")}
+    extra = ["--main-runs", str(main_runs)] if main_runs else []
     out = subprocess.run(
-        [sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True, check=False
+        [sys.executable, __file__, "--child", name, *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if out.returncode != 0:
         raise SystemExit(f"scenario {name!r} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str) -> dict:
+def measure(name: str, main_runs: int | None = None) -> dict:
     """Fresh-cache and cached runs of scenario ``name`` with the per-specialisation table."""
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="attnflow-numba-cache-") as cache:
-        fresh = _spawn(name, cache)
-        cached = _spawn(name, cache)
+        fresh = _spawn(name, cache, main_runs)
+        cached = _spawn(name, cache, main_runs)
     top = [c for c in fresh["compiles"] if c["depth"] == 0]
     per: dict[tuple[str, str], dict] = {}
     for c in fresh["compiles"]:
@@ -203,15 +208,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="all", choices=["readme", "main", "all"])
     ap.add_argument("--json", type=Path, help="write the measurements to this file")
+    ap.add_argument(
+        "--main-runs", type=int, default=None, help="only the first K runs of the 'main' scenario"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child)))
+        print(json.dumps(child(args.child, args.main_runs)))
         return
     names = ["readme", "main"] if args.scenario == "all" else [args.scenario]
     results = []
     for name in names:
-        res = measure(name)
+        res = measure(name, args.main_runs if name == "main" else None)
         results.append(res)
         print(_table(res), "\n", flush=True)
     if args.json:

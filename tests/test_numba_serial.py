@@ -6,8 +6,9 @@ time). Each work item writes its own rows and its own column buffer and the item
 every sum is added in the same order: the reference here is the parallel pass and the comparison is exact
 (bit for bit), for each pass (symmetric half, ordered pairs with the bound shift, ordered pairs with the
 exact row maxima, causal), d = 3 and any d, one and several row chunks per head (n = 300: two chunks).
-The other kernel tests (tests/test_numba_kernel.py, test_symmetric_half.py) compare the default choice,
-serial at their sizes, with independent references.
+The assembly's serial token and head passes likewise (exact against its parallel passes). The other kernel
+tests (tests/test_numba_kernel.py, test_symmetric_half.py) compare the default choice, serial at their
+sizes, with independent references.
 """
 
 from __future__ import annotations
@@ -66,3 +67,27 @@ def test_the_choice_is_by_size_and_thread_count(monkeypatch):
     assert parallel_passes(20, 100, 300) is True  # the paper's size
     monkeypatch.setattr(numba_kernel.numba, "get_num_threads", lambda: 1)
     assert parallel_passes(20, 100, 300) is None  # one thread: a parallel region gains nothing
+
+
+@pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric", "general"])
+def test_serial_assembly_gives_the_parallel_bits(symmetric):
+    # the assembly's token and head passes: serial (parallel=None) against parallel, exact; n = 150 makes
+    # three token blocks of 64, P = 2 paths and H = 3 heads six head items
+    from attnflow.dynamics.assembly import pair_norm
+    from attnflow.dynamics.numba_assembly import assemble_core
+
+    x, D = _inputs(5, 2, 150, 3, 3, np.float64, symmetric)
+    V = np.ascontiguousarray(np.swapaxes(D, -1, -2))
+    s = pair_sums(x, D, 0.9)
+    has_col = s["col_x"] is not None
+    args = (
+        x, D, V, s["row_shift"], s["row_sum"], s["row_x"], s["row_q"], True,
+        s["col_shift"] if has_col else np.zeros((1, 1)), s["col_x"] if has_col else np.zeros((1, 1, 1, 1)),
+        has_col, 0.9, pair_norm(3, 150), True, True,
+    )  # fmt: skip
+    par = assemble_core(*args, True)
+    ser = assemble_core(*args, None)
+    names = ("velocity", "raw_velocity", "grad", "energy", "G2", "Ghat2", "head_mass", "ito", "C")
+    for name, a, b in zip(names, par, ser, strict=True):
+        assert np.isfinite(a).all(), name
+        np.testing.assert_array_equal(b, a, err_msg=name)

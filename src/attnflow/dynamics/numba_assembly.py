@@ -31,6 +31,7 @@ from numba import njit, prange
 
 from ..geometry import Euclidean, Geometry, Sphere
 from .assembly import FieldEval, pair_norm
+from .numba_kernel import parallel_passes
 
 __all__ = ["assemble_arrays", "assemble_core", "assemble_numba"]
 
@@ -397,7 +398,7 @@ def assemble_arrays(
     vel, raw_v, grad, energy, G2, Ghat2, head_mass, ito, C = assemble_core(
         np.ascontiguousarray(x), np.ascontiguousarray(D), np.ascontiguousarray(V), row_shift, row_sum,
         row_x, row_q, has_q, col_shift, col_x, has_col, float(beta), pair_norm(D.shape[1], x.shape[1]),
-        bool(sphere), bool(ledger),
+        bool(sphere), bool(ledger), parallel_passes(x.shape[0], D.shape[1], x.shape[1]),
     )  # fmt: skip
     out: dict[str, np.ndarray | None] = {
         "velocity": vel.astype(dtype, copy=False),

@@ -353,10 +353,11 @@ def pair_sums_core(
     return code, True, row_shift, rsum, ysum, qsum, col_shift, col_x
 
 
-#: pair interactions per evaluation (``P H n^2``) from which the kernel runs its parallel passes; below, the
-#: serial ones (same bits). A parallel region is a separate, much longer compile (numba's parfor gufunc:
-#: the README's first example compiled ~X s less with the serial passes) for at most a factor of the
-#: thread count on work that takes ~Y ms a step at this size; a run with one thread is serial at any size.
+#: pair interactions per evaluation (``P H n^2``) from which the kernel (and the compiled assembly) run their
+#: parallel passes; below, the serial ones (same work items: the same bits). A parallel region is a separate
+#: and much longer compile (numba's parfor gufunc; docs/performance.md section 10.5) that gains at most the
+#: thread count on work of ~1 ms a step below this size (the half pass at ~3e9 pairs/s); a run with one
+#: numba thread is serial at any size.
 PARALLEL_MIN_PAIRS = 4_000_000
 
 
