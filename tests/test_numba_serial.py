@@ -59,6 +59,7 @@ def test_serial_passes_give_the_parallel_bits(dtype, n, d, symmetric, kw, expect
 
 
 def test_the_choice_is_by_size_and_thread_count(monkeypatch):
+    monkeypatch.delenv(numba_kernel.PARALLEL_MIN_PAIRS_ENV, raising=False)
     monkeypatch.setattr(numba_kernel.numba, "get_num_threads", lambda: 2)
     side = int(np.ceil(np.sqrt(PARALLEL_MIN_PAIRS / 20)))
     assert parallel_passes(20, 1, side) is True
@@ -91,3 +92,15 @@ def test_serial_assembly_gives_the_parallel_bits(symmetric):
     for name, a, b in zip(names, par, ser, strict=True):
         assert np.isfinite(a).all(), name
         np.testing.assert_array_equal(b, a, err_msg=name)
+
+
+def test_the_threshold_from_the_environment(monkeypatch):
+    monkeypatch.setattr(numba_kernel.numba, "get_num_threads", lambda: 2)
+    monkeypatch.setenv(numba_kernel.PARALLEL_MIN_PAIRS_ENV, "0")  # a job with large runs: one variant
+    assert parallel_passes(1, 1, 2) is True
+    monkeypatch.setenv(numba_kernel.PARALLEL_MIN_PAIRS_ENV, "1000")
+    assert parallel_passes(1, 1, 31) is None and parallel_passes(1, 1, 32) is True
+    for bad in ("-1", "4e6", "many"):
+        monkeypatch.setenv(numba_kernel.PARALLEL_MIN_PAIRS_ENV, bad)
+        with pytest.raises(ValueError, match=r"ATTNFLOW_PARALLEL_MIN_PAIRS must be an integer >= 0.*got"):
+            parallel_passes(20, 100, 300)

@@ -73,6 +73,8 @@ Against a dense float64 reference the kernel agrees to ~1e-15 relative in float6
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 from numba import njit
@@ -92,12 +94,14 @@ from .numba_passes import (
 
 __all__ = [
     "PARALLEL_MIN_PAIRS",
+    "PARALLEL_MIN_PAIRS_ENV",
     "PASSES",
     "bound_range",
     "check_inputs",
     "choose_pass",
     "pair_sums",
     "pair_sums_core",
+    "parallel_min_pairs",
     "parallel_passes",
     "score_bounds",
     "work_items",
@@ -359,13 +363,34 @@ def pair_sums_core(
 #: thread count on work of ~1 ms a step below this size (the half pass at ~3e9 pairs/s); a run with one
 #: numba thread is serial at any size.
 PARALLEL_MIN_PAIRS = 4_000_000
+#: environment variable that replaces :data:`PARALLEL_MIN_PAIRS` (an integer >= 0; 0: always the parallel
+#: passes). A job that runs small and large problems in one process compiles both variants; setting it to 0
+#: there keeps one (scripts/run.sh does for the main job, whose first run is small and the others large).
+PARALLEL_MIN_PAIRS_ENV = "ATTNFLOW_PARALLEL_MIN_PAIRS"
+
+
+def parallel_min_pairs() -> int:
+    """:data:`PARALLEL_MIN_PAIRS`, or the value of the environment variable :data:`PARALLEL_MIN_PAIRS_ENV`."""
+    raw = os.environ.get(PARALLEL_MIN_PAIRS_ENV)
+    if raw is None or raw.strip() == "":
+        return PARALLEL_MIN_PAIRS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(
+            f"{PARALLEL_MIN_PAIRS_ENV} must be an integer >= 0 (pair interactions P H n^2 per evaluation "
+            f"from which the kernel runs its parallel passes; 0: always); got {raw!r}. Fix or unset it."
+        )
+    return value
 
 
 def parallel_passes(npaths, nheads, n):
     """The kernel's ``parallel`` argument for ``P H n^2`` pair interactions per evaluation: True (the
-    parallel passes) from :data:`PARALLEL_MIN_PAIRS` on with more than one numba thread, else None (the
+    parallel passes) from :func:`parallel_min_pairs` on with more than one numba thread, else None (the
     serial passes: a fraction of the compile time; the same results, bit for bit)."""
-    if numba.get_num_threads() > 1 and npaths * nheads * n * n >= PARALLEL_MIN_PAIRS:
+    if numba.get_num_threads() > 1 and npaths * nheads * n * n >= parallel_min_pairs():
         return True
     return None
 
