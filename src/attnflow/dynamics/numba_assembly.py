@@ -286,7 +286,7 @@ def _shift_pass(row_shift, e_shift):
             e_shift[p, h, i] = e
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def assemble_core(
     x, D, V, row_shift, row_sum, row_x, row_q, has_q, col_shift, col_x, has_col, beta, norm, sphere, ledger,
     parallel=True,
@@ -295,9 +295,7 @@ def assemble_core(
     :func:`~attnflow.dynamics.assembly.pair_norm`); float64 outputs
     ``(velocity, raw_velocity, grad, energy, G2, Ghat2, head_mass, ito, C)`` (placeholders without the
     ledger). ``parallel=None`` compiles the serial token and head passes (pruned on the None argument, as
-    :func:`attnflow.dynamics.numba_kernel.pair_sums_core`; the same bits). Inlined into a compiled caller
-    (numba IR): numba optimises and emits a caller's module with its callees linked in, so every call
-    level compiles the code below it again (issue 27)."""
+    :func:`attnflow.dynamics.numba_kernel.pair_sums_core`; the same bits)."""
     P, n, d = x.shape
     H = D.shape[1]
     e_shift = np.empty_like(row_shift)

@@ -231,7 +231,7 @@ def choose_pass(x, D, beta, bound_range, causal, general, exact_max):
     return symmetric, exact, bound
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def pair_sums_core(
     x, D, beta, bound_range, causal, ledger, ito, general, exact_max, full,
     items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord, ordered=True, parallel=True,
@@ -252,8 +252,9 @@ def pair_sums_core(
     ``parallel=None`` compiles the serial passes instead of the parallel ones (pruned the same way; the
     same work items in order, so the same sums, bit for bit): :func:`parallel_passes` chooses by size.
 
-    Inlined into a compiled caller (numba IR; the compiled loop's evaluation): numba optimises and emits a
-    caller's module with its callees linked in, so a separate call level compiles this code twice.
+    Not inlined into its compiled caller: numba prunes a branch on ``x is None`` when ``x`` is an argument of
+    the function compiled; inlined, only a None value was pruned and the caller compiled the parallel and the
+    serial passes both.
     """
     P, n, d = x.shape
     H = D.shape[1]
