@@ -182,9 +182,9 @@ def _tile_max(buf, length):
 
 @njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _row_max_item(it, xt, kt, items, causal, row_max):
-    """Work item ``it`` of :func:`row_max_pass_serial`: the body of :func:`row_max_pass`'s ``prange`` loop, copied (the parallel
-    pass keeps its own body: inlined there, its speed at the paper's size was not shown to hold). The
-    exact comparison of ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
+    """Work item ``it`` of :func:`row_max_pass_serial`: the body of the ``prange`` loop of
+    :func:`row_max_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's size
+    was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
     n = xt.shape[2]
     d = xt.shape[1]
     p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
@@ -358,9 +358,9 @@ def _aligned_zeros(rows, cols, dtype):
 def _accumulate_item(
     it, xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero, rsum, ysum, qsum, zsum
 ):
-    """Work item ``it`` of :func:`accumulate_pass_serial`: the body of :func:`accumulate_pass`'s ``prange`` loop, copied (the parallel
-    pass keeps its own body: inlined there, its speed at the paper's size was not shown to hold). The
-    exact comparison of ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
+    """Work item ``it`` of :func:`accumulate_pass_serial`: the body of the ``prange`` loop of
+    :func:`accumulate_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's size
+    was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
     n = xt.shape[2]
     d = xt.shape[1]
     p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
@@ -566,9 +566,9 @@ def item_keys(bd, x, r1, out):
 
 @njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _half_item(it, xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsum, cbuf):
-    """Work item ``it`` of :func:`half_pass_serial`: the body of :func:`half_pass`'s ``prange`` loop, copied (the parallel
-    pass keeps its own body: inlined there, its speed at the paper's size was not shown to hold). The
-    exact comparison of ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
+    """Work item ``it`` of :func:`half_pass_serial`: the body of the ``prange`` loop of
+    :func:`half_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's size
+    was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
     d = xt.shape[1]
     p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
     c = chunk_of[it]
