@@ -183,7 +183,8 @@ def _tile_max(buf, length):
 @njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
 def _row_max_item(it, xt, kt, items, causal, row_max):
     """Work item ``it`` of :func:`row_max_pass_serial`: the body of the ``prange`` loop of
-    :func:`row_max_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's size
+    :func:`row_max_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's
+    size
     was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
     n = xt.shape[2]
     d = xt.shape[1]
@@ -359,7 +360,8 @@ def _accumulate_item(
     it, xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero, rsum, ysum, qsum, zsum
 ):
     """Work item ``it`` of :func:`accumulate_pass_serial`: the body of the ``prange`` loop of
-    :func:`accumulate_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's size
+    :func:`accumulate_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's
+    size
     was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
     n = xt.shape[2]
     d = xt.shape[1]
