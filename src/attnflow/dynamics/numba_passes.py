@@ -184,8 +184,7 @@ def _tile_max(buf, length):
 def _row_max_item(it, xt, kt, items, causal, row_max):
     """Work item ``it`` of :func:`row_max_pass_serial`: the body of the ``prange`` loop of
     :func:`row_max_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's
-    size
-    was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
+    size was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
     n = xt.shape[2]
     d = xt.shape[1]
     p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
@@ -361,8 +360,7 @@ def _accumulate_item(
 ):
     """Work item ``it`` of :func:`accumulate_pass_serial`: the body of the ``prange`` loop of
     :func:`accumulate_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's
-    size
-    was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
+    size was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
     n = xt.shape[2]
     d = xt.shape[1]
     p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
@@ -732,7 +730,6 @@ def half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsu
                     qsum[p, h, j] += cb[d + 1, j]
         else:
             cbuf[p, h, c, :, :r1] = cb
-
 
 
 @njit(fastmath=LOOP_FLAGS, cache=True)
