@@ -1,6 +1,6 @@
 """What a first run compiles: numba compile time by function and specialisation, on a fresh cache.
 
-    python benchmarks/compile.py [--scenario readme|main|all] [--json FILE]
+    python benchmarks/compile.py [--scenario readme|main|all] [--main-runs K] [--json FILE]
 
 Each scenario runs twice in a fresh subprocess with its own ``NUMBA_CACHE_DIR``: first on an empty cache
 (what a new user, a new virtual environment, a CI run or a Dask worker pays), then on the cache the first
@@ -15,8 +15,11 @@ Scenarios
 readme
     The first Python example of README.md (the first ```python block, executed as it is).
 main
-    The main job's runs (the ``massucco2026`` manifest's regimes, every H) at the manifest's quick sizes:
-    the same compiled code paths as the full job (numba compiles per type signature, not per size).
+    The main job's runs (the ``massucco2026`` manifest's regimes, every H, in the job's order) at the job's
+    sizes and precision (float32, n = 300, 20 paths), each for :data:`MAIN_STEPS` steps: the specialisations
+    the full job compiles (the kernel's serial or parallel passes are chosen by size, and the quick
+    variant's float64 is another specialisation). ``runs`` gives each run's compile time: the first run's
+    is what a user waits before the first step. ``--main-runs K`` stops after the first K runs.
 
 The machine is shared and noisy: compare the rows of one run with each other (which function costs
 what), not absolute seconds across runs. The child's process CPU time (``cpu_fresh_s``, ``cpu_cached_s``)
@@ -37,6 +40,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: steps of each run of the 'main' scenario (a record is taken every 10 steps)
+MAIN_STEPS = 10
+#: (run name, start, end) of each run of the scenario in the child, on numba's event clock (time.time)
+_SPANS: list[tuple[str, float, float]] = []
 
 
 def _readme_example() -> str:
@@ -47,7 +54,7 @@ def _readme_example() -> str:
     return m.group(1)
 
 
-def _run_scenario(name: str) -> None:
+def _run_scenario(name: str, main_runs: int | None = None) -> None:
     if name == "readme":
         code = _readme_example()
         import contextlib
@@ -59,14 +66,18 @@ def _run_scenario(name: str) -> None:
         from attnflow.experiments.reproduce import load_manifest, regime_configs
         from attnflow.experiments.store import run_experiment
 
+        manifest = load_manifest("massucco2026")
         with tempfile.TemporaryDirectory() as tmp:
-            for _, _, cfg in regime_configs(load_manifest("massucco2026"), quick=True):
+            for _, _, cfg in regime_configs(manifest)[:main_runs]:
+                cfg["integrator"]["t1"] = MAIN_STEPS * float(cfg["integrator"]["dt"])
+                t0 = time.time()
                 run_experiment(cfg, Path(tmp) / cfg["name"], progress=False)
+                _SPANS.append((cfg["name"], t0, time.time()))
     else:
         raise SystemExit(f"unknown scenario {name!r}; valid: readme, main")
 
 
-def child(name: str) -> dict:
+def child(name: str, main_runs: int | None = None) -> dict:
     """Run scenario ``name`` in this process and return its compile events and wall time."""
     t0 = time.perf_counter()
     import numba  # noqa: F401  (imported before the recorder so its own set-up is not counted)
@@ -76,7 +87,7 @@ def child(name: str) -> dict:
     with event.install_recorder("numba:compile") as rec:
         t1 = time.perf_counter()
         c1 = time.process_time()
-        _run_scenario(name)
+        _run_scenario(name, main_runs)
         wall = time.perf_counter() - t1
         cpu = time.process_time() - c1
     # pair START/END events as a stack: compiles nest (a caller compiles its callees inside)
@@ -94,30 +105,45 @@ def child(name: str) -> dict:
             )
         else:
             item = stack.pop()
+            item["end"] = ts
             item["inclusive_s"] = ts - item.pop("start")
             item["exclusive_s"] = item["inclusive_s"] - item.pop("children")
             if stack:
                 stack[-1]["children"] += item["inclusive_s"]
             done.append(item)
-    return {"scenario": name, "wall_s": wall, "cpu_s": cpu, "numba_import_s": t_import, "compiles": done}
+    runs = []
+    for run, a, b in _SPANS:  # the outermost compiles inside each run
+        inside = [c for c in done if c["depth"] == 0 and a <= c["end"] <= b]
+        runs.append({"run": run, "wall_s": b - a, "compile_s": sum(c["inclusive_s"] for c in inside)})
+    for c in done:
+        c.pop("end")
+    return {
+        "scenario": name, "wall_s": wall, "cpu_s": cpu, "numba_import_s": t_import, "compiles": done,
+        "runs": runs,
+    }  # fmt: skip
 
 
-def _spawn(name: str, cache: str) -> dict:
+def _spawn(name: str, cache: str, main_runs: int | None = None) -> dict:
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT / "src")}
+    extra = ["--main-runs", str(main_runs)] if main_runs else []
     out = subprocess.run(
-        [sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True, check=False
+        [sys.executable, __file__, "--child", name, *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if out.returncode != 0:
         raise SystemExit(f"scenario {name!r} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str) -> dict:
+def measure(name: str, main_runs: int | None = None) -> dict:
     """Fresh-cache and cached runs of scenario ``name`` with the per-specialisation table."""
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="attnflow-numba-cache-") as cache:
-        fresh = _spawn(name, cache)
-        cached = _spawn(name, cache)
+        fresh = _spawn(name, cache, main_runs)
+        cached = _spawn(name, cache, main_runs)
     top = [c for c in fresh["compiles"] if c["depth"] == 0]
     per: dict[tuple[str, str], dict] = {}
     for c in fresh["compiles"]:
@@ -147,6 +173,7 @@ def measure(name: str) -> dict:
         "load_avg_after": os.getloadavg(),
         "compile_total_s": sum(c["inclusive_s"] for c in top),
         "compile_cached_s": sum(c["inclusive_s"] for c in cached["compiles"] if c["depth"] == 0),
+        "runs": fresh["runs"],
         "specialisations": len(per),
         "functions": len(sigs),
         "rows": rows,
@@ -165,6 +192,9 @@ def _table(res: dict) -> str:
         "| function | signature | exclusive s | inclusive s | compiles | signatures of the function |",
         "|---|---|---|---|---|---|",
     ]
+    if res.get("runs"):
+        runs = ", ".join(f"{r['run']} {r['compile_s']:.1f} s of {r['wall_s']:.1f} s" for r in res["runs"])
+        lines[1:1] = ["", f"Compile per run (fresh cache, wall): {runs}"]
     for r in res["rows"]:
         sig = r["signature"] if len(r["signature"]) <= 60 else r["signature"][:57] + "..."
         lines.append(
@@ -178,15 +208,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="all", choices=["readme", "main", "all"])
     ap.add_argument("--json", type=Path, help="write the measurements to this file")
+    ap.add_argument(
+        "--main-runs", type=int, default=None, help="only the first K runs of the 'main' scenario"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child)))
+        print(json.dumps(child(args.child, args.main_runs)))
         return
     names = ["readme", "main"] if args.scenario == "all" else [args.scenario]
     results = []
     for name in names:
-        res = measure(name)
+        res = measure(name, args.main_runs if name == "main" else None)
         results.append(res)
         print(_table(res), "\n", flush=True)
     if args.json:

@@ -73,6 +73,8 @@ Against a dense float64 reference the kernel agrees to ~1e-15 relative in float6
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 from numba import njit
@@ -82,18 +84,25 @@ from .numba_passes import (
     BOUND_RANGE_64,
     MIN_CHUNK_ROWS,
     accumulate_pass,
+    accumulate_pass_serial,
     half_pass,
+    half_pass_serial,
     item_keys,
     row_max_pass,
+    row_max_pass_serial,
 )
 
 __all__ = [
+    "PARALLEL_MIN_PAIRS",
+    "PARALLEL_MIN_PAIRS_ENV",
     "PASSES",
     "bound_range",
     "check_inputs",
     "choose_pass",
     "pair_sums",
     "pair_sums_core",
+    "parallel_min_pairs",
+    "parallel_passes",
     "score_bounds",
     "work_items",
 ]
@@ -225,7 +234,7 @@ def choose_pass(x, D, beta, bound_range, causal, general, exact_max):
 @njit(cache=True)
 def pair_sums_core(
     x, D, beta, bound_range, causal, ledger, ito, general, exact_max, full,
-    items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord, ordered=True,
+    items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord, ordered=True, parallel=True,
 ):  # fmt: skip
     """The whole kernel for one evaluation: layouts, the choice of pass, the passes, the column sums.
 
@@ -239,6 +248,13 @@ def pair_sums_core(
     a None argument): only the symmetric half pass, for a caller that has checked :func:`choose_pass`
     first (the compiled loop's first variant: half the compile time of the kernel); such a kernel returns
     pass -1 and no sums if the half pass does not apply.
+
+    ``parallel=None`` compiles the serial passes instead of the parallel ones (pruned the same way; the
+    same work items in order, so the same sums, bit for bit): :func:`parallel_passes` chooses by size.
+
+    Not inlined into its compiled caller: numba prunes a branch on ``x is None`` when ``x`` is an argument of
+    the function compiled; inlined, only a None value was pruned and the caller compiled the parallel and the
+    serial passes both.
     """
     P, n, d = x.shape
     H = D.shape[1]
@@ -270,7 +286,14 @@ def pair_sums_core(
             for h in range(H):
                 shift[p, h] = bound[p, h]
         cbuf = np.zeros((P, H, nchunk_half, d + 2, n) if nchunk_half > 1 else (1, 1, 1, 1, 1))
-        half_pass(xt, bd, shift, items_half, chunk_half, nchunk_half, want_q, zero, rsum, ysum, qsum, cbuf)
+        if parallel is None:
+            half_pass_serial(
+                xt, bd, shift, items_half, chunk_half, nchunk_half, want_q, zero, rsum, ysum, qsum, cbuf
+            )  # fmt: skip
+        else:
+            half_pass(
+                xt, bd, shift, items_half, chunk_half, nchunk_half, want_q, zero, rsum, ysum, qsum, cbuf
+            )
         for p in range(P):
             for h in range(H):
                 if nchunk_half > 1:  # a head split across items: their column parts are summed here
@@ -290,7 +313,10 @@ def pair_sums_core(
     kt = _keys(xt, bd)
     row_max = np.empty((P, H, n), dtype=x.dtype)
     if exact:
-        row_max_pass(xt, kt, items_ord, causal, row_max)
+        if parallel is None:
+            row_max_pass_serial(xt, kt, items_ord, causal, row_max)
+        else:
+            row_max_pass(xt, kt, items_ord, causal, row_max)
     else:
         for p in range(P):
             for h in range(H):
@@ -309,10 +335,16 @@ def pair_sums_core(
             for i in range(n):
                 col_weight[p, h, i] = np.exp(row_max[p, h, i] - one[0]) if colsums else row_max[p, h, i]
     zsum = np.zeros((P, H, nchunk_ord, d, n) if colsums else (P, H, 1, d, 1))
-    accumulate_pass(
-        xt, kt, row_max, col_weight, items_ord, chunk_ord, causal, want_q, colsums, zero,
-        rsum, ysum, qsum, zsum,
-    )  # fmt: skip
+    if parallel is None:
+        accumulate_pass_serial(
+            xt, kt, row_max, col_weight, items_ord, chunk_ord, causal, want_q, colsums, zero,
+            rsum, ysum, qsum, zsum,
+        )  # fmt: skip
+    else:
+        accumulate_pass(
+            xt, kt, row_max, col_weight, items_ord, chunk_ord, causal, want_q, colsums, zero,
+            rsum, ysum, qsum, zsum,
+        )  # fmt: skip
     code = 2 if exact else 1
     if not colsums:
         return code, False, row_shift, rsum, ysum, qsum, np.zeros((1, 1)), np.zeros((1, 1, 1, 1))
@@ -324,6 +356,44 @@ def pair_sums_core(
                     for j in range(n):
                         col_x[p, h, j, a] += zsum[p, h, c, a, j]
     return code, True, row_shift, rsum, ysum, qsum, col_shift, col_x
+
+
+#: pair interactions per evaluation (``P H n^2``) from which the kernel (and the compiled assembly) run their
+#: parallel passes; below, the serial ones (same work items: the same bits). A parallel region is a separate
+#: and much longer compile (numba's parfor gufunc; docs/performance.md section 10.5) that gains at most the
+#: thread count on work of ~1 ms a step below this size (the half pass at ~3e9 pairs/s); a run with one
+#: numba thread is serial at any size.
+PARALLEL_MIN_PAIRS = 4_000_000
+#: environment variable that replaces :data:`PARALLEL_MIN_PAIRS` (an integer >= 0; 0: always the parallel
+#: passes). A job that runs small and large problems in one process compiles both variants; setting it to 0
+#: there keeps one (scripts/run.sh does for the main job, whose first run is small and the others large).
+PARALLEL_MIN_PAIRS_ENV = "ATTNFLOW_PARALLEL_MIN_PAIRS"
+
+
+def parallel_min_pairs() -> int:
+    """:data:`PARALLEL_MIN_PAIRS`, or the value of the environment variable :data:`PARALLEL_MIN_PAIRS_ENV`."""
+    raw = os.environ.get(PARALLEL_MIN_PAIRS_ENV)
+    if raw is None or raw.strip() == "":
+        return PARALLEL_MIN_PAIRS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(
+            f"{PARALLEL_MIN_PAIRS_ENV} must be an integer >= 0 (pair interactions P H n^2 per evaluation "
+            f"from which the kernel runs its parallel passes; 0: always); got {raw!r}. Fix or unset it."
+        )
+    return value
+
+
+def parallel_passes(npaths, nheads, n):
+    """The kernel's ``parallel`` argument for ``P H n^2`` pair interactions per evaluation: True (the
+    parallel passes) from :func:`parallel_min_pairs` on with more than one numba thread, else None (the
+    serial passes: a fraction of the compile time; the same results, bit for bit)."""
+    if numba.get_num_threads() > 1 and npaths * nheads * n * n >= parallel_min_pairs():
+        return True
+    return None
 
 
 def work_items(npaths, nheads, n, causal):
@@ -355,6 +425,7 @@ def pair_sums(
     _general: bool = False,
     _exact_max: bool = False,
     _full: bool = False,
+    _parallel: bool | None = None,
 ) -> dict[str, np.ndarray]:
     """Pair sums of softmax attention in one tiled pass over pairs (the kernel's whole output).
 
@@ -381,6 +452,9 @@ def pair_sums(
     _full : bool
         Private, for tests and benchmarks: symmetric heads take the full pass over ordered pairs (the
         path before the symmetric half pass).
+    _parallel : bool or None
+        Private, for tests and benchmarks: True the parallel passes, False the serial ones, None (default)
+        chosen by size (:func:`parallel_passes`).
 
     Returns
     -------
@@ -418,10 +492,11 @@ def pair_sums(
     want_q = bool(ledger and ito)
     items_half, chunk_half, nchunk_half = work_items(npaths, nheads, n, True)  # lower-triangle strips
     items_ord, chunk_ord, nchunk_ord = work_items(npaths, nheads, n, causal)
+    parallel = parallel_passes(npaths, nheads, n) if _parallel is None else (True if _parallel else None)
     code, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = pair_sums_core(
         np.ascontiguousarray(x), np.ascontiguousarray(D), float(beta), bound_range(x.dtype), bool(causal),
         bool(ledger), bool(ito), bool(_general), bool(_exact_max), bool(_full),
-        items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord,
+        items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord, True, parallel,
     )  # fmt: skip
     return {
         "row_shift": row_shift,

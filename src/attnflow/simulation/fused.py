@@ -65,7 +65,14 @@ from ..dynamics.assembly import (
 )
 from ..dynamics.fastsum import AUTO_MIN_N
 from ..dynamics.numba_assembly import assemble_core
-from ..dynamics.numba_kernel import bound_range, choose_pass, pair_sums_core, score_bounds, work_items
+from ..dynamics.numba_kernel import (
+    bound_range,
+    choose_pass,
+    pair_sums_core,
+    parallel_passes,
+    score_bounds,
+    work_items,
+)
 from ..geometry import Sphere
 from ..geometry.sphere import geodesic_point, retraction, tangent_component
 from ..integrators.brownian import brownian_scale
@@ -177,8 +184,10 @@ def _wcast(like, value):
     return buf[0]
 
 
-@njit(cache=True)
-def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no, ordered):
+@njit(cache=True, inline="always")  # inlined into _run: each call level compiles its callees again
+def _evaluate(
+    x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no, ordered, parallel
+):  # fmt: skip
     """The field and ledger at (x, D) with head scale ``c`` (:func:`attnflow.dynamics.field.evaluate`);
     ``(False, placeholders)`` when ``ordered`` is None (the kernel compiled with its symmetric half pass
     only) and the half pass does not apply."""
@@ -201,8 +210,9 @@ def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch
             e1, e2, e3 = np.zeros(1), np.zeros((1, 1)), np.zeros((1, 1, 1))
             return False, e3, e3, e1, e1, e1, e2, e2, np.zeros((1, 1, 1, 1)), e3, e3
     _, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = pair_sums_core(
-        x, De, beta, brange, causal, ledger, ito, False, False, False, ih, ch, nh, io, co, no, ordered
-    )
+        x, De, beta, brange, causal, ledger, ito, False, False, False, ih, ch, nh, io, co, no, ordered,
+        parallel,
+    )  # fmt: skip
     vel, _raw, grad, energy, G2, Ghat2, head_mass, ito_m, C = assemble_core(
         x,
         De,
@@ -219,6 +229,7 @@ def _evaluate(x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch
         norm,
         True,
         ledger,
+        parallel,
     )
     return True, vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum
 
@@ -364,7 +375,7 @@ def _run(
     x, D, V, has_v, t0, step0, dt, nsteps, sign, beta, norm, causal, ledger, brange, score_max,
     ih, ch, nh, io, co, no,
     proc, rate, F, Fo, stochastic, ito, g, noise_sym, layer_t0, eps_tok, z, ztok,
-    acc, E0, have_E0, fe_in, have_fe, tiny_value, ovf, ordered,
+    acc, E0, have_E0, fe_in, have_fe, tiny_value, ovf, ordered, parallel,
 ):  # fmt: skip
     """``nsteps`` projected Euler steps of the coupled system (see the module docstring).
 
@@ -382,7 +393,9 @@ def _run(
     (int_dtE, int_G2, int_Ghat2, martingale, jumps), ``E0`` (P) and ``have_E0``; ``fe_in`` and ``have_fe``
     the evaluation of the initial state; ``tiny_value`` the dtype's smallest normal number; ``ovf`` (6,)
     the first ledger overflow (:func:`_check_ledger`); ``ordered`` None compiles the kernel with its symmetric
-    half pass only (status :data:`ORDERED` when a step needs more), True with every pass.
+    half pass only (status :data:`ORDERED` when a step needs more), True with every pass; ``parallel`` None
+    compiles the kernel's serial passes, True its parallel ones
+    (:func:`~attnflow.dynamics.numba_kernel.parallel_passes`).
 
     ``fe_in`` is the evaluation at the initial state when ``have_fe`` (else recomputed). Returns
     ``(status, steps done, x, D, x_bad, D_bad, evaluation, r0, r1, have_E0, have_evaluation)``: the state
@@ -413,8 +426,9 @@ def _run(
             if score_bounds(x, D, beta).max() * abs(c) > score_max:
                 return HUGE, k, x, D, x, D, fe_in, r0, r1, have_E0, False
             ok, vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
-                x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no, ordered
-            )
+                x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no, ordered,
+                parallel,
+            )  # fmt: skip
             if not ok:
                 return ORDERED, k, x, D, x, D, fe_in, r0, r1, have_E0, False
             if ledger:
@@ -532,6 +546,8 @@ class FusedLoop:
         #: the heads stay exactly symmetric and the scores within the bound shift's range; True: every pass.
         #: A run that needs more switches for good (status ORDERED; the steps taken are the same bits).
         self.ordered: bool | None = None if self._stays_symmetric() else True
+        #: the kernel's parallel passes (True) or serial ones (None), chosen by size: the same bits
+        self.parallel: bool | None = parallel_passes(sim.P, sim.H, sim.n)
 
     def _stays_symmetric(self) -> bool:
         """Whether the run starts with symmetric heads and keeps them symmetric (non-causal attention,
@@ -645,7 +661,7 @@ class FusedLoop:
             ih, ch, nh, io, co, no,
             self.proc, self.rate, self.F, Fo, self.stochastic, self.ito, self.g, self.noise_sym,
             self.layer_t0, self.eps, zs, ztok, acc, E0, have_E0, fe_in, have_fe,
-            float(np.finfo(self.np_dtype).tiny), ovf, self.ordered,
+            float(np.finfo(self.np_dtype).tiny), ovf, self.ordered, self.parallel,
         )  # fmt: skip
         if done < k:
             # the streams give back the draws of the steps not taken; a step that became non-finite took its
