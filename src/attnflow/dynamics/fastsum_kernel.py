@@ -21,6 +21,10 @@ import math
 import numba
 import numpy as np
 
+from .._numba_cache import refresh as _refresh_numba_cache
+
+_refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
+
 __all__ = ["evaluate", "legendre_tables", "moments"]
 
 _BLOCK = 1024  # points per work item: the per-item scratch and moment block stay in L1/L2

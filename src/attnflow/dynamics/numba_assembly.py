@@ -31,10 +31,13 @@ import numpy as np
 import torch
 from numba import njit, prange
 
+from .._numba_cache import refresh as _refresh_numba_cache
 from ..geometry import Euclidean, Geometry, Sphere
 from ..geometry.sphere import tangent_component
 from .assembly import FieldEval, ito_row, pair_norm, path_sums, row_mass
 from .numba_kernel import parallel_passes
+
+_refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
 __all__ = ["FORMULAS", "assemble_arrays", "assemble_core", "assemble_numba"]
 

@@ -38,6 +38,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .._numba_cache import refresh as _refresh_numba_cache
+
+_refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
+
 __all__ = ["KINDS", "rk4_clouds"]
 
 #: attention kinds of the compiled field: code -> name (the names of attnflow.model.attention)

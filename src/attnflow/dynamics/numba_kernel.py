@@ -79,6 +79,7 @@ import numba
 import numpy as np
 from numba import njit
 
+from .._numba_cache import refresh as _refresh_numba_cache
 from .numba_passes import (
     BOUND_RANGE_32,
     BOUND_RANGE_64,
@@ -91,6 +92,8 @@ from .numba_passes import (
     row_max_pass,
     row_max_pass_serial,
 )
+
+_refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
 __all__ = [
     "PARALLEL_MIN_PAIRS",

@@ -21,6 +21,10 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
+from .._numba_cache import refresh as _refresh_numba_cache
+
+_refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
+
 __all__ = [
     "BOUND_RANGE_32",
     "BOUND_RANGE_64",

@@ -24,7 +24,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._numba_cache import refresh as _refresh_numba_cache
 from ..dynamics.numba_passes import LOOP_FLAGS, exp_shifted
+
+_refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
 __all__ = ["quadrature_sums"]
 

@@ -53,6 +53,7 @@ import numpy as np
 import torch
 from numba import njit
 
+from .._numba_cache import refresh as _refresh_numba_cache
 from ..dynamics import numba_backend
 from ..dynamics.assembly import (
     FieldEval,
@@ -88,6 +89,8 @@ from ..model.weights import (
     symmetric_part,
 )
 from .ledger import riemann_step
+
+_refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
 __all__ = ["BLOCK_SECONDS", "FORMULAS", "HUGE", "NONFINITE", "OK", "Block", "FusedLoop", "plan"]
 
