@@ -45,8 +45,7 @@ __all__ = ["FORMULAS", "assemble_arrays", "assemble_core", "assemble_numba"]
 # tensors in attnflow.dynamics.assembly.assemble and on numbers here); the passes below only loop over them.
 # ``tests/test_fused_loop.py`` checks that these are the very function objects (``.py_func``) of the homes.
 # numba's on-disk cache (cache=True) sees only edits to the file of the cached function, not to a home in
-# another file: after editing a home, touch this file and simulation/fused.py (whose loop compiles these
-# passes in) or delete the __pycache__/*.nbi, *.nbc files.
+# another file: attnflow._numba_cache (called above) drops the cache when any such source changes.
 _row_mass = njit(row_mass)  # exp(lse) = e^M row_sum (Cor. 4.8, eq. (20))
 _ito_row = njit(ito_row)  # e^M (row_sum + row_q) (eq. (147))
 _path_sums = njit(path_sums)  # E, G^2, Ghat^2 from their sums (eq. (20), Lemma 4.12)

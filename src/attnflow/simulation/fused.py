@@ -143,7 +143,7 @@ def plan(sim) -> str | None:
 # on tensors in the Python loop and on numbers here); ``tests/test_fused_loop.py`` checks that these are the
 # very function objects (``.py_func``) of the homes.
 # numba's on-disk cache (cache=True) sees only edits to the file of the cached function, not to a home in
-# another file: after editing a home, touch this file or delete its __pycache__/*.nbi, *.nbc files.
+# another file: attnflow._numba_cache (called above) drops the cache when any such source changes.
 _layer_scale = njit(layer_scale)  # c(t), dc/dt (Sec. 5)
 _relaxation_drift = njit(relaxation_drift)  # lambda (F - D) (eq. (10))
 _symmetric_part = njit(symmetric_part)  # (Z + Z^T)/2 (Sec. 6)
