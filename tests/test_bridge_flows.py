@@ -322,6 +322,27 @@ def test_study_verdicts_identity_and_depth_summary():
         _quantity("gap", "first")
 
 
+def test_study_records_say_when_frames_is_attention():
+    """Review 2 of issue 26 part 3: for a pre-LN model (f) is (a) bit for bit, so "(f) follows (n)" and the
+    (g) records test no LayerNorm frame; their statements must say so (a post-LN (f) keeps the wording)."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=20)
+
+    def recs(shift):
+        return {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": _fake_results(shift)})}
+
+    same = recs({"frames": 0.0})
+    assert same["frames-overclusters"].verdict == "identity"
+    for k in ("frames-follows-network-cos", "frames-mlp-cos", "frames-mlp-clusters", "frames-mlp-erank"):
+        assert "here flow (f) is flow (a) bit for bit (no LayerNorm frame acts" in same[k].statement
+    assert "(g) is flow (a) then the MLP flow" in same["frames-mlp-cos"].statement
+    assert "(g) is flow (a)" not in same["frames-follows-network-cos"].statement
+    other = recs({"frames": 0.01})
+    assert other["frames-overclusters"].verdict != "identity"
+    assert all("bit for bit" not in r.statement for r in other.values())
+
+
 def test_study_config_errors():
     from attnflow.studies.real_model_flows import FlowsConfig, load_family
 

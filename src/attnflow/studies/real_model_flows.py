@@ -636,8 +636,16 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         name = res["model"]["name"]
         sat = saturated_radii(res, c)
         alts = [e for e in res.get("scale_alt") or {} if e != c.scale_estimator]
+        # pre-LN: (f) is (a) bit for bit, so the records that still test (f) -- against (n), or inside (g) --
+        # must say that no LayerNorm frame acts (review 2 of issue 26 part 3: their statements claimed frames)
+        f_is_a = "frames" in res["stats"]["sphere"] and _same_flow(res, "frames", "attention")
         for vid, flow, ref, stat, kind, field, what in VERDICTS:
             q = _quantity(kind)
+            if f_is_a and flow in ("frames", "frames_mlp") and not (flow in _IDENTITIES and ref == "model"):
+                why = _IDENTITIES["frames"][1].split(", so")[0]
+                what += f" -- here flow (f) is flow (a) bit for bit (no LayerNorm frame acts: {why})"
+                if flow == "frames_mlp":
+                    what += "; (g) is flow (a) then the MLP flow in each layer"
             if flow in _IDENTITIES and ref == "model" and _same_flow(res, flow, _IDENTITIES[flow][0]):
                 out.append(record_identity(
                     id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
