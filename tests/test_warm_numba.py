@@ -1,4 +1,4 @@
-"""The numba warm-up of the test command (``scripts/warm_numba.py``, run by ``scripts/test.sh`` before pytest):
+"""The numba warm-up of the test command (``scripts/warm_numba.py``, run by ``scripts/test.sh`` first):
 its jobs run through the public entry points, it splits them over processes, and it reports a failing job
 by name instead of hiding it."""
 
