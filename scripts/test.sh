@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run what CI runs: bash scripts/test.sh [pytest args]
-#   bash scripts/test.sh            lint, import contracts, docstring examples, the default (fast) test tier
-#   bash scripts/test.sh -m slow    the same checks, then the slow tier only (long statistical and
-#                                   convergence tests, marked @pytest.mark.slow)
-#   bash scripts/test.sh -m ''      the same checks, then every test
+#   bash scripts/test.sh            lint, import contracts, the numba warm-up (scripts/warm_numba.py), then
+#                                   the docstring examples and the default (fast) test tier in one run
+#   bash scripts/test.sh -m slow    the same checks and the docstring examples, then the slow tier only
+#                                   (long statistical and convergence tests, marked @pytest.mark.slow)
+#   bash scripts/test.sh -m ''      the same checks and the docstring examples, then every test
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
@@ -27,7 +28,20 @@ print(
     f"torch {torch.__version__}: {torch.get_num_threads()} threads (the tests use 1)"
 )
 PY
+_t=$(date +%s)
+_took() { echo "test.sh: $1 in $(( $(date +%s) - _t )) s"; _t=$(date +%s); }
 python -m ruff check src tests benchmarks
 lint-imports  # the contracts in pyproject.toml [tool.importlinter]
+_took "ruff and import contracts"
+# compile the numba kernels the tests use into the on-disk cache once, 2 processes splitting the list
+# (else each compile lands in the first test that needs it, and both workers may compile the same one)
+python scripts/warm_numba.py --jobs 2
+_took "numba warm-up"
+if [ $# -eq 0 ]; then
+  # the default tier: the docstring examples of src/attnflow in the same 2-worker run as the tests
+  exec python -m pytest -n 2 -q --doctest-modules src/attnflow tests
+fi
+# a selection (-m slow, -k ...): the docstring examples first, on their own (a marker would deselect them)
 python -m pytest -q -p no:cacheprovider --doctest-modules src/attnflow
+_took "docstring examples"
 exec python -m pytest -n 2 -q "$@"
