@@ -139,7 +139,7 @@ def test_equiangular_particle_times_agree_with_the_python_loop():
     ("kwargs", "match"),
     [
         (dict(attention="sigmoid"), r"unknown attention 'sigmoid' for simulate_clouds; valid: softmax, usa"),
-        (dict(geometry="torus"), r"unknown geometry 'torus' for simulate_clouds; valid: sphere, flat"),
+        (dict(geometry="torus"), r"unknown geometry 'torus'; valid: sphere, flat"),
         (dict(direction="up"), r"unknown direction 'up'; valid: ascent, descent"),
         (
             dict(dt=[0.1, 0.1]),

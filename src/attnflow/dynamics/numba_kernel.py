@@ -428,7 +428,7 @@ def pair_sums(
     _general: bool = False,
     _exact_max: bool = False,
     _full: bool = False,
-    _parallel: bool | None = None,
+    parallel: bool | None = None,
 ) -> dict[str, np.ndarray]:
     """Pair sums of softmax attention in one tiled pass over pairs (the kernel's whole output).
 
@@ -455,9 +455,9 @@ def pair_sums(
     _full : bool
         Private, for tests and benchmarks: symmetric heads take the full pass over ordered pairs (the
         path before the symmetric half pass).
-    _parallel : bool or None
-        Private, for tests and benchmarks: True the parallel passes, False the serial ones, None (default)
-        chosen by size (:func:`parallel_passes`).
+    parallel : bool or None
+        True: the parallel passes; False: the serial ones (the same work items in one thread, the same
+        arithmetic); None (default): chosen by size and numba's thread count (:func:`parallel_passes`).
 
     Returns
     -------
@@ -495,7 +495,7 @@ def pair_sums(
     want_q = bool(ledger and ito)
     items_half, chunk_half, nchunk_half = work_items(npaths, nheads, n, True)  # lower-triangle strips
     items_ord, chunk_ord, nchunk_ord = work_items(npaths, nheads, n, causal)
-    parallel = parallel_passes(npaths, nheads, n) if _parallel is None else (True if _parallel else None)
+    parallel = parallel_passes(npaths, nheads, n) if parallel is None else (True if parallel else None)
     code, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = pair_sums_core(
         np.ascontiguousarray(x), np.ascontiguousarray(D), float(beta), bound_range(x.dtype), bool(causal),
         bool(ledger), bool(ito), bool(_general), bool(_exact_max), bool(_full),

@@ -455,7 +455,7 @@ def open_pde_run(out_dir: str | Path) -> xr.Dataset:
     if not (out / DATA_DIR).is_dir() and not (out / DATA_DIR).is_symlink():
         raise FileNotFoundError(
             f"{out} is not a PDE run directory with data: {DATA_DIR} not found; create one with "
-            "`attnflow run CONFIG --out DIR` on a model: pde config"
+            "run_experiment(config, out_dir) on a model: pde config"
         )
     verify_pde_run(out)
     return open_run(out)

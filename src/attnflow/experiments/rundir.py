@@ -337,7 +337,7 @@ def read_meta(out_dir: str | Path) -> dict:
     inside(out_dir, p, what="run file")
     if not p.exists():
         return {}  # a dangling link inside the directory
-    fix = "resume the run (rerun it on this directory with the same config) to rewrite it"
+    fix = "resume the run (run_experiment(config, out_dir) on this directory, same config) to rewrite it"
     meta = read_json(p, "the run file", fix)
     if not isinstance(meta, dict):
         raise CorruptFileError(
@@ -575,7 +575,7 @@ def check_store(store: str | Path) -> Path:
                     raise CorruptRunError(
                         f"{e.path[:300]} in the run's store has {e.stat(follow_symlinks=False).st_size} "
                         f"bytes, more than the {MAX_JSON_BYTES} a metadata file may have (refused unread); "
-                        "the store is damaged: rerun with --no-resume"
+                        "the store is damaged: rerun with resume=False"
                     )
     return store
 
@@ -734,7 +734,7 @@ def open_store(store: str | Path) -> xr.Dataset:
     if not store.is_dir():
         raise FileNotFoundError(
             f"{store.parent} is not a run directory with data: {store.name} not found; create one with "
-            "`attnflow run CONFIG --out DIR` (run_experiment or run_pde)"
+            "run_experiment(config, out_dir) (a PDE config: run_pde)"
         )
     return xr.open_zarr(store)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..geometry import SPHERE_TOL
+from ..geometry import SPHERE_TOL, Sphere, get_geometry
 from ..integrators.base import grid_times
 
 __all__ = ["CloudRuns", "simulate_clouds"]
@@ -126,7 +126,7 @@ def simulate_clouds(
     values : array-like or None, shape=[B, H, d, d] or [H, d, d]
         Value matrices V_h; None uses V = D as in the paper.
     attention : {"softmax", "usa", "relu"}
-    geometry : {"sphere", "flat"}
+    geometry : {"sphere", "flat"} or Geometry
     direction : {"ascent", "descent"}
     record_every : int, array-like of int (shape=[B]) or None
         Record the positions every k steps (the first and last steps always); None: first and last only.
@@ -152,8 +152,7 @@ def simulate_clouds(
 
     if attention not in KINDS:
         raise ValueError(f"unknown attention {attention!r} for simulate_clouds; valid: {', '.join(KINDS)}")
-    if geometry not in ("sphere", "flat"):
-        raise ValueError(f"unknown geometry {geometry!r} for simulate_clouds; valid: sphere, flat")
+    geom = get_geometry(geometry)  # a name ("sphere", "flat") or a Geometry; an unknown one is named
     if direction not in ("ascent", "descent"):
         raise ValueError(f"unknown direction {direction!r}; valid: ascent, descent")
     x = _array("x0", x0, "[B, n, d]")
@@ -163,7 +162,7 @@ def simulate_clouds(
             "for one cloud (x0[None])"
         )
     B, n, d = x.shape
-    sphere = geometry == "sphere"
+    sphere = isinstance(geom, Sphere)
     if sphere:
         err = float(np.abs(np.linalg.norm(x, axis=-1) - 1.0).max())
         if err > SPHERE_TOL:
