@@ -612,6 +612,17 @@ def test_study_step_count_check_on_every_flow_record_and_its_flip():
     assert v["fitted-time-cos"].verdict == "depends on step count"
     assert v["mlp-cos"].verdict == "holds"  # 0.05 < 0.1 at K = 16: the same side
     assert v["attention-overclusters"].verdict == "fails"
+    # the generated verdict table carries the step count's values and names the disagreeing check
+    from attnflow.studies.real_model_flows import verdict_tables
+
+    t = verdict_tables({"families": {"tiny-bert": {}}, "verdicts": [r.to_json() for r in v.values()]})[0]
+    row = next(r for r in t.rows if r["claim"] == "frames-follows-network-cos")
+    assert row["verdict"] == "depends on step count" and "step count" in row["disagree"]
+    assert (
+        row["steps"].startswith("K = 4: ")
+        and row["steps"].endswith("fails")
+        and "K = 16: 0.3" in row["steps"]
+    )
     # the same records without the shift at K = 16: no flip
     res = _with_steps(_fake_results(close), 16, {})
     v = {r.id.split("tiny-bert-")[1]: r.verdict for r in records({}, c, {"tiny-bert": res})}

@@ -975,6 +975,41 @@ def tables(summary: dict) -> list[Table]:
                 "K Euler steps per unit time from the same z_0; (n) and the model have no step. (c) is "
                 f"refitted at K on the main split: T_l = {', '.join(f'{t:.2f}' for t in a['fitted_times'])}.",
             ))  # fmt: skip
+    out.extend(verdict_tables(summary))
+    return out
+
+
+def verdict_tables(summary: dict) -> list[Table]:
+    """Per family: every verdict record (``summary["verdicts"]``) with its value, interval, the outcome at
+    each step count (the robustness check "step count") and the checks whose outcomes disagree."""
+    recs = summary.get("verdicts") or []
+    out = []
+    for fam in summary["families"]:
+        rows = []
+        for r in (x for x in recs if x["id"].startswith(f"flows-{fam}-")):
+            res = r.get("result", {})
+            step = next((x for x in r.get("robustness", []) if x["choice"] == "step count"), None)
+            ci = res.get("ci95") or [None, None]
+            rows.append({
+                "claim": r["id"].removeprefix(f"flows-{fam}-"), "verdict": r["verdict"],
+                "value": res.get("value") if r["class"] == "test" else None, "lo": ci[0], "hi": ci[1],
+                "steps": "" if step is None else "; ".join(
+                    f"K = {k}: {v:.3f} {o}" for k, v, o in zip(step["values"], step["results"],
+                                                               step["outcomes"], strict=True)),
+                "disagree": ", ".join(x["choice"] for x in r.get("robustness", [])
+                                      if x["verdict"] != res.get("outcome")),
+            })  # fmt: skip
+        if rows:
+            out.append(Table(
+                columns=[Column("claim"), Column("verdict"), Column("value", "value", ".3f"),
+                         Column("lo", "CI lo", ".3f"), Column("hi", "CI hi", ".3f"),
+                         Column("steps", "step count (Euler steps per unit time)"),
+                         Column("disagree", "checks not agreeing with the main outcome")],
+                rows=rows, title=f"{fam}: verdict records", id=f"{fam}-verdicts",
+                note="Built from the records (summary.json, key 'verdicts'); value and 95% percentile "
+                "bootstrap interval of the declared criterion on sphere tokens; identity and description "
+                "records have no tested value.",
+            ))  # fmt: skip
     return out
 
 
@@ -1021,4 +1056,6 @@ class RealModelFlowsStudy(Study):
                 "timing_s": {f: r["timing_s"] for f, r in results.items()},
             }
         )
-        return StudyResult(summary=summary, verdicts=records(summary, c), tables=tables(summary))
+        recs = records(summary, c)
+        return StudyResult(summary=summary, verdicts=recs,
+                           tables=tables({**summary, "verdicts": [r.to_json() for r in recs]}))  # fmt: skip
