@@ -623,6 +623,10 @@ def test_study_step_count_check_on_every_flow_record_and_its_flip():
         and row["steps"].endswith("fails")
         and "K = 16: 0.3" in row["steps"]
     )
+    # a family whose name is a prefix of another's ('minilm', 'minilm-l3') gets only its own records
+    two = [r.to_json() for r in records({}, c, {"tiny-bert": res, "tiny-bert-x": res})]
+    t2 = verdict_tables({"families": {"tiny-bert": {}, "tiny-bert-x": {}}, "verdicts": two})
+    assert [len(t.rows) for t in t2] == [len(t.rows)] * 2
     # the same records without the shift at K = 16: no flip
     res = _with_steps(_fake_results(close), 16, {})
     v = {r.id.split("tiny-bert-")[1]: r.verdict for r in records({}, c, {"tiny-bert": res})}

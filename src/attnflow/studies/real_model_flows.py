@@ -983,10 +983,12 @@ def verdict_tables(summary: dict) -> list[Table]:
     """Per family: every verdict record (``summary["verdicts"]``) with its value, interval, the outcome at
     each step count (the robustness check "step count") and the checks whose outcomes disagree."""
     recs = summary.get("verdicts") or []
+    fams = sorted(summary["families"], key=len, reverse=True)  # 'minilm-l3' before its prefix 'minilm'
+    owner = {x["id"]: next((f for f in fams if x["id"].startswith(f"flows-{f}-")), None) for x in recs}
     out = []
     for fam in summary["families"]:
         rows = []
-        for r in (x for x in recs if x["id"].startswith(f"flows-{fam}-")):
+        for r in (x for x in recs if owner[x["id"]] == fam):
             res = r.get("result", {})
             step = next((x for x in r.get("robustness", []) if x["choice"] == "step count"), None)
             ci = res.get("ci95") or [None, None]
