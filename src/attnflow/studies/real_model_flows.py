@@ -33,8 +33,10 @@ the bias-free and bias-kept heads at the model's tokens and of flows (a), (b) at
 
 The verdicts (``records``) are tests with criteria declared in the config before the data; their
 intervals are percentile bootstraps over sentences, their robustness the two halves of the corpus
-subsample, the time-fit split (both directions, two split seeds), the representation and, for cluster
-counts, the cluster radius. One computation task per family (the model is loaded once).
+subsample, the time-fit split (both directions, two split seeds), the representation, for cluster
+counts the cluster radius and, for every flow (not (n)), the step count (``steps_alternatives``: the flows
+rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). One computation
+task per family (the model is loaded once).
 """
 
 from __future__ import annotations
