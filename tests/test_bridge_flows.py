@@ -568,3 +568,96 @@ def test_study_saturated_radii_are_reported_not_tested_and_new_checks_appear():
     assert sc.values == ["mean (declared)", "median_rest"] and sc.outcomes == ["fails", "holds"]
     assert v["attention-overclusters"].verdict == "depends on scale estimator"
     assert not any(x.choice == "scale estimator" for x in v["no-mlp-network-overclusters"].robustness)
+
+
+def _with_steps(res: dict, K: int, shift: dict[str, float]) -> dict:
+    """``res`` with the flows at K steps per unit time: each flow's sphere statistics at the declared step
+    plus ``shift[flow]`` in mean cosine (clusters, effective rank scaled by 1 + shift); (c): main split."""
+    from attnflow.studies.real_model_flows import STEP_FLOWS
+
+    def moved(d, x):
+        return {"cos": np.asarray(d["cos"]) + x, "erank": np.asarray(d["erank"]) * (1 + x),
+                "clusters": np.asarray(d["clusters"]) * (1 + x)}  # fmt: skip
+
+    fit = res["fitted"][0]
+    res["steps_alt"] = {str(K): {
+        "sphere": {v: moved(res["stats"]["sphere"][v], shift.get(v, 0.0)) for v in STEP_FLOWS},
+        "fitted": {**fit, "stats": {"sphere": moved(fit["stats"]["sphere"], shift.get("fitted_time", 0.0))}},
+    }}  # fmt: skip
+    return res
+
+
+def test_study_step_count_check_on_every_flow_record_and_its_flip():
+    """Review 2 of issue 26 part 3: every record of a flow gets the robustness check "step count" (not the
+    discrete network (n), not the identities); a record whose quantity crosses its threshold at K = 16 reads
+    "depends on step count", one that stays on its side keeps its verdict."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=40)
+    close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0,
+             "frames": 0.002}  # fmt: skip
+    # at K = 16: (f) 0.3 above (n) (the gap criterion is <= 0.1), (c) 0.3 off the model; sentence noise 0.02
+    # sd keeps every interval far from the thresholds (0.1 against shifts 0 / 0.3), 40 resamples suffice
+    res = _with_steps(_fake_results(close), 16, {"frames": 0.3, "fitted_time": 0.3, "mlp": 0.05})
+    v = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": res})}
+    for k, r in v.items():
+        has = [x for x in r.robustness if x.choice == "step count"]
+        if k == "no-mlp-network-overclusters":
+            assert not has
+        else:
+            assert len(has) == 1 and has[0].values == [4, 16], k
+    assert v["frames-follows-network-cos"].verdict == "depends on step count"
+    step = next(x for x in v["frames-follows-network-cos"].robustness if x.choice == "step count")
+    assert step.outcomes == ["holds", "fails"] and step.results[1] == pytest.approx(0.3, abs=0.02)
+    assert v["fitted-time-cos"].verdict == "depends on step count"
+    assert v["mlp-cos"].verdict == "holds"  # 0.05 < 0.1 at K = 16: the same side
+    assert v["attention-overclusters"].verdict == "fails"
+    # the generated verdict table carries the step count's values and names the disagreeing check
+    from attnflow.studies.real_model_flows import verdict_tables
+
+    t = verdict_tables({"families": {"tiny-bert": {}}, "verdicts": [r.to_json() for r in v.values()]})[0]
+    row = next(r for r in t.rows if r["claim"] == "frames-follows-network-cos")
+    assert row["verdict"] == "depends on step count" and "step count" in row["disagree"]
+    assert (
+        row["steps"].startswith("K = 4: ")
+        and row["steps"].endswith("fails")
+        and "K = 16: 0.3" in row["steps"]
+    )
+    # a family whose name is a prefix of another's ('minilm', 'minilm-l3') gets only its own records
+    two = [r.to_json() for r in records({}, c, {"tiny-bert": res, "tiny-bert-x": res})]
+    t2 = verdict_tables({"families": {"tiny-bert": {}, "tiny-bert-x": {}}, "verdicts": two})
+    assert [len(t.rows) for t in t2] == [len(t.rows)] * 2
+    # the same records without the shift at K = 16: no flip
+    res = _with_steps(_fake_results(close), 16, {})
+    v = {r.id.split("tiny-bert-")[1]: r.verdict for r in records({}, c, {"tiny-bert": res})}
+    assert v["frames-follows-network-cos"] == v["fitted-time-cos"] == "holds"
+    with pytest.raises(ValueError, match=r"steps_alternatives must be distinct: got \[16, 16\]"):
+        FlowsConfig(steps_alternatives=[16, 16])
+
+
+def test_study_step_count_flows_are_the_flows_of_a_run_declared_at_that_step():
+    """The flows at an alternative step (family_task) are those of a run whose declared step is that one:
+    (a)-(g) from the same z_0, and (c) refitted on the main split's fit half (same T_l, same statistics)."""
+    from attnflow.studies.real_model_flows import STEP_FLOWS, FlowsConfig, family_task
+
+    base = {"families": ["tiny-llama"], "sentences": 4, "max_time": 2.0, "bootstrap": 10, "split_seeds": [0],
+            "free_running_fit": False, "scale_alternatives": []}  # fmt: skip
+    two = family_task(
+        FlowsConfig(**base, steps_per_layer=2, steps_alternatives=[2, 3]).model_dump(), "tiny-llama"
+    )
+    three = family_task(
+        FlowsConfig(**base, steps_per_layer=3, steps_alternatives=[]).model_dump(), "tiny-llama"
+    )
+    assert list(two["steps_alt"]) == ["3"] and three["steps_alt"] == {}
+    alt = two["steps_alt"]["3"]
+    for v in STEP_FLOWS:
+        for k in ("cos", "erank", "clusters"):  # the same code path: equal to rounding
+            np.testing.assert_allclose(
+                alt["sphere"][v][k], three["stats"]["sphere"][v][k], rtol=0, atol=1e-12
+            )
+    assert alt["fitted"]["times"] == three["fitted"][0]["times"]
+    assert alt["fitted"]["report"] == three["fitted"][0]["report"]
+    np.testing.assert_allclose(alt["fitted"]["stats"]["sphere"]["cos"],
+                               three["fitted"][0]["stats"]["sphere"]["cos"], rtol=0, atol=1e-12)  # fmt: skip
+    # and the step matters: the flows at 2 and 3 steps differ
+    assert not np.allclose(two["stats"]["sphere"]["mlp"]["cos"], alt["sphere"]["mlp"]["cos"])

@@ -33,8 +33,10 @@ the bias-free and bias-kept heads at the model's tokens and of flows (a), (b) at
 
 The verdicts (``records``) are tests with criteria declared in the config before the data; their
 intervals are percentile bootstraps over sentences, their robustness the two halves of the corpus
-subsample, the time-fit split (both directions, two split seeds), the representation and, for cluster
-counts, the cluster radius. One computation task per family (the model is loaded once).
+subsample, the time-fit split (both directions, two split seeds), the representation, for cluster
+counts the cluster radius and, for every flow (not (n)), the step count (``steps_alternatives``: the flows
+rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). One computation
+task per family (the model is loaded once).
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ LABELS = {
     "frames": "(f) attention + LN frames",
     "frames_mlp": "(g) (f) + MLP",
 }
+#: the flows recomputed with each alternative step count (every flow of a verdict; (c) is refitted apart)
+STEP_FLOWS = ("attention", "biases", "model_scores", "mlp", "frames", "frames_mlp")
 #: the flows recomputed with each alternative scale estimator (pre-LN models; review: SmolLM2's rho_l)
 SCALE_FLOWS = ("attention", "model_scores", "mlp", "frames", "frames_mlp")
 REPS = ("sphere", "hidden")
@@ -128,6 +132,13 @@ class FlowsConfig(StudyConfig):
         8.0,
         description="largest T_l of the time fit's grid (step 1/steps); 8 since the review (4 was hit by "
         "SmolLM2's teacher-forced fit in 16 layers)",
+    )
+    steps_alternatives: list[PositiveInt] = Field(
+        [16],
+        description="the other Euler step counts per unit time each flow of a verdict ((a)-(g); not the "
+        "discrete network (n)) is rerun with, sphere tokens only, (c) refitted on the main split at that "
+        "step: the robustness check 'step count' (added after review 2 saw MiniLM-L6's '(f) follows (n)' "
+        "and SmolLM2's (e), (g) records move between K = 4 and K = 16)",
     )
     free_running_fit: bool = Field(
         True,
@@ -187,6 +198,13 @@ class FlowsConfig(StudyConfig):
         bad = [f for f in v if f not in FAMILIES]
         if bad or len(set(v)) != len(v):
             raise ValueError(f"families must be distinct names among {', '.join(FAMILIES)}: got {v}")
+        return v
+
+    @field_validator("steps_alternatives")
+    @classmethod
+    def _distinct_steps(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"steps_alternatives must be distinct: got {v}; list each step count once")
         return v
 
     @field_validator("thresholds")
@@ -331,6 +349,17 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) ->
             )  # fmt: skip
             alt[v] = _profile(xs[v], z, c.thresholds)
         out["scale_alt"][est] = {"rho": rho2, "sphere": alt}
+    out["steps_alt"] = {}
+    for K in _alt_steps(c):  # robustness check "step count": sphere tokens, cos / erank / clusters only
+        xs = {}
+        for v in STEP_FLOWS:
+            same = torch.equal(flows["biases"], flows["attention"])
+            if (v == "frames" and pre) or (v == "biases" and same):
+                xs[v] = xs["attention"]  # the same flow by construction (identities of the records)
+            else:
+                xs[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K, attentions=fp.attentions,
+                                   residual_norms=rho)  # fmt: skip
+        out["steps_alt"][K] = {v: _profile(x, z, c.thresholds) for v, x in xs.items()}
     out["curves"] = np.stack(
         [
             layer_time_curve(
@@ -353,6 +382,11 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) ->
         "flow_biases": _sink(w, flows["biases"], special, biases=True),
     }
     return out
+
+
+def _alt_steps(c: FlowsConfig) -> list[int]:
+    """The alternative step counts of the robustness check "step count" (the declared one left out)."""
+    return [K for K in c.steps_alternatives if K != c.steps_per_layer]
 
 
 def _halves(S: int, seed: int) -> tuple[list[int], list[int]]:
@@ -414,9 +448,31 @@ def family_task(config: dict, family: str) -> dict:
                 stats["hidden"].append(_profile(_hidden(w, x), _unit(zs[i].hidden_states), c.thresholds))
             free = {"split_seed": c.split_seeds[0], "direction": "A->B", "fit": A, "report": B, "times": T,
                     "stats": {r: _stack(stats[r]) for r in REPS}}  # fmt: skip
+        # "step count" for (c): T_l refitted at each alternative step on the fit half of the main split
+        # (teacher-forced, grid step 1/K), flow (c) at that step on its report half; sphere tokens only
+        steps_fit = {}
+        A, B = _halves(len(rows), c.split_seeds[0])
+        zs = {i: forward(w, ids[i]) for i in (*A, *B)} if _alt_steps(c) else {}
+        for K in _alt_steps(c):
+            cur = np.stack([np.stack([
+                layer_time_curve(w, zs[i].tokens[k], zs[i].tokens[k + 1], k, steps_per_layer=K,
+                                 max_time=c.max_time, residual_norm=None if rows[i]["rho"] is None
+                                 else rows[i]["rho"][k])
+                for k in range(w.depth)]) for i in A])  # fmt: skip
+            T = fit_layer_times(cur, K)
+            st = [_profile(layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=K,
+                                      layer_times=T.tolist(), residual_norms=rows[i]["rho"]),
+                           zs[i].tokens, c.thresholds) for i in B]  # fmt: skip
+            steps_fit[K] = {"split_seed": c.split_seeds[0], "direction": "A->B", "report": B, "times": T,
+                            "stats": {"sphere": _stack(st)}}  # fmt: skip
     stats = {
         r: {src: _stack([row["stats"][r][src] for row in rows]) for src in rows[0]["stats"][r]} for r in REPS
     }
+    steps_alt = {
+        str(K): {"sphere": {v: _stack([row["steps_alt"][K][v] for row in rows]) for v in STEP_FLOWS},
+                 "fitted": steps_fit[K]}
+        for K in _alt_steps(c)
+    }  # fmt: skip
     scale_alt = {
         est: {"rho": [row["scale_alt"][est]["rho"] for row in rows],
               "sphere": {v: _stack([row["scale_alt"][est]["sphere"][v] for row in rows])
@@ -438,6 +494,7 @@ def family_task(config: dict, family: str) -> dict:
             "fitted": fitted,
             "fitted_free": free,
             "scale_alt": scale_alt,
+            "steps_alt": steps_alt,
             "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
             "timing_s": {
@@ -452,10 +509,14 @@ def _stack(profiles: list[dict]) -> dict:
 
 
 # -- analysis ----------------------------------------------------------------------------------------------
-def _arr(res: dict, rep: str, src: str, key: str, k: int | None, est: str | None = None) -> np.ndarray:
+def _arr(res: dict, rep: str, src: str, key: str, k: int | None, est: str | None = None,
+         steps: int | None = None) -> np.ndarray:  # fmt: skip
     """Per-sentence values (S, L + 1) of ``key`` for ``src`` (a flow, the model or the no-MLP network);
-    clusters at radius k; ``est``: the flow rerun with that scale estimator (sphere tokens only)."""
-    if est is not None and src in SCALE_FLOWS:
+    clusters at radius k; ``est``: the flow rerun with that scale estimator, ``steps``: with that step count
+    (sphere tokens only; the model and (n) have no step)."""
+    if steps is not None and src in STEP_FLOWS:
+        a = np.asarray(res["steps_alt"][str(steps)]["sphere"][src][key], float)
+    elif est is not None and src in SCALE_FLOWS:
         a = np.asarray(res["scale_alt"][est]["sphere"][src][key], float)
     else:
         a = np.asarray(res["stats"][rep][src][key], float)
@@ -470,12 +531,15 @@ def _fitted_pair(res: dict, rep: str, key: str, k: int | None, fit: dict) -> tup
 
 
 def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, ref: str = "model", j: int = 0,
-          idx=None, est: str | None = None, free: bool = False):  # fmt: skip
+          idx=None, est: str | None = None, free: bool = False, steps: int | None = None):  # fmt: skip
     """(reference, flow) per-sentence arrays of ``stat``; the reference is the model or the no-MLP network
-    (flow (c): the model on the report half of the j-th fit, or of the free-running fit)."""
+    (flow (c): the model on the report half of the j-th fit, of the free-running fit, or of the main
+    split's fit at ``steps``); ``steps``: the flow at that alternative step count (sphere tokens)."""
     if flow == "fitted_time":
+        if steps is not None:
+            return _fitted_pair(res, rep, stat, k, res["steps_alt"][str(steps)]["fitted"])
         return _fitted_pair(res, rep, stat, k, res["fitted_free"] if free else res["fitted"][j])
-    m, f = _arr(res, rep, ref, stat, k, est), _arr(res, rep, flow, stat, k, est)
+    m, f = _arr(res, rep, ref, stat, k, est), _arr(res, rep, flow, stat, k, est, steps)
     return (m, f) if idx is None else (m[idx], f[idx])
 
 
@@ -597,6 +661,11 @@ def _verdict_data(res: dict) -> dict:
         "fitted_free": None if free is None else fit(free),
         "scale_alt": {est: {"sphere": {v: rnd(x) for v, x in a["sphere"].items()}}
                       for est, a in res.get("scale_alt", {}).items()},
+        "steps_alt": {K: {"sphere": {v: rnd(x) for v, x in a["sphere"].items()},
+                          "fitted": {**{k: a["fitted"][k] for k in ("split_seed", "direction", "report",
+                                                                     "times")},
+                                     "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
+                      for K, a in (res.get("steps_alt") or {}).items()},
     }  # fmt: skip
 
 
@@ -636,6 +705,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         name = res["model"]["name"]
         sat = saturated_radii(res, c)
         alts = [e for e in res.get("scale_alt") or {} if e != c.scale_estimator]
+        steps = [int(K) for K in res.get("steps_alt") or {}]
         # pre-LN: (f) is (a) bit for bit, so the records that still test (f) -- against (n), or inside (g) --
         # must say that no LayerNorm frame acts (review 2 of issue 26 part 3: their statements claimed frames)
         f_is_a = "frames" in res["stats"]["sphere"] and _same_flow(res, "frames", "attention")
@@ -701,6 +771,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     ci95=[x[1] for x in dep],
                 )
             )
+            if steps and flow in (*STEP_FLOWS, "fitted_time"):  # (n) is a discrete network: no step
+                check("step count", [c.steps_per_layer, *steps],
+                      [pair("sphere"), *[pair("sphere", steps=K) for K in steps]])  # fmt: skip
             if alts and (flow in SCALE_FLOWS or ref in SCALE_FLOWS):
                 check("scale estimator", [f"{c.scale_estimator} (declared)", *alts],
                       [pair("sphere"), *[pair("sphere", est=e) for e in alts]])  # fmt: skip
@@ -801,6 +874,13 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
             }
             for est, a in (res.get("scale_alt") or {}).items()
         },
+        "steps_alt": {
+            K: {
+                "cos": {v: np.asarray(x["cos"], float).mean(0) for v, x in a["sphere"].items()},
+                "fitted_times": a["fitted"]["times"],
+            }
+            for K, a in (res.get("steps_alt") or {}).items()
+        },
         "rho_mean": None
         if res.get("rho") is None or res["rho"][0] is None
         else np.asarray(res["rho"], float).mean(0),
@@ -878,6 +958,62 @@ def tables(summary: dict) -> list[Table]:
                 f"token norm of the stream, alternative '{est}' = median norm of tokens 2..n. "
                 "(f) is (a) here.",
             ))  # fmt: skip
+        for K, a in (s.get("steps_alt") or {}).items():
+            keys = [v for v in STEP_FLOWS if v in a["cos"]]
+            sp = s["per_depth"]["sphere"]
+            out.append(Table(
+                columns=[Column("depth"), Column("model", "model", ".3f"),
+                         Column("no_mlp", LABELS["no_mlp"], ".3f"),
+                         *[Column(f"{v}_alt", f"{LABELS[v][:3]} K = {K}", ".3f") for v in keys],
+                         *[Column(v, f"{LABELS[v][:3]} K = {summary.get('steps_per_layer', 'declared')}",
+                                  ".3f") for v in keys]],
+                rows=[{"depth": i, "model": sp["model"]["cos"]["mean"][i],
+                       "no_mlp": sp["no_mlp"]["cos"]["mean"][i],
+                       **{f"{v}_alt": a["cos"][v][i] for v in keys},
+                       **{v: sp[v]["cos"]["mean"][i] for v in keys}} for i in range(L + 1)],
+                title=f"{fam}: mean cosine, sphere tokens, {K} Euler steps per unit time and the declared",
+                id=f"{fam}-steps-{K}",
+                note="The robustness check 'step count' (config steps_alternatives): each flow rerun with "
+                "K Euler steps per unit time from the same z_0; (n) and the model have no step. (c) is "
+                f"refitted at K on the main split: T_l = {', '.join(f'{t:.2f}' for t in a['fitted_times'])}.",
+            ))  # fmt: skip
+    out.extend(verdict_tables(summary))
+    return out
+
+
+def verdict_tables(summary: dict) -> list[Table]:
+    """Per family: every verdict record (``summary["verdicts"]``) with its value, interval, the outcome at
+    each step count (the robustness check "step count") and the checks whose outcomes disagree."""
+    recs = summary.get("verdicts") or []
+    fams = sorted(summary["families"], key=len, reverse=True)  # 'minilm-l3' before its prefix 'minilm'
+    owner = {x["id"]: next((f for f in fams if x["id"].startswith(f"flows-{f}-")), None) for x in recs}
+    out = []
+    for fam in summary["families"]:
+        rows = []
+        for r in (x for x in recs if owner[x["id"]] == fam):
+            res = r.get("result", {})
+            step = next((x for x in r.get("robustness", []) if x["choice"] == "step count"), None)
+            ci = res.get("ci95") or [None, None]
+            rows.append({
+                "claim": r["id"].removeprefix(f"flows-{fam}-"), "verdict": r["verdict"],
+                "value": res.get("value") if r["class"] == "test" else None, "lo": ci[0], "hi": ci[1],
+                "steps": "" if step is None else "; ".join(
+                    f"K = {k}: {v:.3f} {o}" for k, v, o in zip(step["values"], step["results"],
+                                                               step["outcomes"], strict=True)),
+                "disagree": ", ".join(x["choice"] for x in r.get("robustness", [])
+                                      if x["verdict"] != res.get("outcome")),
+            })  # fmt: skip
+        if rows:
+            out.append(Table(
+                columns=[Column("claim"), Column("verdict"), Column("value", "value", ".3f"),
+                         Column("lo", "CI lo", ".3f"), Column("hi", "CI hi", ".3f"),
+                         Column("steps", "step count (Euler steps per unit time)"),
+                         Column("disagree", "checks not agreeing with the main outcome")],
+                rows=rows, title=f"{fam}: verdict records", id=f"{fam}-verdicts",
+                note="Built from the records (summary.json, key 'verdicts'); value and 95% percentile "
+                "bootstrap interval of the declared criterion on sphere tokens; identity and description "
+                "records have no tested value.",
+            ))  # fmt: skip
     return out
 
 
@@ -900,7 +1036,9 @@ class RealModelFlowsStudy(Study):
         # leaving the list out of its parameters lets the run store reuse it across family selections
         cfg = config.model_dump(mode="json", exclude={"families"})
         fn = "attnflow.studies.real_model_flows:family_task"
-        cost = {f: _LOAD[f] + _COST[f] * config.sentences * (1 + len(config.split_seeds) / 2)
+        # the step-count check reruns the flows at K steps: about K / steps_per_layer times their share
+        alt = sum(K / config.steps_per_layer for K in _alt_steps(config))
+        cost = {f: _LOAD[f] + _COST[f] * config.sentences * (1 + len(config.split_seeds) / 2 + alt)
                 for f in config.families}  # fmt: skip
         # run order: the most expensive family first (SmolLM2 ~30 min wall beside the MiniLMs' ~5)
         return {
@@ -915,10 +1053,13 @@ class RealModelFlowsStudy(Study):
             {
                 "thresholds": c.thresholds,
                 "cluster_threshold": c.cluster_threshold,
+                "steps_per_layer": c.steps_per_layer,
                 "families": {
                     f: {**_family_summary(r, c), "verdict_data": _verdict_data(r)} for f, r in results.items()
                 },
                 "timing_s": {f: r["timing_s"] for f, r in results.items()},
             }
         )
-        return StudyResult(summary=summary, verdicts=records(summary, c), tables=tables(summary))
+        recs = records(summary, c)
+        return StudyResult(summary=summary, verdicts=recs,
+                           tables=tables({**summary, "verdicts": [r.to_json() for r in recs]}))  # fmt: skip
