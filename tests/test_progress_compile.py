@@ -59,3 +59,19 @@ def test_no_note_when_the_first_block_is_fast_or_without_progress(fresh, capsys)
     driver._WARM[0] = False
     driver.integrate(_FakeSim(0.6), 4, record_every=1, sink=driver.MemorySink(), progress=None)
     assert capsys.readouterr().err == "" and progress.excluded_seconds() == 0.0
+
+
+def test_overall_time_left_is_unknown_until_enough_work_was_measured(monkeypatch):
+    # the main job's first line after the compile once said "overall left 56:00:11" from one step of 2000
+    from attnflow.simulation import progress
+
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    overall = progress.OverallProgress({"a": 100.0, "b": 100.0})
+    now[0] = 1.0
+    assert overall.left_s("a", 1 / 2000) != overall.left_s("a", 1 / 2000)  # NaN: 0.05 % measured
+    assert overall.describe("a", 1 / 2000).endswith("overall left ?]")
+    now[0] = 0.0
+    overall = progress.OverallProgress({"a": 100.0, "b": 100.0})
+    now[0] = 10.0
+    assert abs(overall.left_s("a", 0.5) - 30.0) < 1e-9  # 50 of 200 in 10 s: 150 left at 5 per s
