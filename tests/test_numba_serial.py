@@ -112,3 +112,117 @@ def test_the_threshold_from_the_environment(monkeypatch):
         monkeypatch.setenv(numba_kernel.PARALLEL_MIN_PAIRS_ENV, bad)
         with pytest.raises(ValueError, match=r"ATTNFLOW_PARALLEL_MIN_PAIRS must be an integer >= 0.*got"):
             parallel_passes(20, 100, 300)
+
+
+# --------------------------------------------------------------------------- one source, two dispatchers
+# The serial passes are the parallel passes' own Python functions compiled without ``parallel``
+# (numba_passes.serial_twin). numba's on-disk cache names an index after module, qualname and first line and
+# keys it on signature, machine and bytecode, not on ``parallel``: two dispatchers of one function object
+# would load each other's machine code from a warm cache. The twin has a qualname of its own; the test below
+# compiles a parallel toy pass and its twin in a cold process (serial first, so a shared index would end up
+# holding the parallel code) and, in a fresh warm process, calls the twin alone first: numba's threading
+# layer (started by parallel machine code, compiled or loaded) must still be off; then the parallel pass,
+# after which it must be on. Both calls must be cache hits (nothing compiled in the warm process).
+
+_TOY = """
+import numpy as np
+from numba import njit, prange
+from attnflow.dynamics.numba_passes import serial_twin
+
+@njit(parallel=True, cache=True)
+def fill(a):
+    for i in prange(a.shape[0]):
+        a[i] = 2.0 * i
+
+fill_serial = serial_twin(fill, "fill_serial")
+"""
+
+# the subprocesses import numba_passes without running attnflow/__init__ (torch, xarray: ~4 s a process):
+# the packages are registered as bare namespaces over the worktree's sources
+_DRIVER = """
+import json, sys, types
+from pathlib import Path
+root = Path(sys.argv[1])  # the attnflow package directory under test
+for name, path in (("attnflow", root), ("attnflow.dynamics", root / "dynamics")):
+    mod = types.ModuleType(name)
+    mod.__path__ = [str(path)]
+    sys.modules[name] = mod
+import numba
+import numpy as np
+import toy_twin
+
+def layer():
+    try:
+        return numba.threading_layer()
+    except ValueError:  # "Threading layer is not initialized.": no parallel code has been set up
+        return None
+
+a = np.zeros(64)
+toy_twin.fill_serial(a)
+after_serial = layer()
+ok_serial = bool((a == 2.0 * np.arange(64)).all())
+toy_twin.fill(a)
+after_parallel = layer()
+print(json.dumps({
+    "after_serial": after_serial, "after_parallel": after_parallel, "ok": ok_serial,
+    "hits": [sum(f.stats.cache_hits.values()) for f in (toy_twin.fill_serial, toy_twin.fill)],
+    "index": [f._cache._cache_file._index_name for f in (toy_twin.fill_serial, toy_twin.fill)],
+}))
+"""
+
+
+def _run_driver(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import attnflow
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    root = str(Path(attnflow.__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVER, root],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_serial_twin_has_its_own_cache_entry_and_runs_serial_code(tmp_path):
+    (tmp_path / "toy_twin.py").write_text(_TOY)
+    cold = _run_driver(tmp_path)
+    assert cold["hits"] == [0, 0] and cold["ok"]
+    assert cold["index"][0] != cold["index"][1] and "fill_serial" in cold["index"][0]
+    warm = _run_driver(tmp_path)
+    assert warm["hits"] == [1, 1], warm  # both loaded from the cache, nothing compiled
+    assert warm["ok"]
+    assert warm["after_serial"] is None, warm  # the twin loaded and ran serial machine code
+    assert warm["after_parallel"] is not None, warm  # the parallel pass its own, parallel code
+
+
+def test_the_kernel_and_assembly_twins_are_their_passes_compiled_serial():
+    from attnflow.dynamics import numba_assembly, numba_passes
+    from attnflow.dynamics.numba_passes import serial_twin
+
+    pairs = [
+        (numba_passes.half_pass, numba_passes.half_pass_serial),
+        (numba_passes.accumulate_pass, numba_passes.accumulate_pass_serial),
+        (numba_passes.row_max_pass, numba_passes.row_max_pass_serial),
+        (numba_assembly._token_pass, numba_assembly._token_pass_serial),
+        (numba_assembly._head_pass, numba_assembly._head_pass_serial),
+    ]
+    for par, ser in pairs:
+        # one source: the very code object, compiled twice (no copied loop body to hold equal)
+        assert ser.py_func.__code__ is par.py_func.__code__, ser
+        assert par.targetoptions["parallel"] is True and "parallel" not in ser.targetoptions
+        assert ser.py_func.__qualname__ == ser.__name__ != par.py_func.__qualname__
+    with pytest.raises(
+        ValueError, match=r"serial_twin makes the serial twin of a parallel pass: .*item_keys"
+    ):
+        serial_twin(numba_passes.item_keys, "item_keys_serial")

@@ -36,6 +36,7 @@ from ..geometry import Euclidean, Geometry, Sphere
 from ..geometry.sphere import tangent_component
 from .assembly import FieldEval, ito_row, pair_norm, path_sums, row_mass
 from .numba_kernel import parallel_passes
+from .numba_passes import serial_twin
 
 _refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
@@ -163,121 +164,7 @@ def _token_pass(
             gh2_tok[p, i] = vg
 
 
-@njit(cache=True)
-def _token_pass_serial(
-    x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
-    vel, raw, grad, g2_tok, gh2_tok,
-):  # fmt: skip
-    """:func:`_token_pass` in one thread (small runs: a fraction of the parallel region's compile time; the
-    same blocks, the same bits)."""
-    P, n, _ = x.shape
-    _token_items(
-        0, P * ((n + _BLOCK - 1) // _BLOCK), x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x,
-        has_col, sphere, ledger, norm, vel, raw, grad, g2_tok, gh2_tok,
-    )  # fmt: skip
-
-
-@njit(cache=True, inline="always")
-def _token_items(
-    first, last, x, D, V, row_shift, e_shift, row_sum, row_x, col_shift, col_x, has_col, sphere, ledger, norm,
-    vel, raw, grad, g2_tok, gh2_tok,
-):  # fmt: skip
-    """Velocity and the per-token ledger terms of the token blocks ``first <= item < last`` (see the module
-    docstring), for :func:`_token_pass_serial`: the body of :func:`_token_pass`'s ``prange`` loop, copied (the
-    parallel pass keeps its own; ``tests/test_numba_serial.py`` holds the two to the same bits).
-
-    ``e_shift = exp(row_shift)`` comes from :func:`_shift_pass` (one libm call per (p, h, i) here cost more
-    than all the rest of the assembly). ``x``, ``D``, ``V`` may be float32: every product promotes them to
-    float64 exactly.
-    """
-    P, n, d = x.shape
-    H = D.shape[1]
-    log_h = math.log(H)
-    scale = norm / n
-    nblk = (n + _BLOCK - 1) // _BLOCK
-    for item in range(first, last):  # blocks of _BLOCK tokens
-        p = item // nblk
-        i0 = (item - p * nblk) * _BLOCK
-        L = min(_BLOCK, n - i0)
-        # heads outside, tokens inside: each head's sums of the block are read as one contiguous run
-        rv = np.zeros((d, _BLOCK))
-        g = np.zeros((d, _BLOCK))
-        inv_sum = np.zeros(_BLOCK)
-        bad = np.zeros(_BLOCK, dtype=np.bool_)
-        buf = np.empty((6, d))
-        xi, mean, v, y, z, w = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
-        for h in range(H):
-            if d == 3:
-                _heads_d3(p, h, i0, L, D, V, e_shift, row_sum, row_x, col_shift, col_x, has_col, ledger,
-                          rv, g, inv_sum, bad)  # fmt: skip
-                continue
-            for ii in range(L):
-                i = i0 + ii
-                rs = row_sum[p, h, i]
-                inv = 1.0 / rs
-                for b in range(d):
-                    mean[b] = row_x[p, h, i, b] * inv
-                for a in range(d):
-                    acc = 0.0
-                    for b in range(d):
-                        acc += V[p, h, a, b] * mean[b]
-                    rv[a, ii] += acc
-                if not ledger:
-                    continue
-                es = e_shift[p, h, i]
-                mass = _row_mass(es, rs)  # exp(lse_h) = n m_h(x_i)
-                if 1e-290 < mass < 1e290:
-                    inv_sum[ii] += 1.0 / mass
-                else:
-                    bad[ii] = True
-                for b in range(d):
-                    y[b] = es * row_x[p, h, i, b]
-                if has_col:
-                    ec = math.exp(col_shift[p, h])
-                    for b in range(d):
-                        z[b] = ec * col_x[p, h, i, b]
-                else:
-                    for b in range(d):
-                        z[b] = y[b]
-                for a in range(d):
-                    acc = 0.0
-                    for b in range(d):
-                        acc += D[p, h, a, b] * y[b] + D[p, h, b, a] * z[b]
-                    g[a, ii] += acc
-        for ii in range(L):
-            i = i0 + ii
-            for a in range(d):
-                xi[a] = x[p, i, a]
-                mean[a] = rv[a, ii] / H
-                raw[p, i, a] = mean[a]
-            _tangent(sphere, xi, mean, v)
-            vv = 0.0
-            for a in range(d):
-                vel[p, i, a] = v[a]
-                vv += v[a] * v[a]
-            if not ledger:
-                continue
-            # b(x_i) = ((1/H) sum_h 1/m_h)^{-1}, m_h = exp(lse_h)/n (eq. (36)): directly while every row mass
-            # exp(lse_h) lies well inside float64, else in log space, exp(-(logsumexp_h(-lse) - log H))/n
-            if not bad[ii]:
-                b_i = H / (n * inv_sum[ii])
-            else:
-                m = -(row_shift[p, 0, i] + math.log(row_sum[p, 0, i]))
-                for h in range(1, H):
-                    m = max(m, -(row_shift[p, h, i] + math.log(row_sum[p, h, i])))
-                acc = 0.0
-                for h in range(H):
-                    acc += math.exp(-(row_shift[p, h, i] + math.log(row_sum[p, h, i])) - m)
-                b_i = math.exp(-(m + math.log(acc) - log_h)) / n
-            g2_tok[p, i] = b_i * vv
-            for a in range(d):
-                y[a] = g[a, ii] / scale
-            _tangent(sphere, xi, y, w)
-            vg = 0.0
-            for a in range(d):
-                grad[p, i, a] = w[a]
-                vg += v[a] * w[a]
-            gh2_tok[p, i] = vg
+_token_pass_serial = serial_twin(_token_pass, "_token_pass_serial")  # one source, one thread
 
 
 @njit(cache=True, inline="always")
@@ -366,39 +253,7 @@ def _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C
                 C[p, h, a, b] = c[a, b] / norm
 
 
-@njit(cache=True)
-def _head_pass_serial(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C):
-    """:func:`_head_pass` in one thread (small runs; the same bits)."""
-    last = row_sum.shape[0] * row_sum.shape[1]
-    _head_items(0, last, x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C)
-
-
-@njit(cache=True, inline="always")
-def _head_items(first, last, x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C):
-    """Head mass, Ito factor and drift moment C_h of the (p, h) items ``first <= item < last`` (the body of
-    :func:`_head_pass`'s loop, copied for :func:`_head_pass_serial`; held to the same bits by the tests)."""
-    P, n, d = x.shape
-    H = row_sum.shape[1]
-    for item in range(first, last):
-        p = item // H
-        h = item - p * H
-        mass = 0.0
-        q = 0.0
-        c = np.zeros((d, d))
-        for i in range(n):
-            es = e_shift[p, h, i]
-            mass += _row_mass(es, row_sum[p, h, i])
-            if has_q:
-                q += _ito_row(es, row_sum[p, h, i], row_q[p, h, i])
-            for a in range(d):
-                xa = x[p, i, a]
-                for b in range(d):
-                    c[a, b] += xa * (es * row_x[p, h, i, b])
-        head_mass[p, h] = mass / norm
-        ito[p, h] = q / norm
-        for a in range(d):
-            for b in range(d):
-                C[p, h, a, b] = c[a, b] / norm
+_head_pass_serial = serial_twin(_head_pass, "_head_pass_serial")  # one source, one thread
 
 
 @njit(cache=True)

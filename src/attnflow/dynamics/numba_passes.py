@@ -15,6 +15,7 @@ instead: the cause inside numba's compile-versus-cache path is not known (docs/p
 from __future__ import annotations
 
 import math
+from types import FunctionType
 
 import numpy as np
 from llvmlite import ir
@@ -38,6 +39,7 @@ __all__ = [
     "item_keys",
     "row_max_pass",
     "row_max_pass_serial",
+    "serial_twin",
 ]
 
 LOOP_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -132,6 +134,55 @@ def _exp_shifted_overload(t):
     return None
 
 
+# --------------------------------------------------------------------------- serial twins
+# Below PARALLEL_MIN_PAIRS the kernel runs each pass in one thread (attnflow.dynamics.numba_kernel): the
+# serial pass is the parallel pass's own Python function compiled a second time without ``parallel`` (there
+# ``prange`` is ``range``), so the two loops have one source and no copy to hold equal.
+
+
+def serial_twin(parallel_pass, name: str):
+    """The one-thread twin of a ``njit(parallel=True)`` pass: its function compiled without ``parallel``.
+
+    Parameters
+    ----------
+    parallel_pass : numba Dispatcher
+        A pass compiled with ``parallel=True`` (its ``prange`` loop becomes ``range`` here: the same items
+        in the same order, hence the same sums; ``tests/test_numba_serial.py``).
+    name : str
+        The twin's name in its module (its ``__name__`` and ``__qualname__``).
+
+    Returns
+    -------
+    numba Dispatcher
+        Compiled with the pass's options less ``parallel``, cached on disk.
+
+    Notes
+    -----
+    numba's on-disk cache names a function's index file after its module, ``__qualname__`` and first line,
+    and keys the entries inside on the signature, the machine and the bytecode, not on ``parallel``: two
+    dispatchers of one Python function would share one index and each would load the other's machine code
+    from a warm cache. The twin is therefore a copy of the function object (the same code object, globals
+    and closure) under its own qualified name, which gives it an index file of its own
+    (``tests/test_numba_serial.py`` loads both from a warm cache in a fresh process and checks which ran).
+    """
+    py_func = parallel_pass.py_func
+    options = dict(parallel_pass.targetoptions)
+    options.pop("nopython", None)  # njit's own (it warns when given)
+    if options.pop("parallel", None) is not True:
+        raise ValueError(
+            f"serial_twin makes the serial twin of a parallel pass: {py_func.__qualname__} is not compiled "
+            "with parallel=True; compile the pass with njit(parallel=True)"
+        )
+    twin = FunctionType(
+        py_func.__code__, py_func.__globals__, name, py_func.__defaults__, py_func.__closure__
+    )
+    twin.__qualname__ = name
+    twin.__module__ = py_func.__module__
+    twin.__kwdefaults__ = py_func.__kwdefaults__
+    twin.__doc__ = f":func:`{py_func.__name__}` in one thread (its serial twin: the same items in order)."
+    return njit(cache=True, **options)(twin)
+
+
 # --------------------------------------------------------------------------- pass 1
 # The helpers are inlined at numba-IR level: a call (or an array view) per row would cost
 # reference-count updates that are as expensive as the ~300 pairs of one row at paper size.
@@ -184,34 +235,6 @@ def _tile_max(buf, length):
     return m
 
 
-@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
-def _row_max_item(it, xt, kt, items, causal, row_max):
-    """Work item ``it`` of :func:`row_max_pass_serial`: the body of the ``prange`` loop of
-    :func:`row_max_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's
-    size was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
-    n = xt.shape[2]
-    d = xt.shape[1]
-    p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
-    k = kt[p, h]
-    x = xt[p]
-    buf = np.empty(_TILE, dtype=xt.dtype)
-    xi = np.empty(d, dtype=xt.dtype)
-    j_stop = r1 if causal else n
-    for j0 in range(0, j_stop, _TILE):
-        j1 = min(j0 + _TILE, n)
-        for i in range(max(r0, j0) if causal else r0, r1):
-            jend = min(j1, i + 1) if causal else j1
-            if d == 3:
-                _score_tile_d3(x[0, i], x[1, i], x[2, i], k, j0, jend, buf)
-            else:
-                for a in range(d):
-                    xi[a] = x[a, i]
-                _score_tile(xi, k, j0, jend, buf)
-            m = _tile_max(buf, jend - j0)
-            if j0 == 0 or m > row_max[p, h, i]:
-                row_max[p, h, i] = m
-
-
 @njit(parallel=True, fastmath=LOOP_FLAGS, cache=True)
 def row_max_pass(xt, kt, items, causal, row_max):
     """Pass 1: ``row_max[p, h, i] = max_j s_ij`` over the (masked) columns."""
@@ -239,11 +262,7 @@ def row_max_pass(xt, kt, items, causal, row_max):
                     row_max[p, h, i] = m
 
 
-@njit(fastmath=LOOP_FLAGS, cache=True)
-def row_max_pass_serial(xt, kt, items, causal, row_max):
-    """:func:`row_max_pass` in one thread (the same items in order: the same bits)."""
-    for it in range(items.shape[0]):
-        _row_max_item(it, xt, kt, items, causal, row_max)
+row_max_pass_serial = serial_twin(row_max_pass, "row_max_pass_serial")
 
 
 # --------------------------------------------------------------------------- pass 2
@@ -358,60 +377,6 @@ def _aligned_zeros(rows, cols, dtype):
     return raw[off : off + rows * cols].reshape((rows, cols))
 
 
-@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
-def _accumulate_item(
-    it, xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero, rsum, ysum, qsum, zsum
-):
-    """Work item ``it`` of :func:`accumulate_pass_serial`: the body of the ``prange`` loop of
-    :func:`accumulate_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's
-    size was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
-    n = xt.shape[2]
-    d = xt.shape[1]
-    p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
-    c = chunk_of[it]
-    k = kt[p, h]
-    x = xt[p]
-    zsum_item = zsum[p, h, c]
-    width = min(_TILE, n)  # a tile never spans more columns than there are
-    zt = _aligned_zeros(d, width, xt.dtype)
-    work = _aligned_zeros(2, width, xt.dtype)
-    sbuf = work[0]
-    ebuf = work[1]
-    yb = np.empty(d, dtype=xt.dtype)
-    xi = np.empty(d, dtype=xt.dtype)
-    j_stop = r1 if causal else n
-    for j0 in range(0, j_stop, _TILE):
-        j1 = min(j0 + _TILE, n)
-        pending = 0
-        for i in range(max(r0, j0) if causal else r0, r1):
-            jend = min(j1, i + 1) if causal else j1
-            mi = row_max[p, h, i]
-            wi = col_weight[p, h, i]
-            if d == 3:
-                ell, y0, y1, y2, q = _tile_d3(
-                    x[0, i], x[1, i], x[2, i], mi, wi, k, x, zt, ebuf, j0, jend, ito, colsums, zero
-                )
-                ysum[p, h, i, 0] += y0
-                ysum[p, h, i, 1] += y1
-                ysum[p, h, i, 2] += y2
-            else:
-                for a in range(d):
-                    xi[a] = x[a, i]
-                ell, q = _tile_generic(xi, mi, wi, k, x, zt, j0, jend, ito, colsums, sbuf, ebuf, yb, zero)
-                for a in range(d):
-                    ysum[p, h, i, a] += yb[a]
-            rsum[p, h, i] += ell
-            qsum[p, h, i] += q
-            if colsums:
-                pending += 1
-                if pending == _ROW_BLOCK or i == r1 - 1:
-                    for a in range(d):
-                        for j in range(j1 - j0):
-                            zsum_item[a, j0 + j] += zt[a, j]
-                            zt[a, j] = zero
-                    pending = 0
-
-
 @njit(parallel=True, fastmath=LOOP_FLAGS, cache=True)
 def accumulate_pass(
     xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero, rsum, ysum, qsum, zsum
@@ -471,16 +436,7 @@ def accumulate_pass(
                         pending = 0
 
 
-@njit(fastmath=LOOP_FLAGS, cache=True)
-def accumulate_pass_serial(
-    xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero, rsum, ysum, qsum, zsum
-):
-    """:func:`accumulate_pass` in one thread (the same items in order: the same bits)."""
-    for it in range(items.shape[0]):
-        _accumulate_item(
-            it, xt, kt, row_max, col_weight, items, chunk_of, causal, ito, colsums, zero,
-            rsum, ysum, qsum, zsum,
-        )  # fmt: skip
+accumulate_pass_serial = serial_twin(accumulate_pass, "accumulate_pass_serial")
 
 
 # --------------------------------------------------------------------------- symmetric half pass
@@ -568,89 +524,6 @@ def item_keys(bd, x, r1, out):
                 out[a, j] += bd[a, b] * x[b, j]
 
 
-@njit(fastmath=LOOP_FLAGS, cache=True, inline="always")
-def _half_item(it, xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsum, cbuf):
-    """Work item ``it`` of :func:`half_pass_serial`: the body of the ``prange`` loop of
-    :func:`half_pass`, copied (the parallel pass keeps its own: inlined there, its speed at the paper's size
-    was not shown to hold). ``tests/test_numba_serial.py`` holds the two copies to the same bits."""
-    d = xt.shape[1]
-    p, h, r0, r1 = items[it, 0], items[it, 1], items[it, 2], items[it, 3]
-    c = chunk_of[it]
-    x = xt[p]
-    mi = shift[p, h]
-    k = _aligned_zeros(d, r1, xt.dtype)
-    item_keys(bd[p, h], x, r1, k)
-    cb = _aligned_zeros(d + 2, r1, np.float64)
-    width = min(_TILE, r1)  # the item's columns j < r1: a tile never spans more
-    zt = _aligned_zeros(d + 2, width, xt.dtype)
-    work = _aligned_zeros(2, width, xt.dtype)
-    sbuf = work[0]
-    ebuf = work[1]
-    yb = np.empty(d, dtype=xt.dtype)
-    xi = np.empty(d, dtype=xt.dtype)
-    # the diagonal pairs (i, i), once each
-    for i in range(r0, r1):
-        s = zero
-        r2 = zero
-        for a in range(d):
-            s += x[a, i] * k[a, i]
-            r2 += x[a, i] * x[a, i]
-        e = exp_shifted(s - mi)
-        rsum[p, h, i] += e
-        for a in range(d):
-            ysum[p, h, i, a] += e * x[a, i]
-        if ito:
-            qsum[p, h, i] += e * r2 * r2
-    for j0 in range(0, r1, _TILE):
-        j1 = min(j0 + _TILE, r1)
-        pending = 0
-        # the tile's 1-d views, once per tile (d = 3)
-        k0, k1, k2 = k[0, j0:j1], k[min(1, d - 1), j0:j1], k[min(2, d - 1), j0:j1]
-        x0, x1, x2 = x[0, j0:j1], x[min(1, d - 1), j0:j1], x[min(2, d - 1), j0:j1]
-        z0, z1, z2, z3, z4 = zt[0], zt[1], zt[2], zt[min(3, d + 1)], zt[min(4, d + 1)]
-        for i in range(max(r0, j0 + 1), r1):
-            jend = min(j1, i)
-            if d == 3:
-                ell, y0, y1, y2, q = _half_tile_d3(
-                    x[0, i], x[1, i], x[2, i], mi, k0, k1, k2, x0, x1, x2, z0, z1, z2, z3, z4, ebuf,
-                    jend - j0, ito, zero,
-                )  # fmt: skip
-                ysum[p, h, i, 0] += y0
-                ysum[p, h, i, 1] += y1
-                ysum[p, h, i, 2] += y2
-            else:
-                for a in range(d):
-                    xi[a] = x[a, i]
-                ell, q = _half_tile_generic(xi, mi, k, x, zt, j0, jend, ito, sbuf, ebuf, yb, zero)
-                for a in range(d):
-                    ysum[p, h, i, a] += yb[a]
-            rsum[p, h, i] += ell
-            if ito:
-                qsum[p, h, i] += q
-            pending += 1
-            if pending == _ROW_BLOCK or i == r1 - 1:
-                for a in range(d + 2):
-                    for j in range(j1 - j0):
-                        cb[a, j0 + j] += zt[a, j]
-                        zt[a, j] = zero
-                pending = 0
-    if nchunk == 1:
-        for j in range(r1):
-            rsum[p, h, j] += cb[0, j]
-        for a in range(d):
-            for j in range(r1):
-                ysum[p, h, j, a] += cb[1 + a, j]
-        if ito:
-            for j in range(r1):
-                qsum[p, h, j] += cb[d + 1, j]
-    else:
-        # element by element: a slice assignment compiles numba's shape-mismatch message (string formatting,
-        # ~8 % of a first run's compile)
-        for a in range(d + 2):
-            for j in range(r1):
-                cbuf[p, h, c, a, j] = cb[a, j]
-
-
 @njit(parallel=True, fastmath=LOOP_FLAGS, cache=True)
 def half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsum, cbuf):
     """Symmetric half pass: every unordered pair once (see the comment above).
@@ -733,11 +606,11 @@ def half_pass(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsu
                 for j in range(r1):
                     qsum[p, h, j] += cb[d + 1, j]
         else:
-            cbuf[p, h, c, :, :r1] = cb
+            # element by element: a slice assignment compiles numba's shape-mismatch message (string
+            # formatting, ~8 % of the serial twin's compile)
+            for a in range(d + 2):
+                for j in range(r1):
+                    cbuf[p, h, c, a, j] = cb[a, j]
 
 
-@njit(fastmath=LOOP_FLAGS, cache=True)
-def half_pass_serial(xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsum, cbuf):
-    """:func:`half_pass` in one thread (the same items in order: the same bits)."""
-    for it in range(items.shape[0]):
-        _half_item(it, xt, bd, shift, items, chunk_of, nchunk, ito, zero, rsum, ysum, qsum, cbuf)
+half_pass_serial = serial_twin(half_pass, "half_pass_serial")

@@ -69,6 +69,7 @@ from .locking import DirectoryLock
 
 __all__ = [
     "CHECKPOINT_FILE",
+    "MAX_NPZ_BYTES",
     "CONFIG_FILE",
     "DATA_DIR",
     "META_FILE",
@@ -90,6 +91,7 @@ __all__ = [
     "open_store",
     "read_meta",
     "read_meta_or_empty",
+    "read_npz",
     "restore_checkpoint",
     "resume_hint",
     "run_session",
@@ -531,6 +533,110 @@ def restore_checkpoint(
 
 # -- the labelled Zarr store ---------------------------------------------------------------------------
 _STORE_FIX = "attnflow reads nothing through a link in a run's store: remove it, or rerun with --no-resume"
+
+
+#: The largest ``.npz`` archive of a run attnflow reads (the sum of its arrays' bytes): a training run's
+#: head law (layers x recorded steps x H x d x d float32) at the largest configs stays far below it.
+MAX_NPZ_BYTES = 2**30
+
+_NPY_HEADER_BYTES = 10_000  # numpy's own default cap on a header
+
+
+def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray]:
+    """The arrays of a run's ``.npz`` archive, read only after every member's declared size was checked.
+
+    The file is opened without following it into a FIFO or a device (``O_NONBLOCK`` open, ``fstat``); each
+    member must be an ``.npy`` array of numbers (no object dtype: no pickle, ``allow_pickle=False``) whose
+    header's shape and dtype fit in the bytes the archive declares for it, and the archive's declared bytes
+    together at most ``max_bytes``: a crafted archive that claims a huge array over a few bytes, or a
+    compressed member that would inflate past the bound, is refused before anything is allocated.
+
+    Parameters
+    ----------
+    path : str or Path
+    fix : str
+        What the user should do, ending every message.
+    max_bytes : int
+        The cap on the sum of the members' uncompressed bytes.
+
+    Returns
+    -------
+    dict
+        Member name (without ``.npy``) -> array.
+
+    Raises
+    ------
+    CorruptRunError
+        Not a regular file, not a zip archive of ``.npy`` arrays, a member of another dtype than numbers,
+        a header larger than its member, or more bytes than ``max_bytes``; one line naming the file, the
+        rule, the value and ``fix``.
+    """
+    import zipfile
+
+    from numpy.lib import format as npy_format
+
+    path = Path(path)
+    name = repr(str(path)[:200])
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise CorruptRunError(f"cannot read {name}: {exc.strerror or exc}; {fix}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptRunError(f"{name} is not a regular file (a FIFO, a device or a directory); {fix}")
+        try:
+            with zipfile.ZipFile(fh) as zf:
+                infos = zf.infolist()
+                total = sum(i.file_size for i in infos)
+                if total > max_bytes:
+                    raise CorruptRunError(
+                        f"{name} declares {total} bytes of arrays, more than the {max_bytes} a run's .npz "
+                        f"may hold (refused unread); {fix}"
+                    )
+                out = {}
+                for info in infos:
+                    key = _npz_member_checked(zf, info, name, fix)
+                    with zf.open(info) as member:
+                        out[key] = npy_format.read_array(
+                            member, allow_pickle=False, max_header_size=_NPY_HEADER_BYTES
+                        )
+                return out
+        except CorruptRunError:
+            raise
+        except (zipfile.BadZipFile, ValueError, OSError, SyntaxError, EOFError) as exc:
+            raise CorruptRunError(
+                f"{name} is not an .npz archive of arrays ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
+            ) from None
+
+
+def _npz_member_checked(zf, info, name: str, fix: str) -> str:
+    """Check one member of an ``.npz`` archive from its header alone (see :func:`read_npz`); its key."""
+    from numpy.lib import format as npy_format
+
+    member_name = repr(info.filename[:100])
+    if not info.filename.endswith(".npy"):
+        raise CorruptRunError(f"{name} holds {member_name}, not an .npy array; {fix}")
+    with zf.open(info) as member:
+        version = npy_format.read_magic(member)
+        if version == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(member, _NPY_HEADER_BYTES)
+        elif version == (2, 0):
+            shape, _, dtype = npy_format.read_array_header_2_0(member, _NPY_HEADER_BYTES)
+        else:
+            raise ValueError(f"npy format version {version} is not read (1.0 and 2.0 are)")
+        data_bytes = info.file_size - member.tell()
+    if dtype.hasobject or dtype.kind not in "biufc":
+        raise CorruptRunError(
+            f"{name}: the array {member_name} holds {dtype} values, not numbers (an object array is a "
+            f"pickle, never read); {fix}"
+        )
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if nbytes > data_bytes:
+        raise CorruptRunError(
+            f"{name}: the array {member_name} declares shape {shape} of {dtype} ({nbytes} bytes) over "
+            f"{data_bytes} bytes of data (refused unread); {fix}"
+        )
+    return info.filename[: -len(".npy")]
 
 
 def check_store(store: str | Path) -> Path:

@@ -34,7 +34,7 @@ import xarray as xr
 from ..geometry import Sphere
 from ..integrators.base import check_dt, check_t0, grid_times
 from ..model.transformer import TransformerModel
-from ..model.weights import Constant, noise_matrix
+from ..model.weights import Constant, noise_matrix, noise_scale
 from ..random import BrownianSource
 from .band import BAND_TOL, check_band_limit, kernel_radius, minimum_band_limit
 from .coefficients import COEF_MAX_BYTES, COEF_TOL, KernelOperator, coefficient_band, estimated_bytes
@@ -311,7 +311,7 @@ class DensitySolver:
         D_jump = D_new
         if w.stochastic:
             g = torch.as_tensor(w.diffusion(D, t), dtype=torch.float64)  # Ito: g at the step start
-            D_jump = D_new + g * math.sqrt(h) * noise_matrix(self.noise.next(), w.noise)
+            D_jump = D_new + noise_scale(g, h) * noise_matrix(self.noise.next(), w.noise)  # eq. (10), its home
         imposed = w.jump(D_jump, t_new)
         if imposed is not None:
             D_jump = imposed.to(torch.float64)
