@@ -546,10 +546,11 @@ def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict
     """The arrays of a run's ``.npz`` archive, read only after every member's declared size was checked.
 
     The file is opened without following it into a FIFO or a device (``O_NONBLOCK`` open, ``fstat``); each
-    member must be an ``.npy`` array of numbers (no object dtype: no pickle, ``allow_pickle=False``) whose
-    header's shape and dtype fit in the bytes the archive declares for it, and the archive's declared bytes
-    together at most ``max_bytes``: a crafted archive that claims a huge array over a few bytes, or a
-    compressed member that would inflate past the bound, is refused before anything is allocated.
+    member must be an ``.npy`` array of numbers or fixed-width strings (no object dtype: no pickle,
+    ``allow_pickle=False``) whose header's shape and dtype fit in the bytes the archive declares for it,
+    and the archive's declared bytes together at most ``max_bytes``: a crafted archive that claims a huge
+    array over a few bytes, or a compressed member that would inflate past the bound, is refused before
+    anything is allocated.
 
     Parameters
     ----------
@@ -567,7 +568,8 @@ def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict
     Raises
     ------
     CorruptRunError
-        Not a regular file, not a zip archive of ``.npy`` arrays, a member of another dtype than numbers,
+        Not a regular file, not a zip archive of ``.npy`` arrays, a member of another dtype than numbers or
+        strings,
         a header larger than its member, or more bytes than ``max_bytes``; one line naming the file, the
         rule, the value and ``fix``.
     """
@@ -625,10 +627,10 @@ def _npz_member_checked(zf, info, name: str, fix: str) -> str:
         else:
             raise ValueError(f"npy format version {version} is not read (1.0 and 2.0 are)")
         data_bytes = info.file_size - member.tell()
-    if dtype.hasobject or dtype.kind not in "biufc":
+    if dtype.hasobject or dtype.kind not in "biufcUS":
         raise CorruptRunError(
-            f"{name}: the array {member_name} holds {dtype} values, not numbers (an object array is a "
-            f"pickle, never read); {fix}"
+            f"{name}: the array {member_name} holds {dtype} values, not numbers or strings (an object array "
+            f"is a pickle, never read); {fix}"
         )
     nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if nbytes > data_bytes:

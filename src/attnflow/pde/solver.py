@@ -311,7 +311,7 @@ class DensitySolver:
         D_jump = D_new
         if w.stochastic:
             g = torch.as_tensor(w.diffusion(D, t), dtype=torch.float64)  # Ito: g at the step start
-            D_jump = D_new + noise_scale(g, h) * noise_matrix(self.noise.next(), w.noise)  # eq. (10), its home
+            D_jump = D_new + noise_scale(g, h) * noise_matrix(self.noise.next(), w.noise)  # eq. (10)
         imposed = w.jump(D_jump, t_new)
         if imposed is not None:
             D_jump = imposed.to(torch.float64)

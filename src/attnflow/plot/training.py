@@ -10,12 +10,13 @@ the force on them). Figures are :class:`matplotlib.figure.Figure` objects; pyplo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..experiments.files import inside, read_json
+from ..experiments.rundir import read_npz
 from .common import DPI, save_figure, write_figure
 
 __all__ = [
@@ -141,13 +142,19 @@ def training_figures(run_dir: str | Path) -> list[str]:
     """Write the figures of a finished training run into ``run_dir/figures``; returns their names."""
     run = Path(run_dir)
     fig_dir = run / "figures"
-    history = json.loads((run / "history.json").read_text())
-    made = [plot_loss(history, fig_dir / "loss.png")]
-    with np.load(run / "clouds.npz") as z:
-        made.append(plot_clouds(dict(z), fig_dir / "clouds.png"))
-    with np.load(run / "head_law.npz") as z:
-        made.append(plot_head_law(dict(z), fig_dir / "head_law.png"))
+    # a run directory may come from someone else: every file is read bounded, inside the directory, arrays
+    # only after their declared sizes were checked (attnflow.experiments.rundir.read_npz)
+    fix = "the run directory is damaged or not a finished training run: rerun the training"
+    history = read_json(inside(run, run / "history.json", what="run file"), "the run's history", fix)
+    clouds = read_npz(inside(run, run / "clouds.npz", what="run file"), fix)
+    law = read_npz(inside(run, run / "head_law.npz", what="run file"), fix)
+    land = None
     if (run / "landscape.npz").is_file():
-        with np.load(run / "landscape.npz") as z:
-            made.append(plot_landscape(dict(z), fig_dir / "landscape.png"))
+        land = read_npz(inside(run, run / "landscape.npz", what="run file"), fix)
+    # every file read and checked before the first figure is drawn
+    made = [plot_loss(history, fig_dir / "loss.png")]
+    made.append(plot_clouds(clouds, fig_dir / "clouds.png"))
+    made.append(plot_head_law(law, fig_dir / "head_law.png"))
+    if land is not None:
+        made.append(plot_landscape(land, fig_dir / "landscape.png"))
     return made
