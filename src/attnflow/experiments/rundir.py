@@ -708,12 +708,17 @@ def time_arrays(store: Path, mode: str = "r") -> dict:
     return out
 
 
-def check_store_dims(store: str | Path, sizes: dict[str, int], fix: str) -> None:
+def check_store_dims(
+    store: str | Path, sizes: dict[str, int | None], fix: str, growing: Iterable[str] = ()
+) -> None:
     """Refuse a store whose metadata declare other sizes than its config fixes, before any data is read.
 
     Every array must carry dimension names, each of them a key of ``sizes``, with exactly that length: a
     received store that declares a huge array (an oversize ``shape`` in a ``.zarray`` over a few bytes of
-    chunks) is refused here instead of being allocated by ``.load()``.
+    chunks) is refused here instead of being allocated by ``.load()``. A dimension in ``growing`` (``time``
+    of a run being written or resumed) may be shorter than its size, never longer; a size ``None`` is not
+    fixed by the config (the token count of a run whose tokens come from a file that is not at hand) and is
+    not checked.
 
     Raises
     ------
@@ -739,10 +744,14 @@ def check_store_dims(store: str | Path, sizes: dict[str, int], fix: str) -> None
                 raise CorruptRunError(
                     f"{store}: the array {name!r} has a dimension {dim!r} this run does not write; {fix}"
                 )
-            if int(length) != int(sizes[dim]):
+            want = sizes[dim]
+            if want is None or (dim in growing and int(length) <= int(want)):
+                continue
+            if int(length) != int(want):
+                gives = "gives at most" if dim in growing else "gives"
                 raise CorruptRunError(
-                    f"{store}: the array {name!r} declares {dim} = {int(length)}, but the config gives "
-                    f"{int(sizes[dim])} (refused before reading it); {fix}"
+                    f"{store}: the array {name!r} declares {dim} = {int(length)}, but the config {gives} "
+                    f"{int(want)} (refused before reading it); {fix}"
                 )
 
 

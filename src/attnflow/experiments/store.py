@@ -69,6 +69,7 @@ from .rundir import (  # the run store's names that users import from here (thei
     RunConfigMismatchError as RunConfigMismatchError,
     check_store as check_store,
     check_store_covers,
+    check_store_dims,
     checkpoint_bound,
     expected_steps as expected_steps,
     failure_fields,
@@ -87,7 +88,7 @@ from .rundir import (  # the run store's names that users import from here (thei
 )
 from .schema import ExperimentConfig, config_diff, dump_config, flatten_config, load_config
 
-__all__ = ["open_run", "run_experiment", "run_info", "verify_run"]
+__all__ = ["open_run", "particle_store_sizes", "run_experiment", "run_info", "verify_run"]
 
 #: Version of the particle checkpoint's layout: ``{"format", "sim", "records", "last_record_step"}``.
 CHECKPOINT_FORMAT = 1
@@ -131,12 +132,47 @@ def _environment(cfg: ExperimentConfig) -> dict:
     }
 
 
-def verify_run(out_dir: str | Path) -> None:
+def particle_store_sizes(cfg: ExperimentConfig, spec=None) -> dict[str, int | None]:
+    """The length of every dimension a particle run's ``data.zarr`` has when whole (its declared sizes).
+
+    Parameters
+    ----------
+    cfg : ExperimentConfig
+    spec : SimulationSpec or None
+        The run's built spec (exact token count and dimension); None: from the config alone, where the
+        token count and dimension of tokens read from a file are not known (``None``: not checked).
+
+    Returns
+    -------
+    dict
+        ``time`` (the records of the whole run), ``path``, ``token``, ``dim``, ``head``, ``row``, ``col``.
+    """
+    T = len(expected_steps(cfg.integrator.n_steps, cfg.record.every))
+    if spec is not None:
+        P, n, d = (int(s) for s in spec.x0.shape)
+        H = int(spec.heads.shape[-3])
+    else:
+        P, H = paths_computed(cfg), int(cfg.heads.H)
+        n, d = getattr(cfg.tokens, "n", None), getattr(cfg.tokens, "d", None)
+    return {"time": T, "path": P, "token": n, "dim": d, "head": H, "row": d, "col": d}
+
+
+def _spec_or_none(cfg: ExperimentConfig):
+    """The built spec of a finished run, or None when it cannot be built here (a token file not at hand)."""
+    try:
+        return build(cfg)
+    except (ConfigError, OSError, ValueError):
+        return None
+
+
+def verify_run(out_dir: str | Path, sizes: dict[str, int | None] | None = None) -> None:
     """Check that a run directory holds a whole finished run: reopen its store and compare it with its config.
 
-    Every array with a ``time`` dimension has one entry per recorded step, the ``step`` array is exactly
-    the steps the config records (:func:`expected_steps`), and the consolidated metadata that
-    ``xr.open_zarr`` reads agree.
+    Every array declares exactly the sizes of the config (``sizes``, default
+    :func:`particle_store_sizes` of the config: checked before any array is read, so a received store that
+    declares a huge array is refused unallocated), every array with a ``time`` dimension has one entry per
+    recorded step, the ``step`` array is exactly the steps the config records (:func:`expected_steps`), and
+    the consolidated metadata that ``xr.open_zarr`` reads agree.
 
     Raises
     ------
@@ -152,6 +188,8 @@ def verify_run(out_dir: str | Path) -> None:
         raise CorruptRunError(f"{out / CONFIG_FILE} cannot be read ({exc}); {fix}") from None
     want = expected_steps(cfg.integrator.n_steps, cfg.record.every)
     check_store(store)  # a link or a FIFO in the store is refused, not read (UnsafePathError)
+    if store.is_dir():
+        check_store_dims(store, particle_store_sizes(cfg) if sizes is None else sizes, fix)
     try:
         arrays = time_arrays(store)
         lengths = {name: arr.shape[ax] for name, (arr, ax) in arrays.items()}
@@ -360,7 +398,8 @@ def _run_locked(
     checkpoint_every_s: float | None = None,
 ) -> xr.Dataset:
     if resumed and meta.get("status") == "done" and (out / DATA_DIR).is_dir():
-        verify_run(out)  # a "done" is trusted only once the store is verified
+        # a "done" is trusted only once the store is verified (its declared sizes first)
+        verify_run(out, particle_store_sizes(cfg, _spec_or_none(cfg)))
         return open_run(out)
     cfg_path = out / CONFIG_FILE
     if not cfg_path.is_file():
@@ -397,7 +436,10 @@ def _run_locked(
         n_steps = spec.n_steps
         attrs = {**run_attrs(sim, spec.t1, spec.record_every), "name": cfg.name, "config": dump_config(cfg)}
         writer = _Writer(out, sim, spec, cfg.checkpoint_steps, attrs, meta, flush_every_s, checkpoint_every_s)
+        sizes = particle_store_sizes(cfg, spec)
         if resumed:
+            if (out / DATA_DIR).exists():  # the sizes the store declares, before a record of it is read
+                check_store_dims(out / DATA_DIR, sizes, "rerun with resume=False to start afresh", ("time",))
             bound = checkpoint_bound(particle_cost(cfg).memory_bytes)
             state = _load_checkpoint(out, sim, n_steps, bound)  # validated before the store is changed
             truncate_store(out / DATA_DIR, state["records"], state["last_record_step"])
@@ -430,7 +472,7 @@ def _run_locked(
         if writer.checkpointed_step != sim.step_index or writer.buffer:
             writer.checkpoint()
         bar.close()
-        verify_run(out)  # "done" is written only for a store that reopens whole
+        verify_run(out, sizes)  # "done" is written only for a store that reopens whole
     except BaseException as exc:
         if bar is not None:
             bar.close()
