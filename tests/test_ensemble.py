@@ -194,3 +194,17 @@ def test_entropy_random_starts_refuse_a_cloud_that_left_the_floats():
         random_start_run(scale=1e308, seed=0, **kw)  # scores overflow to inf: exp(inf - inf) = nan
     out = random_start_run(scale=2.0, seed=0, **kw)
     assert out["t"].tolist() == [0.0, 0.05, 0.1] and out["mean_S"].shape == (3, 2)
+
+
+def test_the_compiled_ensemble_calls_the_homes_of_its_formulas():
+    # issue 30: the tangent projection and the retraction are compiled from geometry.sphere (one
+    # definition); a local copy in numba_ensemble would not be these function objects
+    from attnflow.dynamics import numba_ensemble
+    from attnflow.geometry import sphere
+
+    assert numba_ensemble.FORMULAS == {
+        "_tangent_component": sphere.tangent_component,
+        "_retraction": sphere.retraction,
+    }
+    for name, home in numba_ensemble.FORMULAS.items():
+        assert getattr(numba_ensemble, name).py_func is home, name

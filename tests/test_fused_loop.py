@@ -486,6 +486,8 @@ def test_each_shared_formula_has_one_definition_that_both_loops_call():
         "_row_mass": assembly.row_mass,
         "_ito_row": assembly.ito_row,
         "_path_sums": assembly.path_sums,
+        "_row_moment": assembly.row_moment,
+        "_harmonic_mobility": assembly.harmonic_mobility,
         "_tangent_component": sphere.tangent_component,
     }
     assert fused.FORMULAS == homes

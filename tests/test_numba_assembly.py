@@ -136,3 +136,24 @@ def test_unknown_geometry_is_refused():
 
     with pytest.raises(ValueError, match="sphere and flat space: got geometry 'hyperbolic'"):
         assemble_numba(s, torch.from_numpy(x), torch.from_numpy(D), torch.from_numpy(V), 1.0, Other())
+
+
+def test_mobility_and_drift_moment_rows_have_one_definition_both_assemblies_call():
+    # issue 30: b(x_i) (eq. (36)) and the rows y = e^M row_x of C_h (eq. (147)) are defined once in
+    # dynamics/assembly.py; the PyTorch assembly calls them by name and the compiled one compiles them
+    import math
+
+    from attnflow.dynamics import assembly, numba_assembly
+
+    for name in ("harmonic_mobility", "row_moment"):
+        assert name in assembly.assemble.__code__.co_names, name
+        assert getattr(numba_assembly, f"_{name}").py_func is getattr(assembly, name)
+    # the home against the definition: H = 3 heads of masses m_h = exp(lse_h)/n, b = harmonic mean of m_h
+    n, lse = 7, [0.3, -1.2, 2.5]
+    m = [math.exp(v) / n for v in lse]
+    harmonic = 3 / sum(1 / mh for mh in m)
+    # a few float64 operations on O(1) numbers: 1e-15 relative
+    assert math.isclose(
+        assembly.harmonic_mobility(sum(math.exp(-v) for v in lse), 3, n), harmonic, rel_tol=1e-15
+    )
+    assert assembly.row_moment(2.0, 0.25) == 0.5

@@ -214,7 +214,19 @@ def test_positivity_is_monitored():
 # -- heads, determinism, particles ---------------------------------------------------------------
 
 
-def test_stochastic_heads_follow_the_particle_simulators_path_and_are_deterministic():
+def test_stochastic_heads_follow_the_particle_simulators_path_and_are_deterministic(monkeypatch):
+    # issue 30: g sqrt(dt) has one home (model.weights.noise_scale, eq. (10)); the solver calls it once a step
+    # with the step's dt (an inline copy of the formula would leave the spy uncalled)
+    from attnflow.model import weights
+    from attnflow.pde import solver as solver_module
+
+    calls = []
+
+    def spy(g, dt):
+        calls.append(dt)
+        return weights.noise_scale(g, dt)
+
+    monkeypatch.setattr(solver_module, "noise_scale", spy)
     g = CircleGrid(16)
     u0 = _s1_mixture(g)
     w = af.OrnsteinUhlenbeck(sigma2=0.5)
@@ -225,6 +237,7 @@ def test_stochastic_heads_follow_the_particle_simulators_path_and_are_determinis
         for _ in range(2)
     ]
     np.testing.assert_array_equal(runs[0].density.values, runs[1].density.values)
+    assert calls == [0.05] * 20  # two runs of 10 steps
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     with pytest.warns(RuntimeWarning, match="the extra stages buy no accuracy"):
         sim = af.simulate(

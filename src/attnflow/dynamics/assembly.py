@@ -179,10 +179,10 @@ def assemble(
     e_shift = torch.exp(sums.row_shift)  # (P, H, n)
     head_mass = row_mass(e_shift, sums.row_sum).sum(-1) / norm
     out.head_mass = head_mass
-    # b = ((1/H) sum_h 1/m_h)^{-1} = exp(-logmeanexp_h(-lse)) / n, eq. (36)
-    b = torch.exp(-(torch.logsumexp(-lse, dim=1) - math.log(H))) / n
+    # b = ((1/H) sum_h 1/m_h)^{-1}, eq. (36): sum_h exp(-lse_h) through a log-sum-exp (no overflow of a term)
+    b = harmonic_mobility(torch.exp(torch.logsumexp(-lse, dim=1)), H, n)
     v64 = v_sums.to(f64)
-    y = e_shift.unsqueeze(-1) * sums.row_x  # y^h_i = sum_j U_ij x_j
+    y = row_moment(e_shift.unsqueeze(-1), sums.row_x)  # y^h_i = sum_j U_ij x_j
     z = y if sums.col_x is None else torch.exp(sums.col_shift)[..., None, None] * sums.col_x
     D64 = D.to(f64)
     x64 = x.to(f64)
@@ -265,6 +265,19 @@ def row_mass(e_shift, row_sum):
     """sum_j U^h_ij = e^{M_i} row_sum_i = exp(lse^h_i) = n m_h(x_i): a row's mass (Cor. 4.8; summed over
     (h, i) and divided by 2 H n^2 it is beta E, eq. (20))."""
     return e_shift * row_sum
+
+
+def row_moment(e_shift, row_x):
+    """y^h_i = sum_j U^h_ij x_j = e^{M_i} row_x_i: a row's first moment; the rows of the drift moment
+    C_h = sum_i x_i (y^h_i)^T / (2 H n^2) (the factor of the head drift in the rate of E, eq. (147); NOTES
+    §3) and of the gradient n P grad_i E (eq. (20))."""
+    return e_shift * row_x
+
+
+def harmonic_mobility(inv_mass_sum, H, n):
+    """b(x_i) = ((1/H) sum_h 1/m_h(x_i))^{-1}, m_h = exp(lse^h_i)/n, from ``inv_mass_sum`` =
+    sum_h exp(-lse^h_i): H / (n inv_mass_sum), the harmonic-mean mobility of G^2 (eq. (36), Lemma 4.12)."""
+    return H / (n * inv_mass_sum)
 
 
 def ito_row(e_shift, row_sum, row_q):

@@ -34,7 +34,7 @@ from numba import njit, prange
 from .._numba_cache import refresh as _refresh_numba_cache
 from ..geometry import Euclidean, Geometry, Sphere
 from ..geometry.sphere import tangent_component
-from .assembly import FieldEval, ito_row, pair_norm, path_sums, row_mass
+from .assembly import FieldEval, harmonic_mobility, ito_row, pair_norm, path_sums, row_mass, row_moment
 from .numba_kernel import parallel_passes
 from .numba_passes import serial_twin
 
@@ -50,6 +50,8 @@ __all__ = ["FORMULAS", "assemble_arrays", "assemble_core", "assemble_numba"]
 _row_mass = njit(row_mass)  # exp(lse) = e^M row_sum (Cor. 4.8, eq. (20))
 _ito_row = njit(ito_row)  # e^M (row_sum + row_q) (eq. (147))
 _path_sums = njit(path_sums)  # E, G^2, Ghat^2 from their sums (eq. (20), Lemma 4.12)
+_row_moment = njit(row_moment)  # y^h_i = e^M row_x: the rows of C_h and of the gradient (eq. (147), (20))
+_harmonic_mobility = njit(harmonic_mobility)  # b(x_i) = H / (n sum_h 1/exp(lse_h)) (eq. (36))
 _tangent_component = njit(tangent_component)  # v - <x, v> x (eq. (10))
 
 #: the shared formulas: name in this module -> the home function it compiles
@@ -57,6 +59,8 @@ FORMULAS = {
     "_row_mass": row_mass,
     "_ito_row": ito_row,
     "_path_sums": path_sums,
+    "_row_moment": row_moment,
+    "_harmonic_mobility": harmonic_mobility,
     "_tangent_component": tangent_component,
 }
 
@@ -115,7 +119,7 @@ def _token_pass(
                 else:
                     bad[ii] = True
                 for b in range(d):
-                    y[b] = es * row_x[p, h, i, b]
+                    y[b] = _row_moment(es, row_x[p, h, i, b])
                 if has_col:
                     ec = math.exp(col_shift[p, h])
                     for b in range(d):
@@ -144,8 +148,8 @@ def _token_pass(
             # b(x_i) = ((1/H) sum_h 1/m_h)^{-1}, m_h = exp(lse_h)/n (eq. (36)): directly while every row mass
             # exp(lse_h) lies well inside float64, else in log space, exp(-(logsumexp_h(-lse) - log H))/n
             if not bad[ii]:
-                b_i = H / (n * inv_sum[ii])
-            else:
+                b_i = _harmonic_mobility(inv_sum[ii], H, n)
+            else:  # the same formula in log space: a row mass outside float64's range
                 m = -(row_shift[p, 0, i] + math.log(row_sum[p, 0, i]))
                 for h in range(1, H):
                     m = max(m, -(row_shift[p, h, i] + math.log(row_sum[p, h, i])))
@@ -197,9 +201,9 @@ def _heads_d3(
                 inv_sum[ii] += 1.0 / mass
             else:
                 bad[ii] = True
-            y0 = es * row_x[p, h, i, 0]
-            y1 = es * row_x[p, h, i, 1]
-            y2 = es * row_x[p, h, i, 2]
+            y0 = _row_moment(es, row_x[p, h, i, 0])
+            y1 = _row_moment(es, row_x[p, h, i, 1])
+            y2 = _row_moment(es, row_x[p, h, i, 2])
             if has_col:
                 z0 = ec * col_x[p, h, i, 0]
                 z1 = ec * col_x[p, h, i, 1]
@@ -245,7 +249,7 @@ def _head_pass(x, e_shift, row_sum, row_x, row_q, has_q, norm, head_mass, ito, C
             for a in range(d):
                 xa = x[p, i, a]
                 for b in range(d):
-                    c[a, b] += xa * (es * row_x[p, h, i, b])
+                    c[a, b] += xa * _row_moment(es, row_x[p, h, i, b])  # C_h (eq. (147))
         head_mass[p, h] = mass / norm
         ito[p, h] = q / norm
         for a in range(d):

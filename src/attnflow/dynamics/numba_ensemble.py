@@ -18,10 +18,11 @@ velocity of :func:`attnflow.dynamics.assembly.assemble` (NOTES.md §1, arXiv 260
 :func:`attnflow.model.attention.attention_weights`; :math:`P_x` the tangent projection on the sphere, the
 identity in flat space; s = +1 ascent, -1 descent), and the step is the classical RK4 of
 :class:`attnflow.integrators.RK4` with constant heads and the retraction :math:`y/|y|` after every stage
-on the sphere. The arithmetic is this module's own loops, not PyTorch's: a cloud here agrees with the
-same cloud run by :func:`attnflow.simulate` (``integrator="rk4"``, PyTorch backend) to round-off
-(``tests/test_ensemble.py``), and with itself run alone or in any batch bit for bit (each cloud's loop is
-serial and touches only its own arrays).
+on the sphere. The tangent projection and the retraction are compiled from their home
+(:mod:`attnflow.geometry.sphere`, :data:`FORMULAS`); the attention sums are this module's loops, not
+PyTorch's: a cloud here agrees with the same cloud run by :func:`attnflow.simulate`
+(``integrator="rk4"``, PyTorch backend) to round-off (``tests/test_ensemble.py``), and with itself run
+alone or in any batch bit for bit (each cloud's loop is serial and touches only its own arrays).
 
 Compiled with ``error_model="numpy"``: a division by zero gives inf or nan as in NumPy (not an exception
 raised inside a parallel loop), and the step that produced it is reported as non-finite.
@@ -39,10 +40,19 @@ import numpy as np
 from numba import njit, prange
 
 from .._numba_cache import refresh as _refresh_numba_cache
+from ..geometry.sphere import retraction, tangent_component
 
 _refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
-__all__ = ["KINDS", "rk4_clouds"]
+__all__ = ["FORMULAS", "KINDS", "rk4_clouds"]
+
+# The sphere's formulas are compiled from their one definition (geometry/sphere.py), as in the compiled
+# assembly and the compiled loop; error_model="numpy" as the callers (a zero norm gives inf/nan, no raise).
+_tangent_component = njit(error_model="numpy")(tangent_component)  # v - <x, v> x (eq. (10))
+_retraction = njit(error_model="numpy")(retraction)  # y / |y|
+
+#: the shared formulas: name in this module -> the home function it compiles
+FORMULAS = {"_tangent_component": tangent_component, "_retraction": retraction}
 
 #: attention kinds of the compiled field: code -> name (the names of attnflow.model.attention)
 KINDS = {"softmax": 0, "usa": 1, "relu": 2}
@@ -104,7 +114,7 @@ def _velocity(x, D, V, beta, kind, sphere, sign, out, Dx, s, m):
             for a in range(d):
                 p += x[i, a] * out[i, a]
             for a in range(d):
-                out[i, a] -= p * x[i, a]
+                out[i, a] = _tangent_component(out[i, a], p, x[i, a])
         for a in range(d):
             out[i, a] *= sign
 
@@ -122,7 +132,7 @@ def _stage(x, k, h, sphere, y):
                 r += y[i, a] * y[i, a]
             r = math.sqrt(r)
             for a in range(d):
-                y[i, a] /= r
+                y[i, a] = _retraction(y[i, a], r)
 
 
 @njit(cache=True, error_model="numpy")

@@ -44,6 +44,7 @@ __all__ = [
     "read_bounded",
     "read_json",
     "read_npy",
+    "read_npy_header",
     "remove_owned_tree",
     "utc_now",
     "write_marker",
@@ -360,6 +361,25 @@ class InputFileError(ValueError):
     not a regular file, not a ``.npy`` array, an object dtype, larger than the cap, or truncated."""
 
 
+def read_npy_header(fh) -> tuple:
+    """``(shape, fortran_order, dtype)`` from the header of the ``.npy`` stream ``fh`` (format 1.0 or 2.0,
+    a header of at most 10 000 bytes), leaving ``fh`` at the first data byte; nothing else is read.
+
+    Raises
+    ------
+    ValueError
+        Not an ``.npy`` header of a format read here (the callers turn it into their error).
+    """
+    from numpy.lib import format as npy_format
+
+    version = npy_format.read_magic(fh)
+    if version == (1, 0):
+        return npy_format.read_array_header_1_0(fh, _NPY_HEADER_BYTES)
+    if version == (2, 0):
+        return npy_format.read_array_header_2_0(fh, _NPY_HEADER_BYTES)
+    raise ValueError(f"npy format version {version} is not read (1.0 and 2.0 are)")
+
+
 def read_npy(path: str | Path, max_bytes: int | None = MAX_NPY_BYTES, *, what: str = "input array") -> Any:
     """The array of a ``.npy`` file, read only after its header has been checked.
 
@@ -398,13 +418,7 @@ def read_npy(path: str | Path, max_bytes: int | None = MAX_NPY_BYTES, *, what: s
                 "file written by numpy.save"
             )
         try:
-            version = npy_format.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = npy_format.read_array_header_1_0(fh, _NPY_HEADER_BYTES)
-            elif version == (2, 0):
-                shape, fortran, dtype = npy_format.read_array_header_2_0(fh, _NPY_HEADER_BYTES)
-            else:
-                raise ValueError(f"npy format version {version} is not read (1.0 and 2.0 are)")
+            shape, fortran, dtype = read_npy_header(fh)
         except (ValueError, OSError, SyntaxError) as exc:
             raise InputFileError(
                 f"the {what} {name} is not a .npy array ({str(exc)[:200]}); give a file written by "

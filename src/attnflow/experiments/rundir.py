@@ -53,6 +53,7 @@ import zarr
 
 from .errors import ConfigError
 from .files import (
+    _NPY_HEADER_BYTES,  # the cap on an .npy header (files.read_npy_header)
     MARKER_FILE,
     MAX_JSON_BYTES,
     CorruptFileError,
@@ -62,6 +63,7 @@ from .files import (
     has_marker,
     inside,
     read_json,
+    read_npy_header,
     utc_now,
     write_marker,
 )
@@ -539,8 +541,6 @@ _STORE_FIX = "attnflow reads nothing through a link in a run's store: remove it,
 #: head law (layers x recorded steps x H x d x d float32) at the largest configs stays far below it.
 MAX_NPZ_BYTES = 2**30
 
-_NPY_HEADER_BYTES = 10_000  # numpy's own default cap on a header
-
 
 def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray]:
     """The arrays of a run's ``.npz`` archive, read only after every member's declared size was checked.
@@ -613,19 +613,11 @@ def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict
 
 def _npz_member_checked(zf, info, name: str, fix: str) -> str:
     """Check one member of an ``.npz`` archive from its header alone (see :func:`read_npz`); its key."""
-    from numpy.lib import format as npy_format
-
     member_name = repr(info.filename[:100])
     if not info.filename.endswith(".npy"):
         raise CorruptRunError(f"{name} holds {member_name}, not an .npy array; {fix}")
     with zf.open(info) as member:
-        version = npy_format.read_magic(member)
-        if version == (1, 0):
-            shape, _, dtype = npy_format.read_array_header_1_0(member, _NPY_HEADER_BYTES)
-        elif version == (2, 0):
-            shape, _, dtype = npy_format.read_array_header_2_0(member, _NPY_HEADER_BYTES)
-        else:
-            raise ValueError(f"npy format version {version} is not read (1.0 and 2.0 are)")
+        shape, _, dtype = read_npy_header(member)  # the header alone (the one reader of .npy headers)
         data_bytes = info.file_size - member.tell()
     if dtype.hasobject or dtype.kind not in "biufcUS":
         raise CorruptRunError(
