@@ -2,8 +2,11 @@
 
 Below :data:`~attnflow.dynamics.numba_kernel.PARALLEL_MIN_PAIRS` pair interactions per evaluation the kernel
 compiles and runs the serial loops over the same work items (a fraction of the parallel region's compile
-time). Each work item writes its own rows and its own column buffer and the items are the same in both, so
-every sum is added in the same order: the reference here is the parallel pass and the comparison is exact
+time). Since issue 30 each serial pass is its parallel pass's own Python function compiled without
+``parallel`` (``numba_passes.serial_twin``: one source, no copied loop body); the tests below still hold the
+two compiled versions to the same bits, and check that numba's cache keeps them apart. Each work item
+writes its own rows and its own column buffer and the items are the same in both, so every sum is added
+in the same order: the reference here is the parallel pass and the comparison is exact
 (bit for bit), for each pass (symmetric half, ordered pairs with the bound shift, ordered pairs with the
 exact row maxima, causal), d = 3 and any d, one and several row chunks per head (n = 300: two chunks).
 The assembly's serial token and head passes likewise (exact against its parallel passes). The other kernel
@@ -194,6 +197,8 @@ def _run_driver(tmp_path):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # two fresh processes and a parallel compile: ~6 s on a loaded 2-core machine; the default
+# tier keeps the structural check below (its own qualname, the same code object), which fails on the same bug
 def test_the_serial_twin_has_its_own_cache_entry_and_runs_serial_code(tmp_path):
     (tmp_path / "toy_twin.py").write_text(_TOY)
     cold = _run_driver(tmp_path)
