@@ -62,6 +62,7 @@ from .files import (
     atomic_write_text,
     has_marker,
     inside,
+    read_bounded,
     read_json,
     read_npy_header,
     utc_now,
@@ -540,12 +541,13 @@ _STORE_FIX = "attnflow reads nothing through a link in a run's store: remove it,
 #: The largest ``.npz`` archive of a run attnflow reads (the sum of its arrays' bytes): a training run's
 #: head law (layers x recorded steps x H x d x d float32) at the largest configs stays far below it.
 MAX_NPZ_BYTES = 2**30
+_ZIP_RECORDS = 2**20  # the zip records of an archive beside its members' bytes (a few hundred bytes each)
 
 
 def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict[str, np.ndarray]:
     """The arrays of a run's ``.npz`` archive, read only after every member's declared size was checked.
 
-    The file is opened without following it into a FIFO or a device (``O_NONBLOCK`` open, ``fstat``); each
+    The file is read by :func:`~attnflow.experiments.files.read_bounded` (never into a FIFO or a device); each
     member must be an ``.npy`` array of numbers or fixed-width strings (no object dtype: no pickle,
     ``allow_pickle=False``) whose header's shape and dtype fit in the bytes the archive declares for it,
     and the archive's declared bytes together at most ``max_bytes``: a crafted archive that claims a huge
@@ -569,46 +571,48 @@ def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict
     ------
     CorruptRunError
         Not a regular file, not a zip archive of ``.npy`` arrays, a member of another dtype than numbers or
-        strings,
-        a header larger than its member, or more bytes than ``max_bytes``; one line naming the file, the
-        rule, the value and ``fix``.
+        strings, a header larger than its member, or more bytes than ``max_bytes``; one line naming the
+        file, the rule, the value and ``fix``.
     """
+    import io
     import zipfile
 
     from numpy.lib import format as npy_format
 
-    path = Path(path)
     name = repr(str(path)[:200])
+    # the archive's bytes: a regular file (no FIFO, no device), at most the bound (an .npz on disk is no
+    # larger than its arrays plus its zip records)
+    raw = read_bounded(
+        path,
+        max_bytes + _ZIP_RECORDS,
+        "the run file",
+        fix,
+        error=CorruptRunError,
+        allowed="a run's .npz may have",
+    )
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise CorruptRunError(f"cannot read {name}: {exc.strerror or exc}; {fix}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CorruptRunError(f"{name} is not a regular file (a FIFO, a device or a directory); {fix}")
-        try:
-            with zipfile.ZipFile(fh) as zf:
-                infos = zf.infolist()
-                total = sum(i.file_size for i in infos)
-                if total > max_bytes:
-                    raise CorruptRunError(
-                        f"{name} declares {total} bytes of arrays, more than the {max_bytes} a run's .npz "
-                        f"may hold (refused unread); {fix}"
+        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+            infos = zf.infolist()
+            total = sum(i.file_size for i in infos)
+            if total > max_bytes:
+                raise CorruptRunError(
+                    f"{name} declares {total} bytes of arrays, more than the {max_bytes} a run's .npz "
+                    f"may hold (refused unread); {fix}"
+                )
+            out = {}
+            for info in infos:
+                key = _npz_member_checked(zf, info, name, fix)
+                with zf.open(info) as member:
+                    out[key] = npy_format.read_array(
+                        member, allow_pickle=False, max_header_size=_NPY_HEADER_BYTES
                     )
-                out = {}
-                for info in infos:
-                    key = _npz_member_checked(zf, info, name, fix)
-                    with zf.open(info) as member:
-                        out[key] = npy_format.read_array(
-                            member, allow_pickle=False, max_header_size=_NPY_HEADER_BYTES
-                        )
-                return out
-        except CorruptRunError:
-            raise
-        except (zipfile.BadZipFile, ValueError, OSError, SyntaxError, EOFError) as exc:
-            raise CorruptRunError(
-                f"{name} is not an .npz archive of arrays ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
-            ) from None
+            return out
+    except CorruptRunError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, SyntaxError, EOFError) as exc:
+        raise CorruptRunError(
+            f"{name} is not an .npz archive of arrays ({type(exc).__name__}: {one_line(exc, 200)}); {fix}"
+        ) from None
 
 
 def _npz_member_checked(zf, info, name: str, fix: str) -> str:
