@@ -159,13 +159,29 @@ class _Recorder:
     CPU clock: compiling runs in the calling thread, and on a shared machine CPU time is the comparable
     number), inclusive and exclusive of the compiles nested in it, and the CPU seconds that LLVM (the lock
     that every llvmlite call takes: IR parsing, the optimisation passes, machine code) spent while it was
-    the innermost one."""
+    the innermost one. ``numba:run_pass`` events (numba's compiler passes: bytecode analysis, inlining,
+    type inference, lowering with LLVM's work inside it, ...) give each compile its CPU seconds by pass,
+    exclusive of the compiles nested in a pass (``passes``)."""
 
     def __init__(self) -> None:
         self.stack: list[dict] = []
         self.done: list[dict] = []
         self.llvm_start = 0.0
         self.llvm_outside = 0.0
+        self.passes: list[list] = []  # [name, CPU start, CPU of nested compiles] of the passes running
+
+    def on_pass(self, ev, start: bool) -> None:
+        cpu = time.thread_time()
+        if start:
+            name = str((ev.data or {}).get("name", "?")).split(" [")[0]  # "nopython_type_inference [f]"
+            self.passes.append([name, cpu, 0.0, len(self.stack)])
+            return
+        name, c0, nested, depth = self.passes.pop()
+        if self.passes and self.passes[-1][3] == depth:  # a pass inside a pass (numba-IR inlining)
+            self.passes[-1][2] += cpu - c0
+        if self.stack and depth == len(self.stack):
+            own = self.stack[-1]["passes"]
+            own[name] = own.get(name, 0.0) + (cpu - c0 - nested)
 
     def on_compile(self, ev, start: bool) -> None:
         now, cpu = time.time(), time.thread_time()
@@ -177,7 +193,7 @@ class _Recorder:
             self.stack.append(
                 {"function": qual, "signature": str(data.get("args")), "start": now, "cpu_start": cpu,
                  "children": 0.0, "cpu_children": 0.0, "llvm": 0.0, "llvm_children": 0.0,
-                 "depth": len(self.stack)}
+                 "depth": len(self.stack), "passes": {}}
             )  # fmt: skip
             return
         item = self.stack.pop()
@@ -188,6 +204,8 @@ class _Recorder:
         item["exclusive_cpu_s"] = item["inclusive_cpu_s"] - item.pop("cpu_children")
         item["llvm_exclusive_cpu_s"] = item["llvm"]
         item["llvm_inclusive_cpu_s"] = item.pop("llvm") + item.pop("llvm_children")
+        if self.passes and self.passes[-1][3] == len(self.stack):  # nested in a pass of the caller
+            self.passes[-1][2] += item["inclusive_cpu_s"]
         if self.stack:
             self.stack[-1]["children"] += item["inclusive_s"]
             self.stack[-1]["cpu_children"] += item["inclusive_cpu_s"]
@@ -225,6 +243,7 @@ def child(name: str, main_runs: int | None = None) -> dict:
     with (
         event.install_listener("numba:compile", _Listen(rec.on_compile)),
         event.install_listener("numba:llvm_lock", _Listen(rec.on_llvm)),
+        event.install_listener("numba:run_pass", _Listen(rec.on_pass)),
     ):
         t1 = time.perf_counter()
         c1 = time.process_time()
@@ -283,6 +302,8 @@ def measure(name: str, main_runs: int | None = None) -> dict:
         row = per.setdefault((c["function"], c["signature"]), {"n": 0, **dict.fromkeys(_TIMES, 0.0)})
         for key in _TIMES:
             row[key] += c[key]
+        for name, v in c["passes"].items():
+            row.setdefault("passes", {})[name] = row.get("passes", {}).get(name, 0.0) + v
         row["n"] += 1
     sigs: dict[str, int] = {}
     for fn, _ in per:
@@ -337,6 +358,12 @@ def _table(res: dict) -> str:
             f"| {r['function'].removeprefix('attnflow.')} | `{sig}` | {r['exclusive_cpu_s']:.2f} | "
             f"{r['inclusive_cpu_s']:.2f} | {r['llvm_exclusive_cpu_s']:.2f} | {r['exclusive_s']:.2f} | "
             f"{r['n']} | {r['signatures_of_function']} |"
+        )
+    lines += ["", "CPU seconds by numba compiler pass (exclusive of nested compiles) of the six largest:", ""]
+    for r in res["rows"][:6]:
+        top = sorted(r.get("passes", {}).items(), key=lambda kv: -kv[1])[:5]
+        lines.append(
+            f"- {r['function'].removeprefix('attnflow.')}: " + ", ".join(f"{k} {v:.2f}" for k, v in top)
         )
     return "\n".join(lines)
 
