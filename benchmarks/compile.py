@@ -302,8 +302,8 @@ def measure(name: str, main_runs: int | None = None) -> dict:
         row = per.setdefault((c["function"], c["signature"]), {"n": 0, **dict.fromkeys(_TIMES, 0.0)})
         for key in _TIMES:
             row[key] += c[key]
-        for name, v in c["passes"].items():
-            row.setdefault("passes", {})[name] = row.get("passes", {}).get(name, 0.0) + v
+        for pass_name, v in c["passes"].items():
+            row.setdefault("passes", {})[pass_name] = row.get("passes", {}).get(pass_name, 0.0) + v
         row["n"] += 1
     sigs: dict[str, int] = {}
     for fn, _ in per:
