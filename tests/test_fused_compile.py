@@ -73,7 +73,7 @@ from attnflow.simulation import Simulator
 model = af.TransformerModel(direction="descent", attention="softmax", beta=1.0,
                             weights=af.OrnsteinUhlenbeck(sigma2=1.0))
 out = {}
-for name in ("serial", "parallel"):
+for name in ("parallel", "serial"):  # the parallel first: passes compiled before leave no event later
     with event.install_recorder("numba:compile") as rec:
         P = 1 if name == "serial" else 2
         x0 = af.tokens.uniform(paths=P, n=12, d=3, seed=0)
@@ -89,8 +89,9 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 def test_a_run_compiles_only_its_own_variant_of_the_kernel_passes(tmp_path):
-    # a fresh cache, two numba threads; the threshold puts the 1-path run (24 pairs a head) on the serial
-    # passes and the 2-path run (48) on the parallel ones, in one process as the main job would
+    # a fresh cache, two numba threads; the threshold puts the 2-path run on the parallel passes and the
+    # 1-path run on the serial ones, in one process as a job would (the parallel run first: a pass it
+    # compiled needlessly would be compiled already when the serial run asks for it, and leave no event)
     env = {
         **os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_NUM_THREADS": "2",
         "ATTNFLOW_PARALLEL_MIN_PAIRS": str(2 * 2 * 12 * 12), "OMP_NUM_THREADS": "1",
@@ -102,6 +103,6 @@ def test_a_run_compiles_only_its_own_variant_of_the_kernel_passes(tmp_path):
     out = json.loads(done.stdout.strip().splitlines()[-1])
     serial_passes = {"half_pass_serial", "_token_pass_serial", "_head_pass_serial"}
     parallel_passes = {"half_pass", "_token_pass", "_head_pass"}
-    assert serial_passes <= set(out["serial"]) and not parallel_passes & set(out["serial"]), out
-    # the serial passes are compiled already; the parallel run adds the parallel ones and no serial one
     assert parallel_passes <= set(out["parallel"]) and not serial_passes & set(out["parallel"]), out
+    # the serial run then compiles the serial passes (not compiled before) and no parallel one
+    assert serial_passes <= set(out["serial"]) and not parallel_passes & set(out["serial"]), out
