@@ -57,7 +57,6 @@ def test_a_closure_constant_prunes_the_other_variant_and_a_bool_argument_does_no
 
     assert loop(True)(3.0) == 6.0
     assert par.signatures and not serial.signatures  # the serial branch was never typed nor compiled
-    assert loop(None)(3.0) == 4.0 and serial.signatures
     serial, par, core = _toy()
     with_argument = njit(lambda v, parallel: core(v, parallel))
     assert with_argument(3.0, True) == 6.0
