@@ -496,7 +496,7 @@ def test_each_shared_formula_has_one_definition_that_both_loops_call():
         # the compiled loops compile the very function objects of the homes ...
         compiled = [
             f.py_func
-            for f in vars(module).values()
+            for f in [*vars(module).values(), *getattr(module, "_RUN", {}).values()]  # fused's loop variants
             if hasattr(f, "py_func") and f.py_func.__module__ == module.__name__
         ]
         for name, home in table.items():

@@ -373,106 +373,124 @@ def _check_ledger(ovf, step, vel, energy, G2, Ghat2, row_shift, rsum):
     ovf[5] = np.isfinite(vel).all()
 
 
-@njit(cache=True)
-def _run(
-    x, D, V, has_v, t0, step0, dt, nsteps, sign, beta, norm, causal, ledger, brange, score_max,
-    ih, ch, nh, io, co, no,
-    proc, rate, F, Fo, stochastic, ito, g, noise_sym, layer_t0, eps_tok, z, ztok,
-    acc, E0, have_E0, fe_in, have_fe, tiny_value, ovf, ordered, parallel,
-):  # fmt: skip
-    """``nsteps`` projected Euler steps of the coupled system (see the module docstring).
+def _compiled_loop(parallel):
+    """The compiled loop :func:`_run` with the kernel's serial passes (``parallel`` None) or its parallel ones
+    (True; :func:`~attnflow.dynamics.numba_kernel.parallel_passes` chooses by size).
 
-    Arguments (working dtype W = the dtype of ``x``): ``x`` (P, n, d) and ``D`` (P, H, d, d) the state; ``V``
-    the value matrices (``has_v``, else a placeholder); ``t0``, ``step0``, ``dt``, ``nsteps`` the time grid
-    t_k = t0 + (step0 + k) dt; ``sign`` +1 ascent / -1 descent; ``beta``; ``norm`` = 2 H n^2
-    (:func:`~attnflow.dynamics.assembly.pair_norm`); ``causal``; ``ledger``; ``brange`` and ``score_max`` the
-    kernel's bound-shift range and score limit; ``ih, ch, nh`` and ``io, co, no`` the kernel's work items
-    of the half pass and of the ordered-pair pass (:func:`~attnflow.dynamics.numba_kernel.work_items`);
-    ``proc`` the weight process (:data:`PROC_ZERO`, :data:`PROC_OU`, :data:`PROC_OSCILLATING`), ``rate`` its
-    lambda, ``F`` (H, d, d) the OU target, ``Fo`` (nsteps + 1, H, d, d) the oscillating forcing at each
-    t_k; ``stochastic``, ``ito`` (compute the Ito sums), ``g``, ``noise_sym`` ((Z + Z^T)/2 or Z);
-    ``layer_t0`` the layer scaling's t0 (NaN: none); ``eps_tok`` the token noise; ``z`` (nsteps, P, H, d, d)
-    and ``ztok`` (nsteps, P, n, d) the block's standard normals; ``acc`` (5, P) the ledger's running sums
-    (int_dtE, int_G2, int_Ghat2, martingale, jumps), ``E0`` (P) and ``have_E0``; ``fe_in`` and ``have_fe``
-    the evaluation of the initial state; ``tiny_value`` the dtype's smallest normal number; ``ovf`` (6,)
-    the first ledger overflow (:func:`_check_ledger`); ``ordered`` None compiles the kernel with its symmetric
-    half pass only (status :data:`ORDERED` when a step needs more), True with every pass; ``parallel`` None
-    compiles the kernel's serial passes, True its parallel ones
-    (:func:`~attnflow.dynamics.numba_kernel.parallel_passes`).
-
-    ``fe_in`` is the evaluation at the initial state when ``have_fe`` (else recomputed). Returns
-    ``(status, steps done, x, D, x_bad, D_bad, evaluation, r0, r1, have_E0, have_evaluation)``: the state
-    after the steps done, on ``NONFINITE`` the offending new state (else ``x``, ``D`` again), and the
-    evaluation of the final state with its rates (not on ``NONFINITE`` or ``HUGE``). ``acc`` (5, P) and
-    ``E0`` (P) are updated in place.
+    ``parallel`` is a constant of the closure, not an argument: numba types it as ``none`` or
+    ``Literal[bool](True)``, and a callee compiled for either prunes the other variant's branch
+    (``pair_sums_core`` and ``assemble_core`` test ``parallel is None``). As an argument of type ``bool`` it
+    pruned nothing, and a run with the parallel passes compiled the serial passes too (the main job's first
+    run: 92 specialisations, 64.4 s of compile on an idle machine, docs/benchmarks/compile-2026-12-03c.md).
+    numba's cache keys a closure on its cell contents, so both variants are cached side by side.
     """
-    P, n, d = x.shape
-    H = D.shape[1]
-    dtw = _wcast(x, dt)
-    signw = _wcast(x, sign)
-    gs = _wcast(x, _noise_scale(_wcast(x, g), dt))
-    tok_scale = _wcast(x, _brownian_scale(eps_tok, dt))
-    tiny = _wcast(x, tiny_value)
-    zw = _wcast(x, 0.0)
-    drift = np.empty_like(D)
-    nz = np.zeros_like(D)
-    r0 = np.zeros(P)
-    r1 = np.zeros(P)
-    vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = fe_in
-    have = have_fe
-    # steps 0..nsteps-1 evaluate, update and step; the last pass (k = nsteps) evaluates the final state and
-    # its rates, which serve the record and the next block (one evaluation site: one compiled copy)
-    for k in range(nsteps + 1):
-        t = t0 + (step0 + k) * dt
-        c, c_rate = _layer_scale(t, layer_t0, H)
-        if not have:
-            if score_bounds(x, D, beta).max() * abs(c) > score_max:
-                return HUGE, k, x, D, x, D, fe_in, r0, r1, have_E0, False
-            ok, vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
-                x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no, ordered,
-                parallel,
-            )  # fmt: skip
-            if not ok:
-                return ORDERED, k, x, D, x, D, fe_in, r0, r1, have_E0, False
+
+    @njit(cache=True)
+    def _run(
+        x, D, V, has_v, t0, step0, dt, nsteps, sign, beta, norm, causal, ledger, brange, score_max,
+        ih, ch, nh, io, co, no,
+        proc, rate, F, Fo, stochastic, ito, g, noise_sym, layer_t0, eps_tok, z, ztok,
+        acc, E0, have_E0, fe_in, have_fe, tiny_value, ovf, ordered,
+    ):  # fmt: skip
+        """``nsteps`` projected Euler steps of the coupled system (see the module docstring).
+
+        Arguments (working dtype W = the dtype of ``x``): ``x`` (P, n, d) and ``D`` (P, H, d, d) the state;
+        ``V`` the value matrices (``has_v``, else a placeholder); ``t0``, ``step0``, ``dt``, ``nsteps`` the
+        time grid t_k = t0 + (step0 + k) dt; ``sign`` +1 ascent / -1 descent; ``beta``; ``norm`` = 2 H n^2
+        (:func:`~attnflow.dynamics.assembly.pair_norm`); ``causal``; ``ledger``; ``brange`` and ``score_max``
+        the kernel's bound-shift range and score limit; ``ih, ch, nh`` and ``io, co, no`` the kernel's work
+        items of the half pass and of the ordered-pair pass
+        (:func:`~attnflow.dynamics.numba_kernel.work_items`); ``proc`` the weight process (:data:`PROC_ZERO`,
+        :data:`PROC_OU`, :data:`PROC_OSCILLATING`), ``rate`` its lambda, ``F`` (H, d, d) the OU target, ``Fo``
+        (nsteps + 1, H, d, d) the oscillating forcing at each t_k; ``stochastic``, ``ito`` (compute the Ito
+        sums), ``g``, ``noise_sym`` ((Z + Z^T)/2 or Z); ``layer_t0`` the layer scaling's t0 (NaN: none);
+        ``eps_tok`` the token noise; ``z`` (nsteps, P, H, d, d) and ``ztok`` (nsteps, P, n, d) the block's
+        standard normals; ``acc`` (5, P) the ledger's running sums (int_dtE, int_G2, int_Ghat2, martingale,
+        jumps), ``E0`` (P) and ``have_E0``; ``fe_in`` and ``have_fe`` the evaluation of the initial state;
+        ``tiny_value`` the dtype's smallest normal number; ``ovf`` (6,) the first ledger overflow
+        (:func:`_check_ledger`); ``ordered`` None compiles the kernel with its symmetric half pass only
+        (status :data:`ORDERED` when a step needs more), True with every pass; the kernel's passes, serial or
+        parallel, are those of the variant (:func:`_compiled_loop`).
+
+        ``fe_in`` is the evaluation at the initial state when ``have_fe`` (else recomputed). Returns
+        ``(status, steps done, x, D, x_bad, D_bad, evaluation, r0, r1, have_E0, have_evaluation)``: the state
+        after the steps done, on ``NONFINITE`` the offending new state (else ``x``, ``D`` again), and the
+        evaluation of the final state with its rates (not on ``NONFINITE`` or ``HUGE``). ``acc`` (5, P) and
+        ``E0`` (P) are updated in place.
+        """
+        P, n, d = x.shape
+        H = D.shape[1]
+        dtw = _wcast(x, dt)
+        signw = _wcast(x, sign)
+        gs = _wcast(x, _noise_scale(_wcast(x, g), dt))
+        tok_scale = _wcast(x, _brownian_scale(eps_tok, dt))
+        tiny = _wcast(x, tiny_value)
+        zw = _wcast(x, 0.0)
+        drift = np.empty_like(D)
+        nz = np.zeros_like(D)
+        r0 = np.zeros(P)
+        r1 = np.zeros(P)
+        vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = fe_in
+        have = have_fe
+        # steps 0..nsteps-1 evaluate, update and step; the last pass (k = nsteps) evaluates the final state
+        # and its rates, which serve the record and the next block (one evaluation site: one compiled copy)
+        for k in range(nsteps + 1):
+            t = t0 + (step0 + k) * dt
+            c, c_rate = _layer_scale(t, layer_t0, H)
+            if not have:
+                if score_bounds(x, D, beta).max() * abs(c) > score_max:
+                    return HUGE, k, x, D, x, D, fe_in, r0, r1, have_E0, False
+                ok, vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum = _evaluate(
+                    x, D, V, has_v, c, beta, norm, causal, ledger, ito, brange, ih, ch, nh, io, co, no,
+                    ordered, parallel,
+                )  # fmt: skip
+                if not ok:
+                    return ORDERED, k, x, D, x, D, fe_in, r0, r1, have_E0, False
+                if ledger:
+                    _check_ledger(ovf, step0 + k, vel, energy, G2, Ghat2, row_shift, rsum)
+                have = True
+            if ledger and not have_E0:
+                for p in range(P):
+                    E0[p] = energy[p]
+                have_E0 = True
+            if k < nsteps or ledger:
+                _drift(proc, D, rate, Fo[k] if proc == PROC_OSCILLATING else F, drift)
             if ledger:
-                _check_ledger(ovf, step0 + k, vel, energy, G2, Ghat2, row_shift, rsum)
-            have = True
-        if ledger and not have_E0:
-            for p in range(P):
-                E0[p] = energy[p]
-            have_E0 = True
-        if k < nsteps or ledger:
-            _drift(proc, D, rate, Fo[k] if proc == PROC_OSCILLATING else F, drift)
-        if ledger:
-            _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
-        if k == nsteps:
-            break
-        if stochastic:
-            _noise(z[k], gs, noise_sym, nz)
-        x_new = np.empty_like(x)
-        D_new = np.empty_like(D)
-        _token_update(
-            x,
-            vel,
-            dtw,
-            signw,
-            eps_tok > 0.0,
-            ztok[k] if eps_tok > 0.0 else ztok[0],
-            tok_scale,
-            tiny,
-            zw,
-            x_new,
-        )
-        _head_update(D, drift, nz, dtw, D_new)
-        if not (np.isfinite(x_new).all() and np.isfinite(D_new).all()):
-            return NONFINITE, k, x, D, x_new, D_new, fe_in, r0, r1, have_E0, False
-        if ledger:
-            _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic)
-        x = x_new
-        D = D_new
-        have = False
-    fe = (vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum)
-    return OK, nsteps, x, D, x, D, fe, r0, r1, have_E0, True
+                _rates(D, drift, C, ito_m, head_mass, c, c_rate, g * g, stochastic, noise_sym, beta, r0, r1)
+            if k == nsteps:
+                break
+            if stochastic:
+                _noise(z[k], gs, noise_sym, nz)
+            x_new = np.empty_like(x)
+            D_new = np.empty_like(D)
+            _token_update(
+                x,
+                vel,
+                dtw,
+                signw,
+                eps_tok > 0.0,
+                ztok[k] if eps_tok > 0.0 else ztok[0],
+                tok_scale,
+                tiny,
+                zw,
+                x_new,
+            )
+            _head_update(D, drift, nz, dtw, D_new)
+            if not (np.isfinite(x_new).all() and np.isfinite(D_new).all()):
+                return NONFINITE, k, x, D, x_new, D_new, fe_in, r0, r1, have_E0, False
+            if ledger:
+                _ledger_step(acc, r0, r1, G2, Ghat2, nz, C, c, dt, stochastic)
+            x = x_new
+            D = D_new
+            have = False
+        fe = (vel, grad, energy, G2, Ghat2, head_mass, ito_m, C, row_shift, rsum)
+        return OK, nsteps, x, D, x, D, fe, r0, r1, have_E0, True
+
+    return _run
+
+
+#: the compiled loop by the kernel's ``parallel`` argument: None (serial passes) or True (parallel)
+_RUN = {None: _compiled_loop(None), True: _compiled_loop(True)}
 
 
 # --------------------------------------------------------------------------- Python side
@@ -657,14 +675,14 @@ class FusedLoop:
         ovf = np.array([-1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
         ih, ch, nh = work_items(P, H, n, True)
         io, co, no = work_items(P, H, n, bool(model.causal))
-        status, done, x, D, x_bad, D_bad, fe, r0, r1, have_E0, have_final = _run(
+        status, done, x, D, x_bad, D_bad, fe, r0, r1, have_E0, have_final = _RUN[self.parallel](
             np.ascontiguousarray(sim.x.numpy()), np.ascontiguousarray(sim.D.numpy()), self.V, self.has_v,
             sim.t0, sim.step_index, sim.dt, k, float(model.sign), float(model.beta), pair_norm(H, n),
             bool(model.causal), sim.ledger_on, bound_range(self.np_dtype), numba_backend.SCORE_MAX,
             ih, ch, nh, io, co, no,
             self.proc, self.rate, self.F, Fo, self.stochastic, self.ito, self.g, self.noise_sym,
             self.layer_t0, self.eps, zs, ztok, acc, E0, have_E0, fe_in, have_fe,
-            float(np.finfo(self.np_dtype).tiny), ovf, self.ordered, self.parallel,
+            float(np.finfo(self.np_dtype).tiny), ovf, self.ordered,
         )  # fmt: skip
         if done < k:
             # the streams give back the draws of the steps not taken; a step that became non-finite took its
