@@ -31,6 +31,22 @@ def test_each_variant_of_the_loop_holds_parallel_as_a_constant_not_an_argument()
     assert set(fused._RUN) == {None, True}
 
 
+@pytest.mark.parametrize("module", ["numba_kernel", "numba_assembly"])
+def test_the_python_entry_points_call_a_variant_that_holds_parallel_as_a_constant(module):
+    """``pair_sums`` / ``assemble_arrays`` (the numba backend of the Python loop) call ``_CORE[parallel]``:
+    with ``parallel`` a plain ``bool`` argument of the core, a parallel call compiled the serial passes
+    too."""
+    import importlib
+
+    mod = importlib.import_module(f"attnflow.dynamics.{module}")
+    assert set(mod._CORE) == {None, True}
+    for key, core in mod._CORE.items():
+        code = core.py_func.__code__
+        assert "parallel" not in code.co_varnames[: code.co_argcount], key
+        cells = dict(zip(code.co_freevars, (c.cell_contents for c in core.py_func.__closure__), strict=True))
+        assert cells["parallel"] is key
+
+
 def _toy():
     """Fresh dispatchers (numba keeps compiled signatures per dispatcher object) of the shape the design rests
     on: a callee that branches on ``parallel is None`` between two compiled passes."""

@@ -342,6 +342,26 @@ def _f64(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
+def _core_variant(parallel):
+    """:func:`assemble_core` with its passes fixed (``parallel`` None: serial, True: parallel), a constant of
+    the closure so that numba prunes the other variant (as
+    :func:`attnflow.dynamics.numba_kernel._core_variant`; a plain ``bool`` argument compiled both)."""
+
+    @njit(cache=True)
+    def core(x, D, V, row_shift, row_sum, row_x, row_q, has_q, col_shift, col_x, has_col, beta, norm, sphere,
+             ledger):  # fmt: skip
+        return assemble_core(
+            x, D, V, row_shift, row_sum, row_x, row_q, has_q, col_shift, col_x, has_col, beta, norm, sphere,
+            ledger, parallel,
+        )  # fmt: skip
+
+    return core
+
+
+#: :func:`assemble_core` per value of :func:`~attnflow.dynamics.numba_kernel.parallel_passes`
+_CORE = {None: _core_variant(None), True: _core_variant(True)}
+
+
 def assemble_arrays(
     sums: dict[str, np.ndarray | None],
     x: np.ndarray,
@@ -384,10 +404,11 @@ def assemble_arrays(
     col_x = _f64(sums["col_x"]) if has_col else np.zeros((1, 1, 1, 1))
     has_q = ledger and sums.get("row_q") is not None
     row_q = _f64(sums["row_q"]) if has_q else np.zeros((1, 1, 1))
-    vel, raw_v, grad, energy, G2, Ghat2, head_mass, ito, C = assemble_core(
+    core = _CORE[parallel_passes(x.shape[0], D.shape[1], x.shape[1])]
+    vel, raw_v, grad, energy, G2, Ghat2, head_mass, ito, C = core(
         np.ascontiguousarray(x), np.ascontiguousarray(D), np.ascontiguousarray(V), row_shift, row_sum,
         row_x, row_q, has_q, col_shift, col_x, has_col, float(beta), pair_norm(D.shape[1], x.shape[1]),
-        bool(sphere), bool(ledger), parallel_passes(x.shape[0], D.shape[1], x.shape[1]),
+        bool(sphere), bool(ledger),
     )  # fmt: skip
     out: dict[str, np.ndarray | None] = {
         "velocity": vel.astype(dtype, copy=False),

@@ -417,6 +417,27 @@ def work_items(npaths, nheads, n, causal):
     return np.ascontiguousarray(items), c.astype(np.int64), nchunk
 
 
+def _core_variant(parallel):
+    """:func:`pair_sums_core` with its passes fixed: ``parallel`` (None: serial, True: parallel) is a constant
+    of the closure, which numba types as ``none`` / ``Literal[bool](True)`` and prunes the other variant on;
+    passed from Python as a plain ``bool`` it pruned nothing and a parallel call compiled the serial passes
+    too (as the compiled loop did, :func:`attnflow.simulation.fused._compiled_loop`). numba's cache keys a
+    closure on its cell contents, so both variants are cached side by side."""
+
+    @njit(cache=True)
+    def core(x, D, beta, brange, causal, ledger, ito, general, exact_max, full, ih, ch, nh, io, co, no):
+        return pair_sums_core(
+            x, D, beta, brange, causal, ledger, ito, general, exact_max, full, ih, ch, nh, io, co, no, True,
+            parallel,
+        )  # fmt: skip
+
+    return core
+
+
+#: :func:`pair_sums_core` per value of :func:`parallel_passes` (None: serial passes, True: parallel ones)
+_CORE = {None: _core_variant(None), True: _core_variant(True)}
+
+
 def pair_sums(
     x: np.ndarray,
     D: np.ndarray,
@@ -496,10 +517,10 @@ def pair_sums(
     items_half, chunk_half, nchunk_half = work_items(npaths, nheads, n, True)  # lower-triangle strips
     items_ord, chunk_ord, nchunk_ord = work_items(npaths, nheads, n, causal)
     parallel = parallel_passes(npaths, nheads, n) if parallel is None else (True if parallel else None)
-    code, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = pair_sums_core(
+    code, colsums, row_shift, rsum, ysum, qsum, col_shift, col_x = _CORE[parallel](
         np.ascontiguousarray(x), np.ascontiguousarray(D), float(beta), bound_range(x.dtype), bool(causal),
         bool(ledger), bool(ito), bool(_general), bool(_exact_max), bool(_full),
-        items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord, True, parallel,
+        items_half, chunk_half, nchunk_half, items_ord, chunk_ord, nchunk_ord,
     )  # fmt: skip
     return {
         "row_shift": row_shift,
