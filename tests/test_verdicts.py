@@ -73,6 +73,16 @@ def test_robustness_and_combination_only_weaken():
     assert combine("holds", [ok, unsure]) == "inconclusive"
     assert combine("fails", [RobustnessCheck.from_values(LE, "dt", [0.01], [0.05])]) == "depends on dt"
     assert combine("fails", []) == "fails"
+    # an inconclusive main outcome: checks that hold in one place and fail in another make it depend on
+    # them (review round 3 of real_model_flows: such a record said "inconclusive")
+    fail_rep = RobustnessCheck.from_values(LE, "representation", ["hidden"], [0.5])
+    hold_len = RobustnessCheck.from_values(LE, "sentence length", [3], [0.05])
+    vague = RobustnessCheck.from_values(LE, "seed", [1], [0.05], ci95=[(0.0, 0.2)])
+    assert (
+        combine("inconclusive", [vague, fail_rep, hold_len]) == "depends on representation, sentence length"
+    )
+    assert combine("inconclusive", [vague, hold_len]) == "inconclusive"
+    assert combine("inconclusive", [ok, mixed]) == "depends on dt, N"
     with pytest.raises(ValueError, match="does not follow from the outcomes"):
         RobustnessCheck(choice="dt", values=[1], results=[0.05], outcomes=["holds"], verdict="fails")
     with pytest.raises(ValueError, match="len"):

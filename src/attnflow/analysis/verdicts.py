@@ -284,18 +284,24 @@ def combine(main: str, checks: Iterable[RobustnessCheck]) -> str:
 
     ``holds`` / ``fails`` only when the main outcome and every value of every check say so;
     ``depends on A, B`` naming the choices whose values disagree with each other or with the main
-    outcome (holds against fails); otherwise ``inconclusive``.
+    outcome (holds against fails); otherwise ``inconclusive``. With an inconclusive main outcome, checks
+    of which some values hold and others fail (in the same check or in different ones) make the record
+    ``depends on`` every check with a decided value (review round 3 of ``real_model_flows``: such a record
+    was labelled ``inconclusive``, which says "too few data" where the choices disagree).
     """
     checks = list(checks)
     outcomes = [main] + [o for c in checks for o in c.outcomes]
     if all(o == main for o in outcomes) and main in ("holds", "fails"):
         return main
     opposite = {"holds": "fails", "fails": "holds"}.get(main)
-    depends = [
-        c.choice
-        for c in checks
-        if c.verdict.startswith("depends on") or (opposite is not None and opposite in c.outcomes)
-    ]
+    if opposite is None:  # main inconclusive: the choices disagree when both decided outcomes occur
+        decided = {"holds", "fails"}
+        if decided <= set(outcomes):
+            depends = [c.choice for c in checks if decided & set(c.outcomes)]
+        else:
+            depends = [c.choice for c in checks if c.verdict.startswith("depends on")]
+    else:
+        depends = [c.choice for c in checks if c.verdict.startswith("depends on") or opposite in c.outcomes]
     if depends:
         return "depends on " + ", ".join(dict.fromkeys(depends))
     return "inconclusive"
