@@ -35,9 +35,11 @@ QUICK_FIGURES = frozenset(
         "entropy",
         "jko_stability",
         "massucco2026",
+        "monotonicity",
         "noise_phase",
         "ntk_injectivity",
         "pde_particles",
+        "sufficient_condition",
     }
 )
 
