@@ -39,6 +39,7 @@ QUICK_FIGURES = frozenset(
         "noise_phase",
         "ntk_injectivity",
         "pde_particles",
+        "real_model",
         "sufficient_condition",
     }
 )
