@@ -105,6 +105,13 @@ def _same_summary(a: Path, b: Path, study: str) -> None:
         )
 
 
+def _is_done(run: Path) -> bool:
+    try:
+        return json.loads((run / "meta.json").read_text()).get("status") == "done"
+    except (OSError, ValueError):  # not there yet, or being written
+        return False
+
+
 def _finished(out: Path) -> int:
     n = 0
     for meta in (out / "runs").glob("*/meta.json"):
@@ -182,7 +189,9 @@ def _kill_and_resume(study: str, clean: Path, out: Path, zygote, rng: random.Ran
         zygote.stdin.flush()
         pid = int(zygote.stdout.readline())
         deadline = time.monotonic() + 300
-        while _finished(attempt) < done and time.monotonic() < deadline:
+        # one worker runs the tasks in plan order: ``done`` are finished once the done-th is (one small file
+        # read per poll, not all of them: the polling must not cost the CPU the tier is short of)
+        while done and not _is_done(attempt / "runs" / tasks[done - 1]) and time.monotonic() < deadline:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:  # already reaped: it finished
