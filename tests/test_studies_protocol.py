@@ -5,12 +5,13 @@
   wall-clock times, and the figure files of ``run.figures`` excepted);
 * on a local Dask cluster it gives the summary.json of a local run (the same keys excepted).
 
-Every registered study is checked in the default tier (a test checks that none is missing). The tier is
-cheap by design: the uninterrupted run of each study is THE quick run of the session (the ``quick_study``
-fixture of tests/conftest.py, run once and shared with the study's own tests); the killed runs are forked
-from one process per test worker that imported attnflow once (a "zygote": it never computes, so no thread
-pool is forked); one Dask cluster runs every study. With ``-m slow`` each study is also killed at two more
-moments.
+Every registered study is in one of two tiers (a test checks that none is missing): ``STUDIES`` in the
+default tier (all but two), ``SLOW_STUDIES`` (two more manifests of the massucco2026 study class) with
+``-m slow``. The default tier is cheap by design: the uninterrupted run of each study is THE quick run of
+the session (the ``quick_study`` fixture of tests/conftest.py, run once and shared with the study's own
+tests); the killed runs are forked from one process per test worker that imported attnflow once (a
+"zygote": it never computes, so no thread pool is forked); one Dask cluster runs every study. With
+``-m slow`` each study is also killed at two more moments.
 
 Tables come from the one renderer: no study module writes a Markdown table row by hand (a string literal
 that starts with ``|``), and the committed ``table.md`` of the studies with a ``tables(summary, config)``
@@ -36,28 +37,27 @@ from attnflow.studies import available_studies, get_study, run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: every registered study, checked in the default tier, with the CPU seconds of its quick variant (one
-#: worker, one process, numba kernels cached; measured under ``nice`` on the shared 2-core machine): the
-#: checks cost about twice that (the kill + resume and the Dask run; the uninterrupted run is shared)
+#: the studies checked in the default tier, with the CPU seconds of the quick variant (one worker, one
+#: process, numba kernels cached; measured under ``nice`` on the shared 2-core machine): the checks cost
+#: about twice that (the kill + resume and the Dask run; the uninterrupted run is shared with the study's
+#: own tests where they read the same quick run)
 STUDIES = [
     "critical_beta",  # 5.7
     "depth_limit",  # 4.8
     "entropy",  # 0.2
     "jko_stability",  # 2.7
-    "layer_scaling",  # 4.6
-    "longtime",  # 1.9
+    "layer_scaling",  # 2.5 (4.6 with both directions)
+    "longtime",  # 1.5 (1.9 at n 12, T 2)
     "massucco2026",  # 4.1
-    "massucco2026_code",  # 10.2
     "massucco2026_d5",  # 1.7
     "massucco2026_robustness",  # 6.6
-    "massucco2026_s1",  # 4.6
-    "mean_field_heads",  # 7.6
+    "mean_field_heads",  # ~6 (7.6 with 18 runs)
     "monotonicity",  # 0.9
     "noise_phase",  # 2.5-3.4
     "ntk_injectivity",  # 0.05
     "numerics_checks",  # 4.2-4.9
     "pde_particles",  # 6.1
-    "real_model",  # 9.2
+    "real_model",  # 9.2 at 4 sentences (2 now)
     "real_model_flows",  # 3.8
     "relu_vs_softmax",  # 1.0
     "stability_input",  # 3.0
@@ -65,14 +65,23 @@ STUDIES = [
     "sufficient_condition",  # 0.6
     "superadditivity",  # 1.7
 ]
+#: checked with ``-m slow`` only: the same study class as ``massucco2026`` (checked in the default tier) on
+#: other manifests, and no test of their own shares their quick run, so each costs three quick runs (CPU s)
+SLOW_STUDIES = [
+    "massucco2026_code",  # 7.0 (10.2 at dt 5e-3)
+    "massucco2026_s1",  # 4.6
+]
 
 
 def test_every_registered_study_is_checked():
     registered = set(available_studies())
-    missing = sorted(registered - set(STUDIES))
-    assert not missing, f"studies the protocol checks do not run (add each to STUDIES): {missing}"
-    assert not set(STUDIES) - registered, "STUDIES names a study that is not registered"
-    assert len(set(STUDIES)) == len(STUDIES), "a study is listed twice"
+    listed = STUDIES + SLOW_STUDIES
+    missing = sorted(registered - set(listed))
+    assert not missing, (
+        f"studies the protocol checks do not run (add each to STUDIES or SLOW_STUDIES): {missing}"
+    )
+    assert not set(listed) - registered, "a tier names a study that is not registered"
+    assert len(set(listed)) == len(listed), "a study is listed twice"
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -171,11 +180,11 @@ def kill_moment(tasks: list[str], elapsed: dict[str, float], rng: random.Random)
     """When to kill a run of the planned ``tasks`` (plan order, the order one worker runs them), given the
     seconds each took in the uninterrupted run: ``(done, delay)``, SIGKILL ``delay`` seconds after ``done``
     tasks are finished. ``done`` is drawn from 1 .. n-1 (some but not all; 0 for a one-task study) and
-    ``delay`` from [0, 0.9) times the time of the next task, so the kill lands inside it (a killed run
+    ``delay`` from [0, 0.5) times the time of the next task, so the kill lands inside it (a killed run
     takes at least as long as the uninterrupted one: it imports what it needs first; tasks of a few
     milliseconds may all be done before the 10 ms polling sees them: the kill then lands in the analysis)."""
     done = rng.randrange(1, len(tasks)) if len(tasks) > 1 else 0
-    return done, rng.uniform(0.0, 0.9) * float(elapsed.get(tasks[done], 0.0))
+    return done, rng.uniform(0.0, 0.5) * float(elapsed.get(tasks[done], 0.0))
 
 
 def _kill_and_resume(study: str, clean: Path, out: Path, zygote, rng: random.Random) -> None:
@@ -235,8 +244,15 @@ def test_a_killed_study_resumes_to_the_same_summary(study, quick_study, zygote, 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("study", SLOW_STUDIES)
+def test_a_killed_slow_study_resumes_to_the_same_summary(study, quick_study, zygote, tmp_path):
+    clean, _ = quick_study(study)
+    _kill_and_resume(study, clean, tmp_path, zygote, random.Random(f"{_kill_seed()}-{study}"))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("study", STUDIES)
+@pytest.mark.parametrize("study", STUDIES + SLOW_STUDIES)
 def test_a_study_killed_at_other_moments_resumes_to_the_same_summary(
     study, seed, quick_study, zygote, tmp_path
 ):
@@ -251,7 +267,7 @@ def _on_dask(study: str, clean: Path, out: Path, scheduler: str) -> None:
     assert json.loads((out / "run_log.json").read_text())["workers"] == "dask"
 
 
-def test_studies_on_dask_give_the_local_summary(quick_study, tmp_path):
+def _on_one_cluster(studies: list[str], quick_study, tmp_path: Path) -> None:
     import dask
     from distributed import LocalCluster
 
@@ -268,9 +284,18 @@ def test_studies_on_dask_give_the_local_summary(quick_study, tmp_path):
         dask.config.set({"distributed.nanny.pre-spawn-environ": environ}),
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
     ):
-        for study in STUDIES:
+        for study in studies:
             clean, _ = quick_study(study)
             _on_dask(study, clean, tmp_path / study, cluster.scheduler_address)
+
+
+def test_studies_on_dask_give_the_local_summary(quick_study, tmp_path):
+    _on_one_cluster(STUDIES, quick_study, tmp_path)
+
+
+@pytest.mark.slow
+def test_slow_studies_on_dask_give_the_local_summary(quick_study, tmp_path):
+    _on_one_cluster(SLOW_STUDIES, quick_study, tmp_path)
 
 
 # -- tables come from the one renderer (issue 30: no hand-written Markdown tables in study code) ----------
