@@ -16,6 +16,7 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")  # read when numba is first imported
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 _TESTS = str(Path(__file__).resolve().parent)
@@ -23,3 +24,65 @@ if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
 torch.set_num_threads(1)
+
+
+# -- one quick run of each study per test session (issue 30) ----------------------------------------------
+#: studies whose cached quick run also draws the figures (their default-tier tests check the figures of the
+#: quick run); the others draw none (the protocol checks compare summaries without ``run.figures``)
+QUICK_FIGURES = frozenset(
+    {
+        "depth_limit",
+        "entropy",
+        "jko_stability",
+        "massucco2026",
+        "monotonicity",
+        "noise_phase",
+        "ntk_injectivity",
+        "pde_particles",
+        "real_model",
+        "sufficient_condition",
+    }
+)
+
+
+@pytest.fixture(scope="session")
+def quick_study(tmp_path_factory):
+    """``quick_study(name) -> (out_dir, summary)``: THE uninterrupted quick run of a registered study, run
+    once per test session and shared by every test that needs exactly that run: the reference of the
+    protocol checks (tests/test_studies_protocol.py: kill + resume, Dask) and the study's own tests.
+
+    ``run_study(name, out_dir, quick=True, workers=1)``, with the plot layer's figures for the studies in
+    :data:`QUICK_FIGURES`. The runs live in a directory shared by the pytest-xdist workers of the session;
+    a lock per study makes the first worker that asks run it and the others wait for it, so each quick
+    variant runs once per session, not once per worker. The summary is read from ``summary.json`` (a fresh
+    dict per call). The directory is shared: a test that writes into a study directory copies it first
+    (``shutil.copytree``).
+    """
+    import fcntl
+    import json
+    import shutil
+
+    from attnflow.studies import run_study
+    from attnflow.studies.runner import StudySummary
+
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "quick_studies"
+    root.mkdir(parents=True, exist_ok=True)
+
+    def get(name: str) -> tuple[Path, StudySummary]:
+        out = root / name
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not (root / f"{name}.ok").is_file():
+                shutil.rmtree(out, ignore_errors=True)  # a run that failed in an earlier test starts over
+                figures = None
+                if name in QUICK_FIGURES:
+                    from attnflow.plot import figures_for
+
+                    figures = figures_for(name)
+                run_study(name, out, quick=True, workers=1, figures=figures)
+                (root / f"{name}.ok").write_text("done\n")
+        summary = json.loads((out / "summary.json").read_text())
+        return out, StudySummary(summary, json.loads((out / "run_log.json").read_text()))
+
+    return get

@@ -15,8 +15,7 @@ from scipy.integrate import solve_ivp
 import attnflow
 from attnflow.analysis.fits import fit_depth_width
 from attnflow.analysis.verdicts import read_records
-from attnflow.plot.studies import figures_for
-from attnflow.studies import get_study, run_study
+from attnflow.studies import get_study
 from attnflow.studies.render import markdown, table_from_json
 from attnflow.training.depth import contraction_task, mean_field_gradients, sphere_clouds, train_adamw
 from attnflow.training.residual import (
@@ -249,10 +248,8 @@ def test_bad_inputs(atoms, call, match):
         call(atoms)
 
 
-def test_quick_study(tmp_path):
-    s = run_study(
-        "depth_limit", tmp_path / "q", quick=True, progress=False, figures=figures_for("depth_limit")
-    )
+def test_quick_study(quick_study):
+    d, s = quick_study("depth_limit")  # the session's quick run, with figures (tests/conftest.py)
     assert s["status"] == "done"
     inf = sorted((r["L"], r["err_x"]) for r in s["init_rows"] if r["H"] == "inf")
     assert all(
@@ -267,12 +264,12 @@ def test_quick_study(tmp_path):
     ids = {r.id for r in read_records(s)}  # verdict records (attnflow.analysis.verdicts)
     assert "depth-limit-reference-accuracy" in ids and "depth-limit-n-independent" in ids
     for f in s["figures"].values():
-        assert (tmp_path / "q" / f).read_bytes()[:4] == b"\x89PNG"
+        assert (d / f).read_bytes()[:4] == b"\x89PNG"
     # the work is two computation tasks on the run store (issue 30), read back by the analysis
     plan = get_study("depth_limit").plan(get_study("depth_limit").config(quick=True))
     # table.md is the one renderer's Markdown of the Table specs kept in tables.json
-    specs = json.loads((tmp_path / "q" / "tables.json").read_text())["tables"]
-    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "q" / "table.md").read_text()
+    specs = json.loads((d / "tables.json").read_text())["tables"]
+    assert markdown([table_from_json(t) for t in specs]) == (d / "table.md").read_text()
     fits = next(t for t in specs if t["id"] == "fits")
     assert [r["alpha"] for r in fits["rows"]] == [s["fits"][k]["alpha"] for k in s["fits"]]
     assert set(plan) == {"init", "train"} and {t.kind for t in plan.values()} == {"compute"}

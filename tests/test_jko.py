@@ -209,14 +209,13 @@ def test_config_runs_jko_and_refuses_a_tolerance_at_or_below_zero_at_load():
             load_config(tiny_with(**base, integrator__tol=bad))
 
 
-def test_quick_jko_stability_study(tmp_path):
+def test_quick_jko_stability_study(quick_study):
     import json
 
-    from attnflow.plot.studies import figures_for
-    from attnflow.studies import StudyConfigError, get_study, run_study
+    from attnflow.studies import StudyConfigError, get_study
 
-    run_study("jko_stability", tmp_path / "j", quick=True, workers=1, figures=figures_for("jko_stability"))
-    s = json.loads((tmp_path / "j" / "summary.json").read_text())
+    d, _ = quick_study("jko_stability")  # the session's quick run, with figures (tests/conftest.py)
+    s = json.loads((d / "summary.json").read_text())
     assert s["jko_monotone_at_every_dt"] is True
     for r in s["results"].values():
         E = np.array(r["energy"])
@@ -224,13 +223,13 @@ def test_quick_jko_stability_study(tmp_path):
             assert np.diff(E).min() >= -1e-12 * np.abs(E).max()
         if r["method"] == "jko":
             assert r["jko"]["jko_unconverged"] == 0 and r["jko"]["jko_max_residual"] <= 1e-9
-    assert (tmp_path / "j" / s["run"]["figures"]["jko_vs_euler"]).is_file()
+    assert (d / s["run"]["figures"]["jko_vs_euler"]).is_file()
     # table.md is the one renderer's Markdown of the Table specs kept in tables.json
     from attnflow.studies.render import markdown, table_from_json
 
-    specs = json.loads((tmp_path / "j" / "tables.json").read_text())["tables"]
+    specs = json.loads((d / "tables.json").read_text())["tables"]
     assert [t["id"] for t in specs] == ["runs", "verdicts"]
-    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "j" / "table.md").read_text()
+    assert markdown([table_from_json(t) for t in specs]) == (d / "table.md").read_text()
     for row, r in zip(specs[0]["rows"], s["results"].values(), strict=True):
         assert row["method"] == r["method"] and row["error_at_T"] == r["error_at_T"]
         assert row["jko_iterations"] == (r["jko"]["jko_iterations"] if "jko" in r else None)

@@ -38,7 +38,13 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def _run(name, tmp_path, **params):
     out = tmp_path / name
-    s = run_study(name, out, params=params, quick=True, progress=False, figures=figures_for(name))
+    return _checked(
+        out, run_study(name, out, params=params, quick=True, progress=False, figures=figures_for(name))
+    )
+
+
+def _checked(out, s):
+    """The checks every run of a multi-head study passes; ``s``."""
     assert s["status"] == "done"
     # table.md is the one renderer's Markdown of the Table specs kept in tables.json (issue 30)
     specs = json.loads((out / "tables.json").read_text())["tables"]
@@ -57,8 +63,8 @@ def test_registered_with_figures():
         assert plan and all(t.kind == "compute" for t in plan.values()), name
 
 
-def test_monotonicity_quick(tmp_path):
-    s = _run("monotonicity", tmp_path)
+def test_monotonicity_quick(quick_study):
+    s = _checked(*quick_study("monotonicity"))  # the session's quick run (tests/conftest.py), with figures
     rows = {(r["dt"], r["family"], r["attention"], r["geometry"]): r for r in s["rows"]}
     assert len(rows) == 32  # 16 rows at dt and at dt/2 (quick variant)
     for (dt, fam, kind, geo), r in rows.items():
@@ -77,8 +83,10 @@ def test_monotonicity_quick(tmp_path):
     assert s["flat_multi_row"]["dt"] == 0.01  # the quick variant's smallest step
 
 
-def test_sufficient_condition_quick(tmp_path):
-    s = _run("sufficient_condition", tmp_path)
+def test_sufficient_condition_quick(quick_study):
+    s = _checked(
+        *quick_study("sufficient_condition")
+    )  # the session's quick run (tests/conftest.py), with figures
     first = s["rows"][0]
     assert first["eps"] == 0.0 and first["defect"] < 1e-12
     for key in ("usa_flat", "softmax_flat"):
@@ -98,8 +106,8 @@ def test_sufficient_condition_quick(tmp_path):
 # tests/test_verdicts_reduced.py
 
 
-def test_entropy_quick(tmp_path):
-    s = _run("entropy", tmp_path)
+def test_entropy_quick(quick_study):
+    s = _checked(*quick_study("entropy"))  # the session's quick run (tests/conftest.py), with figures
     (eq,) = s["statistics"]["equiangular"]
     assert eq["max_abs_S_particles_vs_reduced"] < 1e-9 and eq["monotone"] and eq["min_rate"] > 0
     # the production identity against second-order differences of records 0.04 apart: O(h^2) ~ 1e-3

@@ -17,8 +17,7 @@ from scipy.integrate import quad
 from scipy.special import eval_gegenbauer, iv
 
 from attnflow.analysis import critical_token_noise, fit_critical_noise, funk_hecke_eigenvalue, growth_rate
-from attnflow.plot.studies import figures_for
-from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies import StudyConfigError, get_study
 from attnflow.studies.render import markdown, table_from_json
 
 
@@ -99,9 +98,9 @@ def test_fit_recovers_a_known_critical_noise():
         fit_critical_noise([0.5, 0.6], [2.0, 3.0])
 
 
-def test_quick_noise_phase_study(tmp_path):
-    out = run_study("noise_phase", tmp_path / "np", quick=True, workers=1, figures=figures_for("noise_phase"))
-    summary = json.loads((tmp_path / "np" / "summary.json").read_text())
+def test_quick_noise_phase_study(quick_study):
+    d, out = quick_study("noise_phase")  # the session's quick run, with figures (tests/conftest.py)
+    summary = json.loads((d / "summary.json").read_text())
     case = summary["cases"]["d2_usa_b1"]
     ec = critical_token_noise(1.0, 2, "usa")
     assert_allclose(case["eps_c_predicted"], ec, rtol=1e-12)
@@ -109,15 +108,15 @@ def test_quick_noise_phase_study(tmp_path):
     assert case["per_ratio"]["2.5"]["predicted_n_m2"] == pytest.approx(2.5 / 1.5)
     for v in case["per_ratio"].values():
         assert v["n_m2"]["mean"] > 0 and 0 <= v["order_parameter"]["mean"] <= 1
-    table = (tmp_path / "np" / "table.md").read_text()
+    table = (d / "table.md").read_text()
     assert "| S^1 | usa | 1 |" in table and "eps_c fitted" in table
     # rendered from the Table specs of the analysis (issue 30), stored in tables.json
-    specs = json.loads((tmp_path / "np" / "tables.json").read_text())["tables"]
+    specs = json.loads((d / "tables.json").read_text())["tables"]
     assert [t["id"] for t in specs] == ["eps_c", "per_ratio"]
     assert table == markdown([table_from_json(t) for t in specs])
     figures = summary["run"]["figures"]  # the runner's record (issue 30)
     assert set(figures) == {"phase", "fluctuations"}
-    assert all((tmp_path / "np" / f).is_file() for f in figures.values())
+    assert all((d / f).is_file() for f in figures.values())
     assert out is not None
     study = get_study("noise_phase")
     seeds = [c["seed"] for c in study.plan(study.config(quick=True)).values()]

@@ -22,8 +22,7 @@ from attnflow.analysis.ntk import (
     ntk_singular_values,
     sphere_points,
 )
-from attnflow.plot.studies import figures_for
-from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies import StudyConfigError, get_study
 
 RNG = np.random.default_rng(5)
 
@@ -151,16 +150,14 @@ def test_bad_inputs(call, match):
         call()
 
 
-def test_quick_study(tmp_path):
-    s = run_study(
-        "ntk_injectivity", tmp_path / "q", quick=True, progress=False, figures=figures_for("ntk_injectivity")
-    )
+def test_quick_study(quick_study):
+    d, s = quick_study("ntk_injectivity")  # the session's quick run, with figures (tests/conftest.py)
     assert s["status"] == "done" and s["verdict"] == "holds"
     rows = {r["law"]: r for r in s["rows"]}
     assert rows["dirac"]["injective"] is False and rows["dirac"]["rel_min_at_Pmax_max"] < 1e-13
     for law in ("discrete", "uniform", "gaussian_mixture"):
         assert rows[law]["injective"] is True and rows[law]["rel_min_at_Pmax_min"] > 1e-5
-    assert (tmp_path / "q" / "ntk_injectivity.png").read_bytes()[:4] == b"\x89PNG"
+    assert (d / "ntk_injectivity.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_study_parameters_refused():

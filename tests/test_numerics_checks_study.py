@@ -6,18 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from attnflow.studies import get_study, run_study
+from attnflow.studies import get_study
 from attnflow.studies.numerics_checks import records, tables
 from attnflow.studies.render import markdown, table_from_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow  # seconds of CPU: eight computations (Lie and JKO orders, heat kernel, memory, ...)
-def test_quick_numerics_checks_study(tmp_path):
-    s = run_study("numerics_checks", tmp_path / "nc", quick=True, workers=1)
+def test_quick_numerics_checks_study(quick_study):
+    d, s = quick_study("numerics_checks")  # the session's quick run (tests/conftest.py), shared
     assert s["run"]["status"] == "done" and set(s["results"]) == {
         "lie",
         "jko",
@@ -27,9 +24,9 @@ def test_quick_numerics_checks_study(tmp_path):
     }
     ids = [r["id"] for r in s["verdicts"]]
     assert ids[:3] == ["lie-order-lie-euler", "lie-order-rkmk2", "lie-order-rkmk4"] and len(ids) == 7
-    specs = json.loads((tmp_path / "nc" / "tables.json").read_text())["tables"]
+    specs = json.loads((d / "tables.json").read_text())["tables"]
     assert [t["id"] for t in specs] == ["verdicts"] and len(specs[0]["rows"]) == len(ids)
-    assert (tmp_path / "nc" / "table.md").read_text() == markdown([table_from_json(t) for t in specs])
+    assert (d / "table.md").read_text() == markdown([table_from_json(t) for t in specs])
 
 
 def test_the_committed_table_is_the_rendering_of_the_committed_summary():

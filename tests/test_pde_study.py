@@ -7,13 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from attnflow.plot import figures_for
-from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies import StudyConfigError, get_study
 
 
-def test_quick_pde_particles_study(tmp_path):
-    s = run_study("pde_particles", tmp_path, quick=True, workers=1, figures=figures_for("pde_particles"))
-    summary = json.loads((tmp_path / "summary.json").read_text())
+def test_quick_pde_particles_study(quick_study):
+    out, s = quick_study("pde_particles")  # the session's quick run, with figures (tests/conftest.py)
+    summary = json.loads((out / "summary.json").read_text())
     assert s["s1"]["fits"]["l2_T"]["n"] == [100, 300, 1000]
     for key in ("s1", "s2"):
         m = summary[key]
@@ -28,8 +27,8 @@ def test_quick_pde_particles_study(tmp_path):
     assert 3.5 < summary["ledger_order"]["order"] < 4.5
     assert np.all(np.array([b["roundtrip_error"] for b in summary["sht_ducc0"]]) < 1e-12)
     for f in ("fig_rate.png", "fig_density_s1.png", "fig_density_map.png"):
-        assert (tmp_path / f).is_file()
-    assert (tmp_path / "density.mp4").is_file() or (tmp_path / "density.gif").is_file()
+        assert (out / f).is_file()
+    assert (out / "density.mp4").is_file() or (out / "density.gif").is_file()
 
 
 def test_study_refuses_bad_parameters():

@@ -356,14 +356,17 @@ def test_study_config_errors():
         study.config({"thresholds": [0.5, 0.5]})
 
 
-def test_study_quick(tmp_path):
+def test_study_quick(tmp_path, quick_study):
     from attnflow.plot import figures_for
     from attnflow.studies import run_study
 
-    params = {"text": "A cat slept on the warm roof.", "sentences": 2, "flow_every": 2, "extra_layers": 1}
-    if not HAS_MINILM:
-        params["model"] = "gpt2_random"
-    s = run_study("real_model", tmp_path, quick=True, params=params, figures=figures_for("real_model"))
+    if HAS_MINILM:  # the session's quick run, with figures (tests/conftest.py)
+        out, s = quick_study("real_model")
+    else:
+        out = tmp_path
+        s = run_study(
+            "real_model", out, quick=True, params={"model": "gpt2_random"}, figures=figures_for("real_model")
+        )
     assert s["hf_check"]["max_rel_error"] <= REL_TOL and s["hf_check"]["sequences"] == 3
     t = s["text"]
     L = s["model"]["layers"]
@@ -372,6 +375,6 @@ def test_study_quick(tmp_path):
     assert len(t["model"]["cos"]) == len(t["flow"]["cos"]) == L + 1
     assert len(t["extrapolation_frozen"]["cos"]) == 2
     assert s["sweep"]["sentences"] == 2 and s["sweep"]["flow_sentences"] == 1
-    assert "| depth | cos model | cos flow |" in (tmp_path / "table.md").read_text()
+    assert "| depth | cos model | cos flow |" in (out / "table.md").read_text()
     assert sorted(s["figures"]) == [f"real_model_{k}" for k in ("entropy", "extrapolation", "sweep", "text")]
-    assert all((tmp_path / f).stat().st_size > 10_000 for f in s["figures"].values())
+    assert all((out / f).stat().st_size > 10_000 for f in s["figures"].values())

@@ -18,7 +18,6 @@ from attnflow.experiments import run_experiment
 from attnflow.experiments.progress import OverallProgress, ProgressBar, overall_progress
 from attnflow.plot.reproduction import view_direction
 from attnflow.plot.runs import animate_run, run_title
-from attnflow.studies import run_study
 from attnflow.studies.massucco2026_robustness import RobustnessStudy, spread
 from attnflow.studies.render import markdown, table_from_json
 
@@ -127,9 +126,9 @@ def test_animate_gif_and_mp4(done_run, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def robustness(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rob") / "rob"
-    return out, run_study("massucco2026_robustness", out, quick=True, workers=1)
+def robustness(quick_study):
+    """The session's quick run of the robustness study (tests/conftest.py; the tests only read it)."""
+    return quick_study("massucco2026_robustness")
 
 
 def test_info_on_a_study_directory(robustness):

@@ -4,6 +4,7 @@ invariants of the numbers, reuse of the stored runs, the CLI alias."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import xarray as xr
@@ -13,7 +14,6 @@ from typer.testing import CliRunner
 from attnflow.cli import app
 from attnflow.experiments import read_meta
 from attnflow.experiments.reproduce import available_reproductions, load_manifest, regime_configs
-from attnflow.plot.reproduction import plot_all
 from attnflow.studies import markdown_tables, reproduce
 from attnflow.studies.render import markdown, table_from_json
 
@@ -22,9 +22,13 @@ REGIMES = ("ou", "osc_per_head", "osc_shared")
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    out = tmp_path_factory.mktemp("massucco2026")
-    return out, reproduce("massucco2026", out, quick=True, progress=False, figures=plot_all)
+def quick(tmp_path_factory, quick_study):
+    """A copy of the session's quick run of massucco2026 with its figures (tests/conftest.py; some tests
+    here run the study again into the directory)."""
+    cached, summary = quick_study("massucco2026")
+    out = tmp_path_factory.mktemp("massucco2026") / "q"
+    shutil.copytree(cached, out)
+    return out, summary
 
 
 def test_outputs_exist_and_figures_are_small_pngs(quick):

@@ -15,7 +15,7 @@ from numpy.testing import assert_allclose
 
 from attnflow import TransformerModel
 from attnflow.analysis.theorems import draw_heads, weight_budget
-from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies import StudyConfigError, get_study
 from attnflow.studies.render import markdown, table_from_json
 
 
@@ -62,9 +62,8 @@ def test_layer_scaling_refuses_bad_parameters(params, match):
         get_study("layer_scaling").config(params, quick=True)
 
 
-def test_layer_scaling_quick_study(tmp_path):
-    params = {"directions": ["ascent"], "n": 8}
-    s = run_study("layer_scaling", tmp_path / "ls", quick=True, params=params, workers=1)
+def test_layer_scaling_quick_study(quick_study):
+    out, s = quick_study("layer_scaling")  # the session's quick run (tests/conftest.py)
     plain, scaled = s["variants"]["ascent_plain"], s["variants"]["ascent_scaled"]
     for H in ("1", "2", "4"):
         # same seed, same heads: the scaled budget is the plain one weighted by c^2 <= 1/H
@@ -74,7 +73,7 @@ def test_layer_scaling_quick_study(tmp_path):
     assert scaled["fit_M_T_vs_H"]["b"] < -0.5 < plain["fit_M_T_vs_H"]["b"]
     assert not math.isnan(plain["per_H"]["1"]["mean_inner_product_T"]["mean"])
     # table.md is the one renderer's Markdown of the Table specs kept in tables.json
-    specs = json.loads((tmp_path / "ls" / "tables.json").read_text())["tables"]
+    specs = json.loads((out / "tables.json").read_text())["tables"]
     assert [t["id"] for t in specs] == ["per_H", "fit_in_H", "verdicts"]
-    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "ls" / "table.md").read_text()
+    assert markdown([table_from_json(t) for t in specs]) == (out / "table.md").read_text()
     assert specs[0]["rows"][0]["M_T"] == plain["per_H"]["1"]["M_T"]["mean"]

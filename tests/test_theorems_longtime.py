@@ -20,7 +20,7 @@ from attnflow.analysis.theorems import (
     head_cloud_wasserstein2,
     head_metric_derivative,
 )
-from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies import StudyConfigError, get_study
 from attnflow.studies.render import markdown, table_from_json
 
 
@@ -83,8 +83,8 @@ def test_longtime_refuses_bad_parameters(params, match):
         get_study("longtime").config(params, quick=True)
 
 
-def test_longtime_quick_study(tmp_path):
-    s = run_study("longtime", tmp_path / "lt", quick=True, params={"n": 8, "t1": 1.2}, workers=1)
+def test_longtime_quick_study(quick_study):
+    out, s = quick_study("longtime")  # the session's quick run (tests/conftest.py)
     r = s["regimes"]
     # frozen heads: the head law does not move, exactly
     assert r["frozen"]["length_pathwise_T"]["mean"] == 0.0 and r["frozen"]["length_in_law_T"] == 0.0
@@ -94,10 +94,10 @@ def test_longtime_quick_study(tmp_path):
     assert abs(r["osc_shared"]["fit_length_vs_spacing"]["b"]) < 0.15
     for reg in r.values():
         assert set(reg["stationarity"]) and len(reg["G2_quarters"]) == 4
-    assert "limit law Theta-bar" in (tmp_path / "lt" / "table.md").read_text()
+    assert "limit law Theta-bar" in (out / "table.md").read_text()
     # table.md is the one renderer's Markdown of the Table specs kept in tables.json
-    specs = json.loads((tmp_path / "lt" / "tables.json").read_text())["tables"]
-    assert markdown([table_from_json(t) for t in specs]) == (tmp_path / "lt" / "table.md").read_text()
+    specs = json.loads((out / "tables.json").read_text())["tables"]
+    assert markdown([table_from_json(t) for t in specs]) == (out / "table.md").read_text()
     lengths = next(t for t in specs if t["id"] == "lengths")
     assert [row["regime"] for row in lengths["rows"]] == list(r)
     assert lengths["rows"][0]["b"] == r["ou"]["fit_length_vs_spacing"]["b"]

@@ -28,7 +28,7 @@ from attnflow.analysis.theorems import (
 from attnflow.model import tokens as tokens_mod
 from attnflow.observables import strong_upper_gradient_sq
 from attnflow.observables.inputs import field_eval
-from attnflow.studies import StudyConfigError, get_study, run_study
+from attnflow.studies import StudyConfigError, get_study
 from attnflow.studies.render import markdown, table_from_json
 
 
@@ -190,12 +190,10 @@ def test_mean_field_study_refuses_bad_parameters(params, match):
         get_study("mean_field_heads").config(params, quick=True)
 
 
-QUICK = {"H": [1, 2, 4], "H_ref": 16, "sec6_H": [1, 2, 4], "t1": 0.5, "sec6_t1": 0.5, "g2_draws": 4}
-
-
-def test_mean_field_quick_study_runs_and_resumes(tmp_path):
-    params = dict(QUICK)
-    s = run_study("mean_field_heads", tmp_path / "mf", quick=True, params=params, workers=1)
+def test_mean_field_quick_study(quick_study):
+    # the session's quick run (tests/conftest.py); its resume (killed at a random moment, resumed to the same
+    # summary.json) is checked by tests/test_studies_protocol.py
+    out, s = quick_study("mean_field_heads")
     assert s["status"] == "done"
     assert set(s["laws"]) == {"symmetric_gaussian", "ou_stationary", "two_point"}
     for part in s["laws"].values():
@@ -205,15 +203,10 @@ def test_mean_field_quick_study_runs_and_resumes(tmp_path):
         fr = part["frozen_tokens_G2"]["initial"]
         assert fr["c"] > 0 and len(fr["G2_mean"]) == 3
     assert set(s["sec6_ou"]["per_H"]) == {"1", "2", "4"}
-    table = (tmp_path / "mf" / "table.md").read_text()
+    table = (out / "table.md").read_text()
     assert "W2(mu^H_T, mu^ref_T) exact" in table and "Sec. 6 OU regime" in table
     # table.md is the one renderer's Markdown of the Table specs kept in tables.json
-    specs = json.loads((tmp_path / "mf" / "tables.json").read_text())["tables"]
+    specs = json.loads((out / "tables.json").read_text())["tables"]
     assert [t["id"] for t in specs] == ["rates", "per_H", "sec6", "sec6_fits"]
     assert markdown([table_from_json(t) for t in specs]) == table
     assert specs[1]["rows"][0]["W2_T"] == s["laws"]["symmetric_gaussian"]["per_H"]["1"]["W2_T"]
-    again = run_study("mean_field_heads", tmp_path / "mf", quick=True, params=params, workers=1)
-    assert all(r.get("skipped") for r in again["runs"].values())
-    assert json.loads((tmp_path / "mf" / "summary.json").read_text())["laws"] == json.loads(
-        json.dumps(again["laws"])
-    )

@@ -36,10 +36,15 @@ from attnflow.studies.render import markdown, table_from_json
 
 def _records(name, tmp_path, **params):
     # one worker: the tasks run in this process (the synthetic tests replace functions of the module)
-    s = run_study(name, tmp_path / name, params=params, quick=True, progress=False, workers=1)
+    out = tmp_path / name
+    return _checked(out, run_study(name, out, params=params, quick=True, progress=False, workers=1))
+
+
+def _checked(out, s):
+    """The checks of every run's records; ``(s, {id: record})``."""
     # table.md is the one renderer's Markdown of the Table specs kept in tables.json (issue 30)
-    specs = json.loads((tmp_path / name / "tables.json").read_text())["tables"]
-    assert specs and (tmp_path / name / "table.md").read_text() == markdown(map(table_from_json, specs))
+    specs = json.loads((out / "tables.json").read_text())["tables"]
+    assert specs and (out / "table.md").read_text() == markdown(map(table_from_json, specs))
     recs = {r.id: r for r in read_records(s)}
     for r in recs.values():
         assert r.statement and r.source
@@ -51,8 +56,8 @@ def _records(name, tmp_path, **params):
 
 
 # -- the quick variants ------------------------------------------------------------------------------
-def test_critical_beta_quick_records(tmp_path):
-    s, recs = _records("critical_beta", tmp_path)
+def test_critical_beta_quick_records(quick_study):
+    s, recs = _checked(*quick_study("critical_beta"))  # the session's quick run (tests/conftest.py)
     assert {r.klass for r in recs.values()} == {"test", "identity"}
     loc = recs["critical-beta-location"]
     # the transition at n = 8 is ~2 beta_c (definition-free): a finite-n offset that decays with n; the
@@ -68,8 +73,8 @@ def test_critical_beta_quick_records(tmp_path):
     assert recs["critical-beta-balance"].result["max_abs_A_ii_minus_offdiag_total"] < 1e-12
 
 
-def test_superadditivity_quick_records(tmp_path):
-    s, recs = _records("superadditivity", tmp_path)
+def test_superadditivity_quick_records(quick_study):
+    s, recs = _checked(*quick_study("superadditivity"))  # the session's quick run (tests/conftest.py)
     lit = recs["superadditivity-literal"]
     assert lit.klass == "identity"
     assert lit.result["min_literal_margin"] >= -1e-9  # the theorem (harmonic mean is concave)
@@ -81,8 +86,8 @@ def test_superadditivity_quick_records(tmp_path):
     assert recs["superadditivity-particles"].result["max_rel_T"] < 1e-6
 
 
-def test_relu_vs_softmax_quick_records(tmp_path):
-    s, recs = _records("relu_vs_softmax", tmp_path)
+def test_relu_vs_softmax_quick_records(quick_study):
+    s, recs = _checked(*quick_study("relu_vs_softmax"))  # the session's quick run (tests/conftest.py)
     fixed, scaled = recs["relu-softmax-fixed"], recs["relu-softmax-scaled"]
     # the main fits; the verdicts may only weaken to 'inconclusive' (the quick low-n fit has 3 points)
     assert fixed.result["outcome"] == "fails" and fixed.result["value"] < 0.25

@@ -94,7 +94,17 @@ class LayerScalingStudy(Study):
     Config = LayerScalingConfig
 
     def quick_params(self) -> dict:
-        return {"H": [1, 2, 4], "n": 10, "paths": 2, "t1": 1.0, "dt": 0.05, "record_every": 2}
+        # ascent only (6 runs): the sizes its test (tests/test_theorems_layer_scaling.py) checks, run once per
+        # test session for that test and the protocol checks
+        return {
+            "directions": ["ascent"],
+            "H": [1, 2, 4],
+            "n": 8,
+            "paths": 2,
+            "t1": 1.0,
+            "dt": 0.05,
+            "record_every": 2,
+        }
 
     @staticmethod
     def _run(direction: str, scaled: bool, H: int) -> str:

@@ -196,11 +196,13 @@ class LongtimeStudy(Study):
     Config = LongtimeConfig
 
     def quick_params(self) -> dict:
+        # the sizes its test (tests/test_theorems_longtime.py) checks, run once per test session for that
+        # test and the protocol checks
         return {
             "H": 3,
-            "n": 12,
+            "n": 8,
             "paths": 3,
-            "t1": 2.0,
+            "t1": 1.2,
             "dt": 0.02,
             "record_every": 2,
             "spacings": [1, 2, 4],

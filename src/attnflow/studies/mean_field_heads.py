@@ -209,21 +209,24 @@ class MeanFieldHeadsStudy(Study):
     Config = MeanFieldHeadsConfig
 
     def quick_params(self) -> dict:
+        # 15 runs of 5 steps (3 laws x 3 H + the reference, 3 Sec. 6 runs): the sizes its test
+        # (tests/test_theorems_mean_field.py) checks, run once per test session for that test and the
+        # protocol checks
         return {
-            "H": [1, 2, 4, 8],
-            "H_ref": 64,
+            "H": [1, 2, 4],
+            "H_ref": 16,
             "fit_margin": 2.0,
             "fit_tail_min": 2,
             "paths": 3,
             "n": 12,
-            "t1": 1.0,
+            "t1": 0.5,
             "dt": 0.1,
             "record_every": 5,
-            "g2_draws": 6,
+            "g2_draws": 4,
             "mf_sample": 256,
-            "sec6_H": [1, 4, 16],
+            "sec6_H": [1, 2, 4],
             "sec6_n": 12,
-            "sec6_t1": 1.0,
+            "sec6_t1": 0.5,
             "sec6_dt": 0.1,
             "sec6_paths": 1,
         }

@@ -353,8 +353,10 @@ class RealModelStudy(Study):
     timing_keys = ("timing_s",)
 
     def quick_params(self) -> dict:
+        # two sweep sentences (one with its flow and ledger), one extrapolated layer: the sizes its test
+        # (tests/test_real_model.py) checks, run once per test session for that test and the protocol checks
         return {
-            "sentences": 4, "flow_every": 2, "ledger_sentences": 1, "extra_layers": 2,
+            "sentences": 2, "flow_every": 2, "ledger_sentences": 1, "extra_layers": 1,
             "steps_per_layer": 2, "sweep_steps_per_layer": 1, "thresholds": [0.5, 1.0],
         }  # fmt: skip
 
