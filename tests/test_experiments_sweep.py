@@ -137,3 +137,22 @@ def test_grid_in_scientific_notation(tmp_path):
     task = str(ds["task"].sel(weights_sigma2=0.1).values)
     assert read_meta(tmp_path / "s" / task)["status"] == "done"
     assert yaml.safe_load((tmp_path / "s" / task / "config.yaml").read_text())["weights"]["sigma2"] == 0.1
+
+
+def test_a_task_runs_numpy_blas_on_one_thread_wherever_it_runs(monkeypatch, tmp_path):
+    """The blocking of a BLAS product depends on its thread count: a task runs BLAS on one thread so that a
+    study's numbers do not depend on the executor (a Dask worker's nanny sets OPENBLAS_NUM_THREADS=1;
+    pde_particles differed by 4e-9 relative between a local run and Dask)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from attnflow.experiments import sweep
+
+    seen = []
+    monkeypatch.setattr(
+        sweep, "_execute", lambda *a, **k: seen.append([p["num_threads"] for p in threadpool_info()
+                                                         if p["user_api"] == "blas"])
+    )  # fmt: skip
+    with threadpool_limits(limits=2, user_api="blas"):  # the caller's setting, as in a local run on 2 cores
+        out = sweep._run_task({"kind": "compute", "fn": "x", "params": {}}, str(tmp_path / "t"), False, None)
+    assert out["status"] == "done", out
+    assert seen and seen[0] and all(n == 1 for n in seen[0]), seen

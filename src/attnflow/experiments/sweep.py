@@ -367,6 +367,11 @@ def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, prog
     """Run one task (in a worker process or this one); never raises, reports the failure instead.
 
     ``spec`` is a task spec (:func:`task_spec`) or, as before, an experiment config's JSON.
+
+    NumPy's / SciPy's BLAS runs on one thread inside a task wherever the task runs (this process, a worker
+    process, a Dask worker, whose nanny sets ``OPENBLAS_NUM_THREADS=1``): the blocking of a BLAS product
+    depends on its thread count, so without the limit a study's numbers changed in their last bits with the
+    executor (``pde_particles``' ``s2.pde_error_sup_vs_refined`` by 4e-9 relative, local against Dask).
     """
     t0 = time.monotonic()
     old_threads = None
@@ -380,7 +385,10 @@ def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, prog
             torch.set_num_threads(threads)
             _set_numba_threads(threads)
         Path(task_dir).mkdir(parents=True, exist_ok=True)
-        _execute(spec, task_dir, resume, progress)
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            _execute(spec, task_dir, resume, progress)
         return {"status": "done", "elapsed_s": round(time.monotonic() - t0, 3)}
     except Exception as exc:  # noqa: BLE001 - one failing task must not lose the others
         return {
