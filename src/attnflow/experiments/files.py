@@ -353,7 +353,7 @@ def write_output(
 #: The largest input array (``.npy``) read without ``allow_large: true`` in the config (bytes of its data).
 MAX_NPY_BYTES = 2**30
 #: The largest ``.npy`` header read (numpy's own default).
-_NPY_HEADER_BYTES = 10_000
+NPY_HEADER_BYTES = 10_000
 
 
 class InputFileError(ValueError):
@@ -374,9 +374,9 @@ def read_npy_header(fh) -> tuple:
 
     version = npy_format.read_magic(fh)
     if version == (1, 0):
-        return npy_format.read_array_header_1_0(fh, _NPY_HEADER_BYTES)
+        return npy_format.read_array_header_1_0(fh, NPY_HEADER_BYTES)
     if version == (2, 0):
-        return npy_format.read_array_header_2_0(fh, _NPY_HEADER_BYTES)
+        return npy_format.read_array_header_2_0(fh, NPY_HEADER_BYTES)
     raise ValueError(f"npy format version {version} is not read (1.0 and 2.0 are)")
 
 
@@ -452,6 +452,6 @@ def read_npy(path: str | Path, max_bytes: int | None = MAX_NPY_BYTES, *, what: s
             )
         fh.seek(0)
         try:
-            return npy_format.read_array(fh, allow_pickle=False, max_header_size=_NPY_HEADER_BYTES)
+            return npy_format.read_array(fh, allow_pickle=False, max_header_size=NPY_HEADER_BYTES)
         except (ValueError, OSError) as exc:
             raise InputFileError(f"cannot read the {what} {name} ({str(exc)[:200]}); save it again") from None

@@ -53,9 +53,9 @@ import zarr
 
 from .errors import ConfigError
 from .files import (
-    _NPY_HEADER_BYTES,  # the cap on an .npy header (files.read_npy_header)
     MARKER_FILE,
     MAX_JSON_BYTES,
+    NPY_HEADER_BYTES,  # the cap on an .npy header (files.read_npy_header)
     CorruptFileError,
     UnsafePathError,
     atomic_write_bytes,
@@ -604,7 +604,7 @@ def read_npz(path: str | Path, fix: str, max_bytes: int = MAX_NPZ_BYTES) -> dict
                 key = _npz_member_checked(zf, info, name, fix)
                 with zf.open(info) as member:
                     out[key] = npy_format.read_array(
-                        member, allow_pickle=False, max_header_size=_NPY_HEADER_BYTES
+                        member, allow_pickle=False, max_header_size=NPY_HEADER_BYTES
                     )
             return out
     except CorruptRunError:
