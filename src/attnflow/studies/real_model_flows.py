@@ -118,9 +118,10 @@ class FlowsConfig(StudyConfig):
         ["minilm", "minilm-l3", "smollm2"], min_length=1,
         description="model families: minilm (all-MiniLM-L6-v2, safetensors), minilm-l3 "
         "(paraphrase-MiniLM-L3-v2, ONNX), smollm2 (SmolLM2-135M-Instruct, GGUF), each with '-random' (the "
-        "same architecture with transformers' random initialisation, seed null_seeds[0]: the null) and with "
-        "'-permuted' (the trained weights, every tensor's entries permuted, seed null_seeds[0]: the null at the "
-        "trained weights' scale, bridge.nulls.permuted_null), tiny-bert / tiny-llama (tiny random models)",
+        "same architecture with transformers' random initialisation, seed null_seeds[0]: the null) and "
+        "with '-permuted' (the trained weights, every tensor's entries permuted, seed null_seeds[0]: the "
+        "null at the trained weights' scale, bridge.nulls.permuted_null), tiny-bert / tiny-llama (tiny "
+        "random models)",
     )  # fmt: skip
     sentences: PositiveInt = Field(
         48, description="corpus subsample: this many sentences drawn without replacement", examples=[48]
@@ -812,6 +813,7 @@ def _verdict_data(res: dict) -> dict:
                 "times": f["times"], "stats": {r: rnd(f["stats"][r]) for r in REPS}}  # fmt: skip
 
     free = res.get("fitted_free")
+    fit_keys = ("split_seed", "direction", "report", "times")
     return {
         "tokens": res["tokens"],
         "stats": {r: {src: rnd(v) for src, v in d.items()} for r, d in res["stats"].items()},
@@ -826,8 +828,7 @@ def _verdict_data(res: dict) -> dict:
                       for K, a in (res.get("steps_alt") or {}).items()},
         "variants": {check: {v: {"tokens": d["tokens"],
                                  "sphere": {src: rnd(x) for src, x in d["sphere"].items()},
-                                 "fitted": {**{k: d["fitted"][k] for k in ("split_seed", "direction", "report",
-                                                                          "times")},
+                                 "fitted": {**{k: d["fitted"][k] for k in fit_keys},
                                             "stats": {"sphere": rnd(d["fitted"]["stats"]["sphere"])}}}
                              for v, d in a.items()}
                      for check, a in (res.get("variants") or {}).items()},
