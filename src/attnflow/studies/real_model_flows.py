@@ -35,8 +35,12 @@ The verdicts (``records``) are tests with criteria declared in the config before
 intervals are percentile bootstraps over sentences, their robustness the two halves of the corpus
 subsample, the time-fit split (both directions, two split seeds), the representation, for cluster
 counts the cluster radius and, for every flow (not (n)), the step count (``steps_alternatives``: the flows
-rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). One computation
-task per family (the model is loaded once).
+rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). Since review 2 also,
+on every tested record: the sentence length (``join_alternatives``: the model, (n) and every flow rerun on
+inputs of k consecutive drawn sentences joined) and, for a null family, its seed (``null_seeds``: the
+robustness check "permutation seed" / "init seed", the same sentences through the null built with each
+other seed); both at the declared step on sphere tokens, (c) fitted on the main split seed's halves of those
+inputs. One computation task per family (the model is loaded once).
 """
 
 from __future__ import annotations
