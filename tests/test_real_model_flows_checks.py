@@ -95,7 +95,7 @@ def test_variants_are_runs_on_the_joined_inputs_and_on_the_other_seeds_weights()
     from attnflow.studies.real_model import load_corpus
     from attnflow.studies.real_model_flows import STEP_FLOWS, FlowsConfig, family_task, load_family
 
-    base = {"families": ["tiny-llama"], "sentences": 4, "steps_per_layer": 2, "max_time": 1.0,
+    base = {"families": ["tiny-llama"], "sentences": 4, "steps_per_layer": 1, "max_time": 1.0,
             "bootstrap": 10, "split_seeds": [0], "free_running_fit": False, "scale_alternatives": [],
             "steps_alternatives": []}  # fmt: skip
     two = family_task(FlowsConfig(**base, null_seeds=[0, 1], join_alternatives=[2]).model_dump(),
