@@ -990,6 +990,29 @@ DISPLAY = {
 }
 
 
+def variants_summary(variants: dict) -> dict:
+    """Per robustness variant (``family_task``'s ``variants``: check -> value -> data): the inputs' count and
+    token lengths, the mean cosine per depth of every source (sphere tokens), of (c) on its report half and
+    of the model on that half, and (c)'s fitted times: what the tables show of a variant."""
+    return {
+        check: {
+            v: {
+                "inputs": len(d["tokens"]),
+                "tokens_mean": float(np.mean(d["tokens"])),
+                "tokens_range": [int(np.min(d["tokens"])), int(np.max(d["tokens"]))],
+                "cos": {src: np.asarray(x["cos"], float).mean(0) for src, x in d["sphere"].items()},
+                "fitted_cos": np.asarray(d["fitted"]["stats"]["sphere"]["cos"], float).mean(0),
+                "model_on_report_half": np.asarray(d["sphere"]["model"]["cos"], float)[
+                    d["fitted"]["report"]
+                ].mean(0),
+                "fitted_times": d["fitted"]["times"],
+            }
+            for v, d in a.items()
+        }
+        for check, a in variants.items()
+    }
+
+
 def _family_summary(res: dict, c: FlowsConfig) -> dict:
     L = res["model"]["layers"]
     main = res["fitted"][0]
@@ -1055,23 +1078,7 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
             }
             for K, a in (res.get("steps_alt") or {}).items()
         },
-        "variants": {
-            check: {
-                v: {
-                    "inputs": len(d["tokens"]),
-                    "tokens_mean": float(np.mean(d["tokens"])),
-                    "tokens_range": [int(np.min(d["tokens"])), int(np.max(d["tokens"]))],
-                    "cos": {src: np.asarray(x["cos"], float).mean(0) for src, x in d["sphere"].items()},
-                    "fitted_cos": np.asarray(d["fitted"]["stats"]["sphere"]["cos"], float).mean(0),
-                    "model_on_report_half": np.asarray(d["sphere"]["model"]["cos"], float)[
-                        d["fitted"]["report"]
-                    ].mean(0),
-                    "fitted_times": d["fitted"]["times"],
-                }
-                for v, d in a.items()
-            }
-            for check, a in (res.get("variants") or {}).items()
-        },
+        "variants": variants_summary(res.get("variants") or {}),
         "rho_mean": None
         if res.get("rho") is None or res["rho"][0] is None
         else np.asarray(res["rho"], float).mean(0),
