@@ -1093,10 +1093,12 @@ def tables(summary: dict) -> list[Table]:
     out = []
     for fam, s in summary["families"].items():
         L, mi = s["model"]["layers"], s["model"]
-        cols = [Column("depth"), Column("model", "model", ".3f")] + [
-            Column(f, LABELS[f], ".3f") for f in SOURCES[1:]
-        ]
-        cols.insert(5, Column("model_report", "model, report half", ".3f"))
+        srcs = [x for x in SOURCES if x in s["per_depth"]["sphere"]]  # a summary older than a row lacks it
+        cols = [Column("depth"), Column("model", "model", ".3f")]
+        for f in srcs[1:]:
+            if f == "fitted_time":  # (c) is reported on the report half: the model on that half beside it
+                cols.append(Column("model_report", "model, report half", ".3f"))
+            cols.append(Column(f, LABELS[f], ".3f"))
         for rep, key, what in (
             ("sphere", "cos", "mean cosine, sphere tokens"),
             ("hidden", "cos", "mean cosine, hidden states"),
@@ -1111,7 +1113,7 @@ def tables(summary: dict) -> list[Table]:
                 v = pd[src][key]["mean"][i]
                 return v[k] if key == "clusters" else v
 
-            rows = [{"depth": i, **{src: val(src, i) for src in SOURCES}} for i in range(L + 1)]
+            rows = [{"depth": i, **{src: val(src, i) for src in srcs}} for i in range(L + 1)]
             mr = s["model_on_report_half"][rep].get(key)  # no agreement of the model with itself
             for i, r in enumerate(rows):
                 r["model_report"] = None if mr is None else (mr[i][k] if key == "clusters" else mr[i])
