@@ -49,9 +49,10 @@ with one_thread(), torch.no_grad():
     toks = [tokenize(x) for x in joined_inputs([corpus[k] for k in chosen], join)]
     lite = _lite(w, toks, c)
 res = jsonable({"sentence length": {str(join): lite}})
+(d / f"join{join}_{fam}.json").write_text(json.dumps(res))  # the computation, kept before the merge
 fs["verdict_data"]["variants"] = {
     **fs["verdict_data"].get("variants", {}),
-    **_verdict_data({"tokens": [], "stats": {}, "fitted": [], "variants": res})["variants"],
+    **jsonable(_verdict_data({"tokens": [], "stats": {}, "fitted": [], "variants": res})["variants"]),
 }
 fs["variants"] = {**fs.get("variants", {}), **jsonable(variants_summary(res))}
 fs["timing_s"] = {**fs.get("timing_s", {}), f"join{join}_apart": time.perf_counter() - t0}
