@@ -208,6 +208,21 @@ class FlowsConfig(StudyConfig):
         "1..L of |flow - model|, divided by the model's mean over the same depths, is <= this",
     )
 
+    stand_still_control: bool = Field(
+        True,
+        description="score the stand-still control on every tested record: the 'flow' that does not move "
+        "(every depth = the depth-0 tokens z_0, where every flow and the model start), by the record's own "
+        "quantity, criterion and paired bootstrap (on the reference's depth-0 statistic). Rule, the same for "
+        "every record kind ('follows', 'over-clusters'): a record can hold only if the stand-still FAILS the "
+        "criterion; where it does not fail (holds or inconclusive) and the flow does not fail, the record "
+        "gets the check 'stand-still control' with no measurable value (outcome inconclusive: the criterion "
+        "cannot tell the flow from standing still), so it cannot hold; a flow that fails the criterion "
+        "fails whatever the stand-still does. In a null family ('-random', '-permuted') a record whose "
+        "stand-still does not fail is a description (the null probes nothing there). The stand-still's "
+        "value and interval and the paired difference flow - stand-still are kept in every tested record's "
+        "result (declared after review round 3, F1, before the regenerated records were looked at)",
+    )
+
     saturation_tolerance: PositiveFloat = Field(
         0.1,
         description="a cluster radius is saturated (uninformative) for a family when the model's mean "
