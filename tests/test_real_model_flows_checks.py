@@ -10,15 +10,18 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
-def _fake(shift: dict[str, float], S=12, L=3, seed=0) -> dict:
+def _fake(shift: dict[str, float], S=12, L=3, seed=0, trend=0.1) -> dict:
     """Per-sentence arrays of a fake family (the layout of ``family_task``'s result): every flow is the
     model plus ``shift[flow]`` in mean cosine (clusters, effective rank scaled by 1 + shift), noise 0.02."""
     from attnflow.studies.real_model_flows import FLOWS, _halves
 
     rng = np.random.default_rng(seed)
-    base = {"cos": 0.3 + 0.02 * rng.standard_normal((S, L + 1)),
-            "erank": 5.0 + 0.1 * rng.standard_normal((S, L + 1)),
-            "clusters": 4.0 + 0.1 * rng.standard_normal((S, L + 1, 3))}  # fmt: skip
+    # the model moves with depth (cosine +0.1 a layer, rank and counts -15% a layer), so that the stand-still
+    # control (tokens left at z_0) fails every criterion here (stand_still_control; review round 3, F1)
+    d = trend * np.arange(L + 1)
+    base = {"cos": 0.3 + d + 0.02 * rng.standard_normal((S, L + 1)),
+            "erank": 5.0 * (1 - 1.5 * d) + 0.1 * rng.standard_normal((S, L + 1)),
+            "clusters": 4.0 * (1 - 1.5 * d)[:, None] + 0.1 * rng.standard_normal((S, L + 1, 3))}  # fmt: skip
 
     def shifted(x):
         return {
