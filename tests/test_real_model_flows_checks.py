@@ -148,3 +148,53 @@ def test_check_errors():
         ValueError, match=r"join 2: 1 joined input\(s\) from 3 sentences; the check needs >= 2"
     ):
         family_task(cfg.model_dump(), "tiny-llama")
+
+
+def test_stand_still_control_is_scored_and_blocks_a_hold():
+    """Review round 3, F1: the stand-still (every depth = the depth-0 tokens z_0) is scored by the record's
+    own quantity; where it does not fail the criterion a record cannot hold (real family: the check
+    'stand-still control' makes it inconclusive; null family: a description); a failing flow still fails."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    # 20 resamples: every tested value is >= 5 interval half-widths (noise 0.02 / sqrt(12)) from its threshold
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=20)
+    close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0,
+             "frames": 0.002}  # fmt: skip
+    res = _fake(close)
+    v = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": res})}
+    # independent reference: mean over depths 1..L of |mean_s cos(z_0) - mean_s cos_model(l)|
+    m = np.asarray(res["stats"]["sphere"]["model"]["cos"], float).mean(0)
+    ss = v["mlp-cos"].result["stand_still"]
+    assert ss["value"] == pytest.approx(np.mean(np.abs(m[0] - m[1:])), abs=1e-12)
+    assert ss["outcome"] == "fails" and ss["value"] == pytest.approx(0.2, abs=0.02)  # the model moves 0.1/layer
+    assert ss["flow_minus_stand_still"]["value"] == pytest.approx(v["mlp-cos"].result["value"] - ss["value"])
+    assert v["mlp-cos"].verdict == "holds"  # the stand-still fails: the hold stands
+    assert not any(x.choice == "stand-still control" for x in v["mlp-cos"].robustness)
+    # a model that does not move: the stand-still meets every 'follows' criterion -> no record holds
+    flat = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": _fake(close, trend=0.0)})}
+    for k in ("mlp-cos", "mlp-erank", "mlp-clusters", "fitted-time-cos", "frames-mlp-cos"):
+        r = flat[k]
+        assert r.result["stand_still"]["outcome"] == "holds", k
+        ctl = next(x for x in r.robustness if x.choice == "stand-still control")
+        assert ctl.results == [None] and ctl.outcomes == ["inconclusive"], k
+        assert r.verdict == "inconclusive" and "cannot tell this flow from standing still" in r.notes, k
+    # a model that de-clusters (-0.1 a layer): the stand-still alone 'over-clusters' by 0.2 -> inconclusive
+    down = _fake({**close, "attention": 0.3}, trend=-0.1)
+    d = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": down})}
+    over = d["attention-overclusters"]
+    assert over.result["outcome"] == "holds" and over.result["stand_still"]["outcome"] == "holds"
+    assert over.verdict == "inconclusive"
+    assert over.result["stand_still"]["flow_minus_stand_still"]["value"] == pytest.approx(0.1, abs=0.02)
+    # a flow that fails fails whatever the stand-still does (0.3 off a flat model)
+    far = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": _fake({**close, "mlp": 0.3},
+                                                                                     trend=0.0)})}  # fmt: skip
+    assert far["mlp-cos"].verdict == "fails" and "fails the criterion whatever" in far["mlp-cos"].notes
+    # a null family whose model does not move: its 'follows' records are descriptions, its fails stay tests
+    null = {r.id.split("tiny-bert-random-")[1]: r
+            for r in records({}, c, {"tiny-bert-random": _fake(close, trend=0.0)})}  # fmt: skip
+    assert null["mlp-cos"].klass == "description" and null["mlp-cos"].result["outcome_if_tested"] == "holds"
+    assert null["attention-overclusters"].klass == "test" and null["attention-overclusters"].verdict == "fails"
+    # the control off (config): the flat model's follows records hold again
+    off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, stand_still_control=False),
+                  {"tiny-bert": _fake(close, trend=0.0)})  # fmt: skip
+    assert {r.id: r.verdict for r in off}["flows-tiny-bert-mlp-cos"] == "holds"
