@@ -1286,7 +1286,11 @@ def verdict_tables(summary: dict) -> list[Table]:
             ci = res.get("ci95") or [None, None]
             rows.append({
                 "claim": r["id"].removeprefix(f"flows-{fam}-"), "verdict": r["verdict"],
-                "value": res.get("value") if r["class"] == "test" else None, "lo": ci[0], "hi": ci[1],
+                # a null's description whose stand-still does not fail keeps its value (not tested)
+                "value": res.get("value") if r["class"] == "test" or "stand_still" in res else None,
+                "lo": ci[0], "hi": ci[1],
+                "still": "" if "stand_still" not in res else "{:.3f} {}".format(
+                    res["stand_still"]["value"], res["stand_still"]["outcome"]),
                 "steps": "" if step is None else "; ".join(
                     f"K = {k}: {v:.3f} {o}" for k, v, o in zip(step["values"], step["results"],
                                                                step["outcomes"], strict=True)),
@@ -1301,13 +1305,17 @@ def verdict_tables(summary: dict) -> list[Table]:
             out.append(Table(
                 columns=[Column("claim"), Column("verdict"), Column("value", "value", ".3f"),
                          Column("lo", "CI lo", ".3f"), Column("hi", "CI hi", ".3f"),
+                         Column("still", "stand-still control (tokens at z_0)"),
                          Column("steps", "step count (Euler steps per unit time)"),
                          Column("other", "sentence length (sentences per input) / null seed"),
                          Column("disagree", "checks not agreeing with the main outcome")],
                 rows=rows, title=f"{fam}: verdict records", id=f"{fam}-verdicts",
                 note="Built from the records (summary.json, key 'verdicts'); value and 95% percentile "
                 "bootstrap interval of the declared criterion on sphere tokens; identity and description "
-                "records have no tested value.",
+                "records have no tested value (a null's record whose stand-still control does not fail the "
+                "criterion is a description: its value is shown, not tested); stand-still control: the "
+                "record's quantity for the tokens left at z_0 at every depth and its outcome under the same "
+                "criterion (config stand_still_control).",
             ))  # fmt: skip
     return out
 
