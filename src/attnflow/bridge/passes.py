@@ -18,6 +18,7 @@ These are the tokens attnflow's flow moves (:mod:`attnflow.bridge.theta`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -125,7 +126,13 @@ def rotary_tables(n: int, k: int, base: float, dtype: torch.dtype) -> tuple[torc
     Returns
     -------
     cos, sin : Tensor, shape=[n, k]
+        Cached per (n, k, base, dtype) (a flow calls this at every step): read them, never write in place.
     """
+    return _rotary_tables(int(n), int(k), float(base), dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _rotary_tables(n: int, k: int, base: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     inv = 1.0 / base ** (torch.arange(0, k, 2, dtype=torch.float64) / k)
     ang = torch.arange(n, dtype=torch.float64)[:, None] * inv[None, :]
     ang = torch.cat([ang, ang], dim=-1)

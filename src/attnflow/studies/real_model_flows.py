@@ -35,8 +35,12 @@ The verdicts (``records``) are tests with criteria declared in the config before
 intervals are percentile bootstraps over sentences, their robustness the two halves of the corpus
 subsample, the time-fit split (both directions, two split seeds), the representation, for cluster
 counts the cluster radius and, for every flow (not (n)), the step count (``steps_alternatives``: the flows
-rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). One computation
-task per family (the model is loaded once).
+rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). Since review 2 also,
+on every tested record: the sentence length (``join_alternatives``: the model, (n) and every flow rerun on
+inputs of k consecutive drawn sentences joined) and, for a null family, its seed (``null_seeds``: the
+robustness check "permutation seed" / "init seed", the same sentences through the null built with each
+other seed); both at the declared step on sphere tokens, (c) fitted on the main split seed's halves of those
+inputs. One computation task per family (the model is loaded once).
 """
 
 from __future__ import annotations
@@ -118,9 +122,10 @@ class FlowsConfig(StudyConfig):
         ["minilm", "minilm-l3", "smollm2"], min_length=1,
         description="model families: minilm (all-MiniLM-L6-v2, safetensors), minilm-l3 "
         "(paraphrase-MiniLM-L3-v2, ONNX), smollm2 (SmolLM2-135M-Instruct, GGUF), each with '-random' (the "
-        "same architecture with transformers' random initialisation, seed `seed`: the null) and with "
-        "'-permuted' (the trained weights, every tensor's entries permuted, seed `seed`: the null at the "
-        "trained weights' scale, bridge.nulls.permuted_null), tiny-bert / tiny-llama (tiny random models)",
+        "same architecture with transformers' random initialisation, seed null_seeds[0]: the null) and "
+        "with '-permuted' (the trained weights, every tensor's entries permuted, seed null_seeds[0]: the "
+        "null at the trained weights' scale, bridge.nulls.permuted_null), tiny-bert / tiny-llama (tiny "
+        "random models)",
     )  # fmt: skip
     sentences: PositiveInt = Field(
         48, description="corpus subsample: this many sentences drawn without replacement", examples=[48]
@@ -165,6 +170,27 @@ class FlowsConfig(StudyConfig):
     cluster_threshold: PositiveFloat = Field(1.0, description="the radius of the main cluster-count verdict")
     bootstrap: PositiveInt = Field(1000, description="bootstrap resamples over sentences")
     seed: int = Field(0, description="seed of the bootstrap and of the tiny random models")
+    null_seeds: list[int] = Field(
+        [0, 1, 2],
+        min_length=1,
+        description="seeds of a null family's weights ('-permuted': the permutation of every tensor's "
+        "entries, '-random': transformers' initialisation); the first is the main null, each other one "
+        "reruns the model, (n) and every flow on the same sentences (sphere tokens, declared step; (c) "
+        "refitted on the main split): the robustness check 'permutation seed' / 'init seed' on every "
+        "record of a null family (added after review 2 saw the permuted MiniLM-L6's (a) over-clustering "
+        "move by ten interval half-widths between permutation seeds 0, 1, 2; before, the null's seed was "
+        "`seed`, i.e. 0)",
+    )
+    join_alternatives: list[int] = Field(
+        [3],
+        description="longer inputs: for each k, the drawn sentences taken k consecutive ones at a time and "
+        "joined by a space (sentences // k inputs; the shipped corpus has 9-19 tokens a sentence, so "
+        "every main verdict is about n <= 19), the model, (n) and every flow rerun on them (sphere "
+        "tokens, declared step; (c) fitted and reported on the halves of the main split seed): the "
+        "robustness check 'sentence length' on every record of every family (added after review 2 saw "
+        "two MiniLM-L6 records move on 3 joined sentences). The joined inputs are not capped by "
+        "max_tokens (only by the model's maximum length)",
+    )
     # -- criteria, declared before the data (commit 'real_model_flows: config, criteria') --
     criterion_overcluster: PositiveFloat = Field(
         0.1,
@@ -180,6 +206,21 @@ class FlowsConfig(StudyConfig):
         0.25,
         description="a flow follows the model's cluster count / effective rank when the mean over depths "
         "1..L of |flow - model|, divided by the model's mean over the same depths, is <= this",
+    )
+
+    stand_still_control: bool = Field(
+        True,
+        description="score the stand-still control on every tested record: the 'flow' that does not move "
+        "(every depth = the depth-0 tokens z_0, where every flow and the model start), by the record's own "
+        "quantity, criterion and paired bootstrap (on the reference's depth-0 statistic). Rule, the same for "
+        "every record kind ('follows', 'over-clusters'): a record can hold only if the stand-still FAILS the "
+        "criterion; where it does not fail (holds or inconclusive) and the flow does not fail, the record "
+        "gets the check 'stand-still control' with no measurable value (outcome inconclusive: the criterion "
+        "cannot tell the flow from standing still), so it cannot hold; a flow that fails the criterion "
+        "fails whatever the stand-still does. In a null family ('-random', '-permuted') a record whose "
+        "stand-still does not fail is a description (the null probes nothing there). The stand-still's "
+        "value and interval and the paired difference flow - stand-still are kept in every tested record's "
+        "result (declared after review round 3, F1, before the regenerated records were looked at)",
     )
 
     saturation_tolerance: PositiveFloat = Field(
@@ -205,6 +246,23 @@ class FlowsConfig(StudyConfig):
     def _distinct_steps(cls, v: list[int]) -> list[int]:
         if len(set(v)) != len(v):
             raise ValueError(f"steps_alternatives must be distinct: got {v}; list each step count once")
+        return v
+
+    @field_validator("null_seeds")
+    @classmethod
+    def _distinct_seeds(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"null_seeds must be distinct: got {v}; list each seed once (the first is main)")
+        return v
+
+    @field_validator("join_alternatives")
+    @classmethod
+    def _joins(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v) or any(k < 2 for k in v):
+            raise ValueError(
+                f"join_alternatives must be distinct integers >= 2 (sentences joined per input): got {v}; "
+                "e.g. [3], or [] for no sentence-length check"
+            )
         return v
 
     @field_validator("thresholds")
@@ -249,20 +307,39 @@ def _tiny(family: str, seed: int):
     return w, tokenize
 
 
+def null_base(family: str) -> str | None:
+    """The trained family a null family ('<family>-random', '<family>-permuted') is built from; else None."""
+    for suffix in ("-random", "-permuted"):
+        if family.endswith(suffix):
+            return family.removesuffix(suffix)
+    return None
+
+
+def null_weights(family: str, trained, seed: int):
+    """The weights of the null family ``family`` from its trained family's weights: the same architecture
+    with ``transformers``' random initialisation (``-random``) or every tensor's entries permuted
+    (``-permuted``, :func:`attnflow.bridge.nulls.permuted_null`), under ``seed``."""
+    from .. import bridge
+
+    if family.endswith("-random"):  # the trained family's tokenizer and architecture, random weights
+        from ..analysis.probe import random_like
+
+        return from_hf_model(random_like(bridge.to_hf_model(trained), seed).double())
+    if family.endswith("-permuted"):  # the trained weights, every tensor's entries shuffled
+        return permuted_null(trained, seed)
+    raise ValueError(f"{family!r} is not a null family: a null family ends in '-random' or '-permuted'")
+
+
 def load_family(family: str, seed: int = 0):
-    """(weights in float64, tokenize: text -> ids, positions of the special tokens: n -> list)."""
+    """(weights in float64, tokenize: text -> ids, positions of the special tokens: n -> list); ``seed``:
+    the tiny models' and a null family's weights."""
     from .. import bridge
 
     if family in ("tiny-bert", "tiny-llama"):
         w, tokenize = _tiny(family, seed)
-    elif family.endswith("-random"):  # the trained family's tokenizer and architecture, random weights
-        from ..analysis.probe import random_like
-
-        trained, tokenize, _ = load_family(family.removesuffix("-random"), seed)
-        w = from_hf_model(random_like(bridge.to_hf_model(trained), seed).double())
-    elif family.endswith("-permuted"):  # the trained weights, every tensor's entries shuffled
-        trained, tokenize, _ = load_family(family.removesuffix("-permuted"), seed)
-        w = permuted_null(trained, seed)
+    elif null_base(family) is not None:
+        trained, tokenize, _ = load_family(null_base(family), seed)
+        w = null_weights(family, trained, seed)
     elif family in ("minilm", "minilm-l3"):
         w = bridge.load_minilm() if family == "minilm" else bridge.load_minilm_l3()
         tok = bridge.load_tokenizer(bridge.minilm_path())  # the ONNX package ships no tokenizer
@@ -384,6 +461,64 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) ->
     return out
 
 
+def _lite(w, ids: list[list[int]], c: FlowsConfig) -> dict:
+    """The data of a robustness check that changes the inputs or the weights: on inputs ``ids``, the sphere
+    tokens' statistics of the model, the no-MLP network (n) and every flow of :data:`STEP_FLOWS` at the
+    declared step, and flow (c) with T_l fitted (teacher-forced) on the fit half of the main split seed's
+    halves of these inputs and reported on the other half -- the same code paths as the main computation."""
+    pre = w.arch == "pre_ln"
+    w_nomlp = without_mlp(w)
+    stats, zs, rhos = [], [], []
+    for t in ids:
+        fp = forward(w, t)
+        z = fp.tokens
+        rho = stream_scales(w, fp.hidden_states, c.scale_estimator) if pre else None
+        st = {"model": _profile(z, z, c.thresholds),
+              "no_mlp": _profile(forward(w_nomlp, t).tokens, z, c.thresholds)}  # fmt: skip
+        flows = {}
+        for v in STEP_FLOWS:
+            if v == "frames" and pre:  # (f) is (a) for pre-LN (as in _sentence)
+                flows[v] = flows["attention"]
+            else:
+                flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer,
+                                      attentions=fp.attentions, residual_norms=rho)  # fmt: skip
+            st[v] = _profile(flows[v], z, c.thresholds)
+        stats.append(st)
+        zs.append(z)
+        rhos.append(rho)
+    A, B = _halves(len(ids), c.split_seeds[0])
+    cur = np.stack([np.stack([
+        layer_time_curve(w, zs[i][k], zs[i][k + 1], k, steps_per_layer=c.steps_per_layer, max_time=c.max_time,
+                         residual_norm=None if rhos[i] is None else rhos[i][k])
+        for k in range(w.depth)]) for i in A])  # fmt: skip
+    T = fit_layer_times(cur, c.steps_per_layer)
+    st = [_profile(layer_flow(w, zs[i][0], variant="fitted_time", steps_per_layer=c.steps_per_layer,
+                              layer_times=T.tolist(), residual_norms=rhos[i]), zs[i], c.thresholds)
+          for i in B]  # fmt: skip
+    return {
+        "tokens": [len(t) for t in ids],
+        "sphere": {src: _stack([x[src] for x in stats]) for src in stats[0]},
+        "fitted": {"split_seed": c.split_seeds[0], "direction": "A->B", "report": B, "times": T,
+                   "stats": {"sphere": _stack(st)}},
+    }  # fmt: skip
+
+
+def joined_inputs(texts: list[str], join: int) -> list[str]:
+    """``join`` consecutive texts joined by a space: ``len(texts) // join`` longer inputs (the robustness
+    check "sentence length"; the shipped corpus's sentences have 9-19 tokens)."""
+    if join < 1:
+        raise ValueError(f"join must be >= 1 sentences per input: got {join}")
+    return [" ".join(texts[i : i + join]) for i in range(0, len(texts) - join + 1, join)]
+
+
+#: the robustness check a null family's other seeds give ("-permuted", "-random")
+NULL_CHECK = {"-permuted": "permutation seed", "-random": "init seed"}
+
+
+def _null_check(family: str) -> str | None:
+    return next((v for k, v in NULL_CHECK.items() if family.endswith(k)), None)
+
+
 def _alt_steps(c: FlowsConfig) -> list[int]:
     """The alternative step counts of the robustness check "step count" (the declared one left out)."""
     return [K for K in c.steps_alternatives if K != c.steps_per_layer]
@@ -401,7 +536,12 @@ def family_task(config: dict, family: str) -> dict:
     c = FlowsConfig(**config)
     t0, cpu0 = time.perf_counter(), time.process_time()
     with one_thread(), torch.no_grad():
-        w, tokenize, special = load_family(family, c.seed)
+        base = null_base(family)
+        if base is None:
+            w, tokenize, special = load_family(family, c.seed)
+        else:  # the trained weights are kept for the other null seeds (robustness check)
+            trained, tokenize, special = load_family(base, c.seed)
+            w = null_weights(family, trained, c.null_seeds[0])
         w_nomlp = without_mlp(w)
         corpus = load_corpus()
         order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
@@ -465,6 +605,29 @@ def family_task(config: dict, family: str) -> dict:
                            zs[i].tokens, c.thresholds) for i in B]  # fmt: skip
             steps_fit[K] = {"split_seed": c.split_seeds[0], "direction": "A->B", "report": B, "times": T,
                             "stats": {"sphere": _stack(st)}}  # fmt: skip
+        # robustness checks on other inputs / weights: "sentence length" (joined sentences), and for a
+        # null family "permutation seed" / "init seed" (its other seeds, the same sentences)
+        variants = {}
+        t_var = time.perf_counter()
+        if c.join_alternatives:
+            texts = [corpus[k] for k in chosen]
+            variants["sentence length"] = {}
+            for k in c.join_alternatives:
+                toks = [tokenize(x) for x in joined_inputs(texts, k)]
+                toks = [t for t in toks if 3 <= len(t) <= w.max_length]
+                if len(toks) < 2:
+                    raise ValueError(
+                        f"join {k}: {len(toks)} joined input(s) from {len(texts)} sentences; the check needs "
+                        f">= 2 (a fit and a report half): raise sentences to >= {2 * k} or drop {k} from "
+                        "join_alternatives"
+                    )
+                variants["sentence length"][str(k)] = _lite(w, toks, c)
+        check = _null_check(family)
+        if check is not None and len(c.null_seeds) > 1:
+            variants[check] = {
+                str(s): _lite(null_weights(family, trained, s), ids, c) for s in c.null_seeds[1:]
+            }
+        t_var = time.perf_counter() - t_var
     stats = {
         r: {src: _stack([row["stats"][r][src] for row in rows]) for src in rows[0]["stats"][r]} for r in REPS
     }
@@ -495,10 +658,12 @@ def family_task(config: dict, family: str) -> dict:
             "fitted_free": free,
             "scale_alt": scale_alt,
             "steps_alt": steps_alt,
+            "variants": variants,
             "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
             "timing_s": {
-                "load": t_load, "total": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
+                "load": t_load, "variants": t_var, "total": time.perf_counter() - t0,
+                "cpu": time.process_time() - cpu0,
             },
         }
     )  # fmt: skip
@@ -531,10 +696,23 @@ def _fitted_pair(res: dict, rep: str, key: str, k: int | None, fit: dict) -> tup
 
 
 def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, ref: str = "model", j: int = 0,
-          idx=None, est: str | None = None, free: bool = False, steps: int | None = None):  # fmt: skip
+          idx=None, est: str | None = None, free: bool = False, steps: int | None = None,
+          var: tuple[str, str] | None = None):  # fmt: skip
     """(reference, flow) per-sentence arrays of ``stat``; the reference is the model or the no-MLP network
     (flow (c): the model on the report half of the j-th fit, of the free-running fit, or of the main
-    split's fit at ``steps``); ``steps``: the flow at that alternative step count (sphere tokens)."""
+    split's fit at ``steps``); ``steps``: the flow at that alternative step count (sphere tokens);
+    ``var = (check, value)``: on the inputs / weights of that robustness check (``res["variants"]``)."""
+    if var is not None:
+        d = res["variants"][var[0]][var[1]]
+
+        def get(a):
+            a = np.asarray(a, float)
+            return a[..., k] if stat == "clusters" else a
+
+        if flow == "fitted_time":
+            fit = d["fitted"]
+            return get(d["sphere"]["model"][stat])[fit["report"]], get(fit["stats"]["sphere"][stat])
+        return get(d["sphere"][ref][stat]), get(d["sphere"][flow][stat])
     if flow == "fitted_time":
         if steps is not None:
             return _fitted_pair(res, rep, stat, k, res["steps_alt"][str(steps)]["fitted"])
@@ -617,6 +795,11 @@ _QUANT = {
 _REF = {"model": "model", "no_mlp": "no-MLP network"}
 #: the depth summaries of the robustness check "depth summary" (the first is the declared criterion)
 _DEPTHS = {"all": "mean over depths 1..L", "last": "last depth L"}
+_REP_NAME = {"sphere": "sphere tokens", "hidden": "hidden states"}
+#: the values of the check "depth summary": (depths, representation); the last depth in both
+#: representations (review round 3, F5: on sphere tokens alone the last depth is confounded with the
+#: model's last-layer drop in mean cosine, which the hidden states do not show)
+_DEPTH_CHECK = (("all", "sphere"), ("last", "sphere"), ("last", "hidden"))
 #: flows that equal another one by construction where ``_same_flow`` finds them bit-identical
 _IDENTITIES = {
     "biases": ("attention", "the weights have no nonzero attention/projection bias and no norm shift (Llama: "
@@ -654,6 +837,7 @@ def _verdict_data(res: dict) -> dict:
                 "times": f["times"], "stats": {r: rnd(f["stats"][r]) for r in REPS}}  # fmt: skip
 
     free = res.get("fitted_free")
+    fit_keys = ("split_seed", "direction", "report", "times")
     return {
         "tokens": res["tokens"],
         "stats": {r: {src: rnd(v) for src, v in d.items()} for r, d in res["stats"].items()},
@@ -666,6 +850,12 @@ def _verdict_data(res: dict) -> dict:
                                                                      "times")},
                                      "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
                       for K, a in (res.get("steps_alt") or {}).items()},
+        "variants": {check: {v: {"tokens": d["tokens"],
+                                 "sphere": {src: rnd(x) for src, x in d["sphere"].items()},
+                                 "fitted": {**{k: d["fitted"][k] for k in fit_keys},
+                                            "stats": {"sphere": rnd(d["fitted"]["stats"]["sphere"])}}}
+                             for v, d in a.items()}
+                     for check, a in (res.get("variants") or {}).items()},
     }  # fmt: skip
 
 
@@ -710,6 +900,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         # must say that no LayerNorm frame acts (review 2 of issue 26 part 3: their statements claimed frames)
         f_is_a = "frames" in res["stats"]["sphere"] and _same_flow(res, "frames", "attention")
         for vid, flow, ref, stat, kind, field, what in VERDICTS:
+            if any(src not in res["stats"]["sphere"] for src in (flow, ref) if src != "fitted_time"):
+                continue  # a summary older than the flow (round-2 random SmolLM2 predates (n), (f), (g))
             q = _quantity(kind)
             if f_is_a and flow in ("frames", "frames_mlp") and not (flow in _IDENTITIES and ref == "model"):
                 why = _IDENTITIES["frames"][1].split(", so")[0]
@@ -754,34 +946,71 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if flow == "fitted_time":
                 check("time-fit split", [f"seed {f['split_seed']} {f['direction']}" for f in res["fitted"]],
                       [pair("sphere", j=j) for j in range(len(res["fitted"]))])  # fmt: skip
-                if res.get("fitted_free") is not None:
-                    check("time fit", ["teacher-forced agreement (declared)", "free-running mean cosine"],
-                          [pair("sphere"), pair("sphere", free=True)])  # fmt: skip
                 n_used, how = len(res["fitted"][0]["report"]), "report half of the main split"
             else:
                 check("corpus subsample", ["half A", "half B"], [pair("sphere", idx=h) for h in (A, B)])
                 n_used, how = S, "all sentences of the subsample"
-            dep = [_boot(_quantity(kind, d), *pair("sphere"), c.bootstrap, seed) for d in _DEPTHS]
-            rob.append(
-                RobustnessCheck.from_values(
-                    crit,
-                    "depth summary",
-                    list(_DEPTHS.values()),
-                    [x[0] for x in dep],
-                    ci95=[x[1] for x in dep],
-                )
-            )
+            dep = [_boot(_quantity(kind, d), *pair(r), c.bootstrap, seed) for d, r in _DEPTH_CHECK]
+            rob.append(RobustnessCheck.from_values(
+                crit, "depth summary", [f"{_DEPTHS[d]}, {_REP_NAME[r]}" for d, r in _DEPTH_CHECK],
+                [x[0] for x in dep], ci95=[x[1] for x in dep],
+            ))  # fmt: skip
             if steps and flow in (*STEP_FLOWS, "fitted_time"):  # (n) is a discrete network: no step
                 check("step count", [c.steps_per_layer, *steps],
                       [pair("sphere"), *[pair("sphere", steps=K) for K in steps]])  # fmt: skip
+            for choice, vals in (res.get("variants") or {}).items():  # sentence length, null seed
+                main = 1 if choice == "sentence length" else c.null_seeds[0]
+                check(choice, [main, *[int(x) for x in vals]],
+                      [pair("sphere"), *[pair("sphere", var=(choice, x)) for x in vals]])  # fmt: skip
             if alts and (flow in SCALE_FLOWS or ref in SCALE_FLOWS):
                 check("scale estimator", [f"{c.scale_estimator} (declared)", *alts],
                       [pair("sphere"), *[pair("sphere", est=e) for e in alts]])  # fmt: skip
-            extra = None
+            extra = {}
+            if flow == "fitted_time" and res.get("fitted_free") is not None:
+                fv, fci = _boot(q, *pair("sphere", free=True), c.bootstrap, seed)
+                extra["free_running_fit"] = {
+                    "value": fv, "ci95": list(fci), "outcome": crit.decide(fv, fci),
+                    "times": np.asarray(res["fitted_free"].get("times", []), float).tolist(),
+                    "note": "T_l fitted to the mean cosine profile on the fit half of the same sentences, "
+                    "the quantity this record tests: a description, not a robustness value (review 3, F3)",
+                }  # fmt: skip
+            notes = []
+            ss = stand_still(res, flow, stat, k=k, ref=ref, q=q, B=c.bootstrap, seed=seed) if \
+                c.stand_still_control else None  # fmt: skip
+            if ss is not None:
+                ss["outcome"] = crit.decide(ss["value"], ss["ci95"])
+                extra["stand_still"] = ss
+                main = crit.decide(v, ci)
+                if ss["outcome"] != "fails":
+                    txt = (f"stand-still control: the tokens left at z_0 score {ss['value']:.3f} "
+                           f"[{ss['ci95'][0]:.3f}, {ss['ci95'][1]:.3f}], {ss['outcome']} under the criterion "
+                           f"({crit.op} {crit.threshold:g}); flow - stand-still "
+                           f"{ss['flow_minus_stand_still']['value']:+.3f} "
+                           f"[{ss['flow_minus_stand_still']['ci95'][0]:+.3f}, "
+                           f"{ss['flow_minus_stand_still']['ci95'][1]:+.3f}]")  # fmt: skip
+                    if null_base(fam) is not None:
+                        out.append(record_description(
+                            id=f"flows-{fam}-{vid}", statement=f"{name}: {what} -- not tested: in this "
+                            "null the stand-still control does not fail the criterion (config "
+                            "stand_still_control)",
+                            source=src_text, result={"value": v, "ci95": list(ci), "outcome_if_tested": main,
+                                                     **extra},
+                            notes=txt + ": the criterion cannot tell this null's flow from standing still",
+                        ))  # fmt: skip
+                        continue
+                    if main != "fails":
+                        rob.append(RobustnessCheck.from_values(
+                            crit, "stand-still control",
+                            [f"stand-still {ss['outcome']} ({ss['value']:.3f}): the flow's own effect is not "
+                             "measured by this criterion"], [None]))  # fmt: skip
+                        txt += ": the criterion cannot tell this flow from standing still, so it cannot hold"
+                    else:
+                        txt += ": the flow fails the criterion whatever the stand-still does"
+                    notes.append(txt)
             if stat == "clusters":
                 keep = [i for i, t in enumerate(c.thresholds) if t not in sat]
                 check("cluster radius", [c.thresholds[i] for i in keep], [pair("sphere", k=i) for i in keep])
-                extra = {"saturated_radii": sat,
+                extra |= {"saturated_radii": sat,
                          "saturation_rule": "model's mean count <= 1 + saturation_tolerance or >= (1 - "
                          "saturation_tolerance) n at more than saturation_depth_share of the depths 1..L: "
                          "reported, not tested (declared after the review)"}  # fmt: skip
@@ -789,9 +1018,22 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
                 criterion=crit, value=v, ci95=ci, samples=n_used,
                 method=f"percentile bootstrap over sentences ({c.bootstrap} paired resamples, {how})",
-                robustness=rob, extra=extra,
+                robustness=rob, extra=extra or None, notes="; ".join(notes),
             ))  # fmt: skip
     return out
+
+
+def stand_still(res: dict, flow: str, stat: str, *, k: int | None, ref: str, q, B: int, seed: int) -> dict:
+    """The stand-still control of a record (config ``stand_still_control``): the flow that does not move,
+    i.e. the reference's depth-0 statistic (z_0, where the model, (n) and every flow start) at every depth,
+    scored by the record's quantity ``q`` with the same paired bootstrap (sphere tokens); and the paired
+    difference q(flow) - q(stand-still) with its interval (the same resamples)."""
+    m, f = _pair(res, flow, stat, "sphere", k=k, ref=ref)
+    still = np.repeat(m[:, :1], m.shape[1], axis=1)
+    v, ci = _boot(q, m, still, B, seed)
+    both = np.stack([f, still], axis=-1)
+    dv, dci = _boot(lambda a, b: q(a, b[..., 0]) - q(a, b[..., 1]), m, both, B, seed)
+    return {"value": v, "ci95": list(ci), "flow_minus_stand_still": {"value": dv, "ci95": list(dci)}}
 
 
 def _mean_ci(a: np.ndarray, B: int, seed: int) -> dict:
@@ -814,6 +1056,29 @@ DISPLAY = {
     "minilm-l3-random": "paraphrase-MiniLM-L3-v2 architecture, random init",
     "smollm2-random": "SmolLM2-135M architecture, random init",
 }
+
+
+def variants_summary(variants: dict) -> dict:
+    """Per robustness variant (``family_task``'s ``variants``: check -> value -> data): the inputs' count and
+    token lengths, the mean cosine per depth of every source (sphere tokens), of (c) on its report half and
+    of the model on that half, and (c)'s fitted times: what the tables show of a variant."""
+    return {
+        check: {
+            v: {
+                "inputs": len(d["tokens"]),
+                "tokens_mean": float(np.mean(d["tokens"])),
+                "tokens_range": [int(np.min(d["tokens"])), int(np.max(d["tokens"]))],
+                "cos": {src: np.asarray(x["cos"], float).mean(0) for src, x in d["sphere"].items()},
+                "fitted_cos": np.asarray(d["fitted"]["stats"]["sphere"]["cos"], float).mean(0),
+                "model_on_report_half": np.asarray(d["sphere"]["model"]["cos"], float)[
+                    d["fitted"]["report"]
+                ].mean(0),
+                "fitted_times": d["fitted"]["times"],
+            }
+            for v, d in a.items()
+        }
+        for check, a in variants.items()
+    }
 
 
 def _family_summary(res: dict, c: FlowsConfig) -> dict:
@@ -881,6 +1146,7 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
             }
             for K, a in (res.get("steps_alt") or {}).items()
         },
+        "variants": variants_summary(res.get("variants") or {}),
         "rho_mean": None
         if res.get("rho") is None or res["rho"][0] is None
         else np.asarray(res["rho"], float).mean(0),
@@ -895,10 +1161,12 @@ def tables(summary: dict) -> list[Table]:
     out = []
     for fam, s in summary["families"].items():
         L, mi = s["model"]["layers"], s["model"]
-        cols = [Column("depth"), Column("model", "model", ".3f")] + [
-            Column(f, LABELS[f], ".3f") for f in SOURCES[1:]
-        ]
-        cols.insert(5, Column("model_report", "model, report half", ".3f"))
+        srcs = [x for x in SOURCES if x in s["per_depth"]["sphere"]]  # a summary older than a row lacks it
+        cols = [Column("depth"), Column("model", "model", ".3f")]
+        for f in srcs[1:]:
+            if f == "fitted_time":  # (c) is reported on the report half: the model on that half beside it
+                cols.append(Column("model_report", "model, report half", ".3f"))
+            cols.append(Column(f, LABELS[f], ".3f"))
         for rep, key, what in (
             ("sphere", "cos", "mean cosine, sphere tokens"),
             ("hidden", "cos", "mean cosine, hidden states"),
@@ -913,7 +1181,7 @@ def tables(summary: dict) -> list[Table]:
                 v = pd[src][key]["mean"][i]
                 return v[k] if key == "clusters" else v
 
-            rows = [{"depth": i, **{src: val(src, i) for src in SOURCES}} for i in range(L + 1)]
+            rows = [{"depth": i, **{src: val(src, i) for src in srcs}} for i in range(L + 1)]
             mr = s["model_on_report_half"][rep].get(key)  # no agreement of the model with itself
             for i, r in enumerate(rows):
                 r["model_report"] = None if mr is None else (mr[i][k] if key == "clusters" else mr[i])
@@ -977,6 +1245,28 @@ def tables(summary: dict) -> list[Table]:
                 "K Euler steps per unit time from the same z_0; (n) and the model have no step. (c) is "
                 f"refitted at K on the main split: T_l = {', '.join(f'{t:.2f}' for t in a['fitted_times'])}.",
             ))  # fmt: skip
+        for check, a in (s.get("variants") or {}).items():
+            for v, d in a.items():
+                keys = [x for x in STEP_FLOWS if x in d["cos"]]
+                what = (f"{v} sentences joined per input" if check == "sentence length"
+                        else f"the null's {check} {v}")  # fmt: skip
+                out.append(Table(
+                    columns=[Column("depth"), Column("model", "model", ".3f"),
+                             Column("no_mlp", LABELS["no_mlp"], ".3f"),
+                             *[Column(x, LABELS[x], ".3f") for x in keys],
+                             Column("model_report", "model, report half", ".3f"),
+                             Column("fitted_time", LABELS["fitted_time"], ".3f")],
+                    rows=[{"depth": i, **{x: d["cos"][x][i] for x in ("model", "no_mlp", *keys)},
+                           "model_report": d["model_on_report_half"][i], "fitted_time": d["fitted_cos"][i]}
+                          for i in range(L + 1)],
+                    title=f"{fam}: mean cosine, sphere tokens, {what}",
+                    id=f"{fam}-{check.replace(' ', '-')}-{v}",
+                    note=f"The robustness check '{check}': {d['inputs']} inputs of {d['tokens_mean']:.1f} "
+                    f"tokens on average ({d['tokens_range'][0]}-{d['tokens_range'][1]}); the model, (n) and "
+                    "every flow at the declared step on them; (c) fitted on the fit half of the main split "
+                    "seed and reported on the other (beside the model on that half), T_l = "
+                    f"{', '.join(f'{t:.2f}' for t in d['fitted_times'])}.",
+                ))  # fmt: skip
     out.extend(verdict_tables(summary))
     return out
 
@@ -996,10 +1286,18 @@ def verdict_tables(summary: dict) -> list[Table]:
             ci = res.get("ci95") or [None, None]
             rows.append({
                 "claim": r["id"].removeprefix(f"flows-{fam}-"), "verdict": r["verdict"],
-                "value": res.get("value") if r["class"] == "test" else None, "lo": ci[0], "hi": ci[1],
+                # a null's description whose stand-still does not fail keeps its value (not tested)
+                "value": res.get("value") if r["class"] == "test" or "stand_still" in res else None,
+                "lo": ci[0], "hi": ci[1],
+                "still": "" if "stand_still" not in res else "{:.3f} {}".format(
+                    res["stand_still"]["value"], res["stand_still"]["outcome"]),
                 "steps": "" if step is None else "; ".join(
                     f"K = {k}: {v:.3f} {o}" for k, v, o in zip(step["values"], step["results"],
                                                                step["outcomes"], strict=True)),
+                "other": "; ".join(
+                    f"{x['choice']} {val}: {v:.3f} {o}" for x in r.get("robustness", [])
+                    if x["choice"] in ("sentence length", *NULL_CHECK.values())
+                    for val, v, o in zip(x["values"], x["results"], x["outcomes"], strict=True)),
                 "disagree": ", ".join(x["choice"] for x in r.get("robustness", [])
                                       if x["verdict"] != res.get("outcome")),
             })  # fmt: skip
@@ -1007,12 +1305,17 @@ def verdict_tables(summary: dict) -> list[Table]:
             out.append(Table(
                 columns=[Column("claim"), Column("verdict"), Column("value", "value", ".3f"),
                          Column("lo", "CI lo", ".3f"), Column("hi", "CI hi", ".3f"),
+                         Column("still", "stand-still control (tokens at z_0)"),
                          Column("steps", "step count (Euler steps per unit time)"),
+                         Column("other", "sentence length (sentences per input) / null seed"),
                          Column("disagree", "checks not agreeing with the main outcome")],
                 rows=rows, title=f"{fam}: verdict records", id=f"{fam}-verdicts",
                 note="Built from the records (summary.json, key 'verdicts'); value and 95% percentile "
                 "bootstrap interval of the declared criterion on sphere tokens; identity and description "
-                "records have no tested value.",
+                "records have no tested value (a null's record whose stand-still control does not fail the "
+                "criterion is a description: its value is shown, not tested); stand-still control: the "
+                "record's quantity for the tokens left at z_0 at every depth and its outcome under the same "
+                "criterion (config stand_still_control).",
             ))  # fmt: skip
     return out
 
