@@ -27,12 +27,14 @@ Its five parts (S^1, S^2, the closed forms, the ledger order, the ducc0 round tr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
 from pathlib import Path
 from typing import Literal
 
+import numba
 import numpy as np
 import torch
 from pydantic import Field, PositiveFloat, conint, model_validator
@@ -146,7 +148,7 @@ def _fit(n, ys) -> dict:
 
 def _particles(model, x0, heads, t1, dt) -> np.ndarray:
     n = x0.shape[0]
-    be = "fastsum" if n >= 3000 else "torch"
+    be = "fastsum" if n >= FASTSUM_MIN_N else "torch"
     m = TransformerModel(
         direction=model.direction,
         attention=model.attention,
@@ -170,16 +172,23 @@ def _particles(model, x0, heads, t1, dt) -> np.ndarray:
     return out.positions.values[0, -1]
 
 
-def _manifold(c, d: int, model, u0_fn, heads, ns, reps, L, w2_max) -> dict:
-    """PDE run, its self-convergence, and the particle comparison on S^{d-1}."""
+def _pde(c, d: int, model, u0_fn, heads, L: int):
+    """The grid, the initial density's coefficients and the PDE run at band limit L (20 records)."""
     grid = make_grid(d, L)
     u0 = u0_fn(grid)
     steps = whole_steps(c.t1, c.dt_pde)
-    t0 = time.perf_counter()
     ds = solve_density(
         DensitySolver(model, u0, heads, grid=grid, dt=c.dt_pde), steps, record_every=max(1, steps // 20)
     )
+    return grid, u0, ds
+
+
+def _pde_part(c, d: int, model, u0_fn, heads, ns, L: int) -> dict:
+    """The PDE run, its self-convergence and the particles' time error on S^{d-1} (no particle samples)."""
+    t0 = time.perf_counter()
+    grid, u0, ds = _pde(c, d, model, u0_fn, heads, L)
     pde_s = time.perf_counter() - t0
+    steps = whole_steps(c.t1, c.dt_pde)
     uT = _coef(ds)
     # the PDE's own error: band limit x 1.5 and dt / 2
     Lr = (3 * L) // 2
@@ -189,45 +198,18 @@ def _manifold(c, d: int, model, u0_fn, heads, ns, reps, L, w2_max) -> dict:
     )
     pr, wr, vr = gr.fine(_coef(ref), 4 if d == 2 else 2)
     pde_err_sup = float(np.abs(grid.evaluate(uT, pr) - vr).max())
-    fine = 16 if d == 2 else 2
-    p0, w0, v0 = grid.fine(u0, fine)
-    pT, wT, vT = grid.fine(uT, fine)
-    rows = []
-    t0 = time.perf_counter()
-    for n, R in zip(ns, reps, strict=True):
-        for r in range(R):
-            x0 = sample_density(grid, u0, n, seed=c.seed + 1000 * r + n)
-            xT = _particles(model, x0, heads, c.t1, c.dt_particles)
-            row = {
-                "n": n,
-                "rep": r,
-                "l2_0": smoothed_l2_distance(x0, grid, u0, c.kappa_smooth),
-                "l2_T": smoothed_l2_distance(xT, grid, uT, c.kappa_smooth),
-            }
-            if d == 2 or n <= w2_max:
-                row["w2_0"] = wasserstein2_to_density(x0, p0, w0, v0)
-                row["w2_T"] = wasserstein2_to_density(xT, pT, wT, vT)
-            rows.append(row)
-    part_s = time.perf_counter() - t0
     # the particles' time error at the middle n: halve their step
     n_mid = ns[len(ns) // 2]
     x0 = sample_density(grid, u0, n_mid, seed=c.seed + n_mid)
     xa = _particles(model, x0, heads, c.t1, c.dt_particles)
     xb = _particles(model, x0, heads, c.t1, c.dt_particles / 2)
     part_dt_err = float(np.linalg.norm(xa - xb, axis=1).max())
-    fits = {}
-    for key in ("l2_0", "l2_T", "w2_0", "w2_T"):
-        sub = [(n, [r[key] for r in rows if r["n"] == n and key in r]) for n in ns]
-        sub = [(n, v) for n, v in sub if v]
-        if sub:
-            fits[key] = {"n": [s[0] for s in sub], **_fit([s[0] for s in sub], [s[1] for s in sub])}
     return {
         "d": d,
         "L": L,
         "band_min": int(ds.attrs["band_min"]),
         "nodes": int(grid.points.shape[0]),
         "pde_seconds": pde_s,
-        "particle_seconds": part_s,
         "pde_error_sup_vs_refined": pde_err_sup,
         "pde_error_note": f"sup |u_T(L={L}, dt) - u_T(L={Lr}, dt/2)| on a fine grid",
         "particle_dt_error": part_dt_err,
@@ -238,11 +220,57 @@ def _manifold(c, d: int, model, u0_fn, heads, ns, reps, L, w2_max) -> dict:
         "energy": ds.energy.values.tolist(),
         "time": ds.time.values.tolist(),
         "max_cfl": float(ds.cfl.values.max()),
-        "rows": rows,
-        "fits": fits,
         "_ds": ds,
         "_grid": grid,
-        "_u0": u0,
+    }
+
+
+def _particle_rows(c, d: int, model, u0_fn, heads, L: int, n: int, reps, w2_max: int) -> dict:
+    """Replicates ``reps`` of the n-particle system against the PDE at t1: their distances at 0 and t1.
+
+    The PDE at band limit L is solved again here (the same computation as in :func:`_pde_part`, so the same
+    numbers): a task needs no other task's result."""
+    grid, u0, ds = _pde(c, d, model, u0_fn, heads, L)
+    uT = _coef(ds)
+    fine = 16 if d == 2 else 2
+    p0, w0, v0 = grid.fine(u0, fine)
+    pT, wT, vT = grid.fine(uT, fine)
+    rows = []
+    t0 = time.perf_counter()
+    for r in reps:
+        x0 = sample_density(grid, u0, n, seed=c.seed + 1000 * r + n)
+        xT = _particles(model, x0, heads, c.t1, c.dt_particles)
+        row = {
+            "n": n,
+            "rep": r,
+            "l2_0": smoothed_l2_distance(x0, grid, u0, c.kappa_smooth),
+            "l2_T": smoothed_l2_distance(xT, grid, uT, c.kappa_smooth),
+        }
+        if d == 2 or n <= w2_max:
+            row["w2_0"] = wasserstein2_to_density(x0, p0, w0, v0)
+            row["w2_T"] = wasserstein2_to_density(xT, pT, wT, vT)
+        rows.append(row)
+    return {"rows": rows, "particle_seconds": time.perf_counter() - t0}
+
+
+def _assemble(pde: dict, blocks: list[dict], ns) -> dict:
+    """The manifold's result: the PDE part, the rows of every particle block in (n, replicate) order, the
+    rate fits over n (means over replicates) and the particle systems' seconds summed over the blocks."""
+    rows = sorted((r for b in blocks for r in b["rows"]), key=lambda r: (ns.index(r["n"]), r["rep"]))
+    fits = {}
+    for key in ("l2_0", "l2_T", "w2_0", "w2_T"):
+        sub = [(n, [r[key] for r in rows if r["n"] == n and key in r]) for n in ns]
+        sub = [(n, v) for n, v in sub if v]
+        if sub:
+            fits[key] = {"n": [s[0] for s in sub], **_fit([s[0] for s in sub], [s[1] for s in sub])}
+    out = {k: v for k, v in pde.items() if k != "pde_seconds"}
+    return {
+        **{k: out[k] for k in ("d", "L", "band_min", "nodes")},
+        "pde_seconds": pde["pde_seconds"],
+        "particle_seconds": float(sum(b["particle_seconds"] for b in blocks)),
+        **{k: v for k, v in out.items() if k not in ("d", "L", "band_min", "nodes")},
+        "rows": rows,
+        "fits": fits,
     }
 
 
@@ -355,29 +383,69 @@ def _s1_model(c):
     return TransformerModel(direction="ascent", attention="softmax", beta=1.0, weights=weights), weights
 
 
-def pde_task(part: str, config: dict) -> dict:
-    """One part of the study (a task: JSON in, arrays and JSON out): ``s1`` / ``s2`` (the PDE against
-    particles on that sphere, with the density snapshots of the figures), ``closed_forms``, ``ledger_order``
-    or ``sht_ducc0``. ``config`` is the study's config as JSON."""
+@contextlib.contextmanager
+def _single_thread():
+    """torch and numba on one thread inside the block (BLAS is pinned by the runner), then restored.
+
+    numba's default is every core: its parallel loops (the PDE's compiled quadrature sums, the particle
+    kernels) then wait for a second thread that a busy 2-core machine does not give them, and the idle
+    OpenMP threads spin (measured, S^1 PDE at L = 96: 5.6 s CPU with two numba threads, 0.45 s with one;
+    the same numbers bit for bit, since every row is summed by one thread). A task is one process's work:
+    the runner spreads the tasks over the cores."""
+    saved = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        with one_thread():
+            yield
+    finally:
+        numba.set_num_threads(saved)
+
+
+def _manifold_setup(c, part: str):
+    """(d, model, u0 as a function of the grid, heads, n list, replicates, L, W2 limit) of s1 / s2."""
+    if part == "s1":
+        m1, _ = _s1_model(c)
+        u0 = lambda g: von_mises_fisher_mixture(g, _s1_centres(), 6.0, [0.5, 0.3, 0.2])  # noqa: E731
+        return 2, m1, u0, np.array(_S1_HEADS), c.s1_n, c.s1_replicates, c.s1_L, 0
+    h2, cen2 = _s2_setup(c.seed)
+    m2 = TransformerModel(direction="ascent", attention="softmax", beta=1.0)
+    u0 = lambda g: von_mises_fisher_mixture(g, cen2, 5.0)  # noqa: E731
+    return 3, m2, u0, h2, c.s2_n, c.s2_replicates, c.s2_L, c.s2_w2_max_n
+
+
+def pde_task(part: str, config: dict, n: int | None = None, reps: list[int] | None = None) -> dict:
+    """One part of the study (a task: JSON in, arrays and JSON out): ``s1`` / ``s2`` without ``n``: the PDE
+    on that sphere, its self-convergence, the particles' time error and the density snapshots of the
+    figures; ``s1`` / ``s2`` with ``n`` and ``reps = [first, stop)``: those replicates of the n-particle
+    system against the PDE (a block of :func:`particle_blocks`); ``closed_forms``, ``ledger_order`` or
+    ``sht_ducc0``. ``config`` is the study's config as JSON."""
     c = PdeParticlesConfig(**config)
-    with one_thread():
-        if part == "s1":
-            m1, _ = _s1_model(c)
-            u0 = lambda g: von_mises_fisher_mixture(g, _s1_centres(), 6.0, [0.5, 0.3, 0.2])  # noqa: E731
-            res = _manifold(c, 2, m1, u0, np.array(_S1_HEADS), c.s1_n, c.s1_replicates, c.s1_L, 0)
-        elif part == "s2":
-            h2, cen2 = _s2_setup(c.seed)
-            m2 = TransformerModel(direction="ascent", attention="softmax", beta=1.0)
-            u0 = lambda g: von_mises_fisher_mixture(g, cen2, 5.0)  # noqa: E731
-            res = _manifold(c, 3, m2, u0, h2, c.s2_n, c.s2_replicates, c.s2_L, c.s2_w2_max_n)
+    if part not in _PARTS:
+        raise ValueError(f"unknown part {part!r} of pde_particles; valid: {', '.join(_PARTS)}")
+    if n is not None and part not in ("s1", "s2"):
+        raise ValueError(
+            f"part {part!r} of pde_particles takes no particle count: got n = {n}; give n only "
+            "with part s1 or s2"
+        )
+    with _single_thread():
+        if part in ("s1", "s2"):
+            d, model, u0, heads, ns, reps_n, L, w2_max = _manifold_setup(c, part)
+            if n is not None:
+                if n not in ns or reps is None or not 0 <= reps[0] < reps[1] <= reps_n[ns.index(n)]:
+                    raise ValueError(
+                        f"particle block n = {n}, reps = {reps} of part {part!r} is not in the config "
+                        f"({part}_n = {ns}, {part}_replicates = {reps_n}); give an n of the list and "
+                        "reps = [first, stop) within its replicate count"
+                    )
+                rows = _particle_rows(c, d, model, u0, heads, L, n, range(*reps), w2_max)
+                return {"result": jsonable(rows)}
+            res = _pde_part(c, d, model, u0, heads, ns, L)
         elif part == "closed_forms":
             return {"result": jsonable(_closed_forms(c))}
         elif part == "ledger_order":
             return {"result": jsonable(_ledger_order(c, _s1_model(c)[1]))}
-        elif part == "sht_ducc0":
-            return {"result": jsonable(_sht_bench())}
         else:
-            raise ValueError(f"unknown part {part!r} of pde_particles; valid: {', '.join(_PARTS)}")
+            return {"result": jsonable(_sht_bench())}
     return {
         "result": jsonable({k: v for k, v in res.items() if not k.startswith("_")}),
         **_densities(part, res),
@@ -385,6 +453,53 @@ def pde_task(part: str, config: dict) -> dict:
 
 
 _PARTS = ("s1", "s2", "closed_forms", "ledger_order", "sht_ducc0")
+
+#: particle count from which the study's particle systems use the fast summation (below: the torch kernel)
+FASTSUM_MIN_N = 3000
+#: estimated seconds (one core) a particle block aims at: the runner spreads the blocks over the workers
+BLOCK_TARGET_S = 20.0
+
+
+def _run_cost(n: int, steps: float) -> float:
+    """Estimated CPU seconds of one particle system of n tokens over ``steps`` Heun steps (a fit to the
+    per-phase profile of the full config on one thread, docs/performance.md section 10.6; plan only)."""
+    if n < FASTSUM_MIN_N:
+        return (0.1 + 2.8e-6 * n * n) * steps / 50  # the dense torch field, O(n^2) per step
+    return (0.3 + 1.8e-4 * n) * steps / 50  # the fast summation, O(n) per step
+
+
+def _replicate_cost(d: int, n: int, steps: float, w2: bool) -> float:
+    """Estimated CPU seconds of one replicate: particle system, sampling, distances (as :func:`_run_cost`)."""
+    cost = _run_cost(n, steps) + 0.05 + 4.5e-5 * n  # sampling and smoothed L2: O(n)
+    if w2 and d == 3:
+        cost += 1.0 + 0.012 * n  # exact OT against the 8192-node measure (ot.emd2)
+    return cost
+
+
+def particle_blocks(config: PdeParticlesConfig) -> list[tuple[str, int, tuple[int, int], float]]:
+    """The particle tasks: (part, n, replicates [first, stop), estimated seconds), in (part, n) order.
+
+    The replicates of one n are cut into the fewest contiguous blocks of at most :data:`BLOCK_TARGET_S`
+    estimated seconds each (as equal as possible), so that the runner can spread them over its workers."""
+    steps = config.t1 / config.dt_particles
+    out = []
+    for part, d in (("s1", 2), ("s2", 3)):
+        ns, reps = getattr(config, f"{part}_n"), getattr(config, f"{part}_replicates")
+        w2_max = config.s2_w2_max_n if d == 3 else 0
+        for n, R in zip(ns, reps, strict=True):
+            one = _replicate_cost(d, n, steps, n <= w2_max)
+            k = min(R, max(1, math.ceil(R * one / BLOCK_TARGET_S)))
+            edges = [R * i // k for i in range(k + 1)]
+            out += [
+                (part, n, (lo, hi), one * (hi - lo))
+                for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+                if hi > lo
+            ]
+    return out
+
+
+def _block_name(part: str, n: int, reps: tuple[int, int]) -> str:
+    return f"{part}-n{n}-r{reps[0]}-{reps[1]}"
 
 
 @study
@@ -414,23 +529,31 @@ class PdeParticlesStudy(Study):
 
     def plan(self, config) -> dict:
         cfg = config.model_dump(mode="json")
-        # cost: the particle systems dominate (n x replicates x steps); the checks take seconds
+        fn = "attnflow.studies.pde_particles:pde_task"
         steps = config.t1 / config.dt_particles
-        cost = {
-            "s1": 1e-4 * steps * sum(n * r for n, r in zip(config.s1_n, config.s1_replicates, strict=True)),
-            "s2": 2e-4 * steps * sum(n * r for n, r in zip(config.s2_n, config.s2_replicates, strict=True)),
-        }
-        return {
-            part: ComputeTask(
-                fn="attnflow.studies.pde_particles:pde_task",
-                params={"part": part, "config": cfg},
-                cost_s=cost.get(part, 5.0),
+        tasks = []
+        for part, ns in (("s1", config.s1_n), ("s2", config.s2_n)):
+            # the PDE runs (seconds) and the particles' dt check at the middle n: 3 particle systems' work
+            cost = 2.0 + 3 * _run_cost(ns[len(ns) // 2], steps)
+            tasks.append((part, {"part": part, "config": cfg}, cost))
+        for part, n, reps, cost in particle_blocks(config):
+            tasks.append(
+                (_block_name(part, n, reps), {"part": part, "config": cfg, "n": n, "reps": list(reps)}, cost)
             )
-            for part in _PARTS
-        }
+        tasks += [(part, {"part": part, "config": cfg}, 5.0) for part in _PARTS[2:]]
+        # longest first: the runner submits in plan order, so its workers finish together
+        tasks.sort(key=lambda t: -t[2])
+        return {name: ComputeTask(fn=fn, params=params, cost_s=cost) for name, params, cost in tasks}
 
     def analyse(self, config, runs: StudyRuns, out_dir: Path) -> StudyResult:
         res = {part: runs.result(part) for part in _PARTS}
+        for part, ns in (("s1", config.s1_n), ("s2", config.s2_n)):
+            blocks = [
+                runs.result(_block_name(p, n, reps))["result"]
+                for p, n, reps, _ in particle_blocks(config)
+                if p == part
+            ]
+            res[part]["result"] = _assemble(res[part]["result"], blocks, ns)
         _save_densities(out_dir, res["s1"], res["s2"])
         summary = {
             "s1": res["s1"]["result"],
