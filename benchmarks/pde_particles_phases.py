@@ -29,6 +29,9 @@ from attnflow.studies import pde_particles as pp
 from attnflow.studies.common import whole_steps
 from attnflow.studies.multihead_common import one_thread
 
+#: the backend of the particle systems below the fast summation's n (torch before this branch's change)
+_SMALL_BACKEND = "numba" if hasattr(pp, "FASTSUM_MIN_N") else "torch"
+
 
 def _t(fn, *a, **k):
     c0 = time.process_time()
@@ -95,7 +98,7 @@ def manifold(part: str, reps: int, frac: float, frac_min_n: int, only_n: list[in
         k = min(reps, Rn)
         row["per_replicate_s"] = {key: v / k for key, v in acc.items()}
         row["study_s"] = {key: v / k * Rn for key, v in acc.items()}
-        row["backend"] = "fastsum" if n >= 3000 else "torch"
+        row["backend"] = "fastsum" if n >= getattr(pp, "FASTSUM_MIN_N", 3000) else _SMALL_BACKEND
         out["per_n"].append(row)
         print(json.dumps(row), flush=True)
     n_mid = ns[len(ns) // 2]
