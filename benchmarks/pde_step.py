@@ -4,7 +4,9 @@
 [--json FILE]`` (per-step times) and ``python benchmarks/pde_step.py --sweep 8,12,16,20 [--L 20,30]
 [--json FILE]`` (the coefficient method's difference from the compiled quadrature after the full run) and
 ``python benchmarks/pde_step.py --study-part quick|full [--quadrature auto|numba] [--json FILE]`` (the S^2 PDE
-part of the study as it runs it: L and the reference at 1.5 L, dt / 2, with records; CPU and wall seconds).
+part of the study as it runs it: L and the reference at 1.5 L, dt / 2, with records; CPU and wall seconds)
+and ``python benchmarks/pde_step.py --profile [--L 20,30] [--json FILE]`` (where a coefficient-method step's
+CPU time goes: floor transforms, the method's own transforms, the matrix-vector product, the rest).
 
 The case is the ``pde_particles`` study's S^2 part (two symmetric heads of operator norm 1.5, beta = 1,
 constant weights, a three-centre von Mises-Fisher mixture, dt = 0.01) at band limits 20 (the study's) and
@@ -65,6 +67,7 @@ def main(argv=None) -> None:
     ap.add_argument("--sweep", default=None, help="output bands L' of the full-run comparison")
     ap.add_argument("--study-part", choices=("quick", "full"), default=None)
     ap.add_argument("--quadrature", default="auto", help="method of --study-part")
+    ap.add_argument("--profile", action="store_true", help="where a coefficient step's time goes")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     heads, centres = _s2_setup(0)
@@ -75,6 +78,9 @@ def main(argv=None) -> None:
         return
     if args.study_part:
         _study_part(args, model, load0)
+        return
+    if args.profile:
+        _profile(args, model, heads, centres, load0)
         return
     methods = args.methods.split(",")
     rows = []
@@ -210,6 +216,67 @@ def _study_part(args, model, load0) -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     _write(args, f"pde_study_part_{args.study_part}", load0, rows)
+
+
+def _profile(args, model, heads, centres, load0) -> None:
+    """Where a coefficient-method step goes: cProfile on the process's CPU clock, BLAS and numba on one
+    thread (as a study task runs), ``--rounds`` x ``--steps`` x 20 steps per band limit, by category: the
+    floor's transforms (ducc0 called from ``pde/grids.py``), the method's own transforms (ducc0 called from
+    ``pde/coefficients.py``: per head a synthesis of m_h and of its gradient), the matrix-vector product of
+    the parity blocks, and the rest (NumPy work on the grid, Python, the weights' torch calls)."""
+    import cProfile
+    import pstats
+
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    from attnflow.pde import make_grid
+    from attnflow.pde.initial import von_mises_fisher_mixture
+    from attnflow.pde.solver import DensitySolver
+
+    numba.set_num_threads(1)
+    rows = []
+    with threadpool_limits(limits=1):
+        for L in (int(v) for v in args.L.split(",")):
+            g = make_grid(3, L)
+            s = DensitySolver(model, von_mises_fisher_mixture(g, centres, 5.0), heads, grid=g, dt=0.01)
+            for _ in range(3):
+                s.step()
+            n = args.rounds * args.steps * 20
+            c0 = time.process_time()
+            for _ in range(n):
+                s.step()
+            plain = (time.process_time() - c0) / n
+            pr = cProfile.Profile(time.process_time)
+            pr.enable()
+            for _ in range(n):
+                s.step()
+            pr.disable()
+            st = pstats.Stats(pr).stats
+            cat = {"floor_transforms": 0.0, "method_transforms": 0.0, "matvec": 0.0, "rest": 0.0}
+            rest: dict[str, float] = {}
+            for (fname, _line, func), (_, _, tt, _, callers) in st.items():
+                if "ducc0" in func:
+                    for (cf, _, _), (_, _, ctt, _) in callers.items():
+                        cat["floor_transforms" if cf.endswith("grids.py") else "method_transforms"] += ctt
+                elif fname.endswith("coefficients.py") and func == "__call__":
+                    cat["matvec"] += tt
+                else:
+                    cat["rest"] += tt
+                    key = f"{fname.split('/')[-1]}:{func}"
+                    rest[key] = rest.get(key, 0.0) + tt
+            total = sum(cat.values())
+            row = {
+                "L": L,
+                "step_cpu_ms": 1e3 * plain,
+                "profiled_step_cpu_ms": 1e3 * total / n,
+                "share": {k: v / total for k, v in cat.items()},
+                "ms_per_step_scaled": {k: 1e3 * plain * v / total for k, v in cat.items()},
+                "rest_top_share": {k: v / total for k, v in sorted(rest.items(), key=lambda kv: -kv[1])[:10]},
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    _write(args, "pde_step_profile", load0, rows)
 
 
 def _sweep(args, model, heads, centres, load0) -> None:
