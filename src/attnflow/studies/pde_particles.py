@@ -148,7 +148,7 @@ def _fit(n, ys) -> dict:
 
 def _particles(model, x0, heads, t1, dt) -> np.ndarray:
     n = x0.shape[0]
-    be = "fastsum" if n >= FASTSUM_MIN_N else "numba"
+    be = "fastsum" if n >= FASTSUM_MIN_N else "torch"
     m = TransformerModel(
         direction=model.direction,
         attention=model.attention,
@@ -454,10 +454,11 @@ def pde_task(part: str, config: dict, n: int | None = None, reps: list[int] | No
 
 _PARTS = ("s1", "s2", "closed_forms", "ledger_order", "sht_ducc0")
 
-#: particle count from which the study's particle systems use the fast summation (below: the compiled exact
-#: kernel, ``backend="numba"``; measured one thread, 50 Heun steps, n = 1000: torch 4.9 s, numba 0.27-0.51 s,
-#: fastsum 0.32-0.57 s; n = 3162: numba 1.7-4.1 s, fastsum 0.59-1.3 s; every backend within 1e-14 of
-#: torch's positions, docs/performance.md section 10.6)
+#: particle count from which the study's particle systems use the fast summation (below: the torch kernel).
+#: The compiled exact kernel (``backend="numba"``) is 10-18x faster at n = 316 .. 3162 (one thread, 50 Heun
+#: steps, n = 1000: torch 4.9 s, numba 0.27-0.51 s; positions within 1.1e-15 of torch's) but is not used: with
+#: it the protocol's kill + resume check saw one S^2 W2 value (n = 100) differ in its last bit between the
+#: killed child and the uninterrupted run in 3 of 10 pytest sessions (0 of 3 with torch); performance.md 10.6
 FASTSUM_MIN_N = 3000
 #: estimated seconds (one core) a particle block aims at: the runner spreads the blocks over the workers
 BLOCK_TARGET_S = 20.0
@@ -467,7 +468,7 @@ def _run_cost(n: int, steps: float) -> float:
     """Estimated CPU seconds of one particle system of n tokens over ``steps`` Heun steps (a fit to the
     per-phase profile of the full config on one thread, docs/performance.md section 10.6; plan only)."""
     if n < FASTSUM_MIN_N:
-        return (0.1 + 3.5e-7 * n * n) * steps / 50  # the compiled exact kernel, O(n^2) per step
+        return (0.1 + 2.8e-6 * n * n) * steps / 50  # the dense torch field, O(n^2) per step
     return (0.3 + 1.8e-4 * n) * steps / 50  # the fast summation, O(n) per step
 
 
