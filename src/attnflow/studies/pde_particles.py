@@ -21,8 +21,10 @@ checks (linear growth rates of modes about the uniform state, :mod:`attnflow.pde
 state's stationarity), the order of the energy ledger's residual in dt, and ducc0's transform accuracy
 and speed.
 
-Its five parts (S^1, S^2, the closed forms, the ledger order, the ducc0 round trip) are computation tasks
-(:func:`pde_task`) on the run store; ``analyse`` reads their stored results.
+Its parts are computation tasks (:func:`pde_task`) on the run store: per sphere the PDE part (the run, its
+self-convergence, the particles' time error, the density snapshots) and the particle systems in blocks of
+replicates per n (:func:`particle_blocks`, spread over the runner's workers); the closed forms, the ledger
+order and the ducc0 round trip. ``analyse`` reads their stored results and fits the rates.
 """
 
 from __future__ import annotations
