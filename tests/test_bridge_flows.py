@@ -648,7 +648,8 @@ def test_study_step_count_flows_are_the_flows_of_a_run_declared_at_that_step():
     from attnflow.studies.real_model_flows import STEP_FLOWS, FlowsConfig, family_task
 
     base = {"families": ["tiny-llama"], "sentences": 4, "max_time": 2.0, "bootstrap": 10, "split_seeds": [0],
-            "free_running_fit": False, "scale_alternatives": [], "join_alternatives": []}  # fmt: skip
+            "free_running_fit": False, "scale_alternatives": [], "join_alternatives": [],
+            "step_candidates": []}  # fmt: skip  (the check of the runs without the step rule)
     two = family_task(
         FlowsConfig(**base, steps_per_layer=2, steps_alternatives=[2, 3]).model_dump(), "tiny-llama"
     )
