@@ -956,10 +956,11 @@ VERDICTS = (
      "the model's)"),
     ("biases-overclusters", "biases", "model", "cos", "over", "criterion_overcluster",
      "with the attention biases and the LayerNorm shift kept, the attention-only flow still over-clusters "
-     "like the bias-free one"),
+     "the tokens (mean cosine above the model's; review round 3, F7: 'as the bias-free one' is untested)"),
     ("model-scores-overclusters", "model_scores", "model", "cos", "over", "criterion_overcluster",
-     "driven by the model's own attention weights (the values of the bias-free heads), the flow still "
-     "over-clusters: the values, not the scores, make it cluster"),
+     "driven by the model's own attention weights (moving the values of the bias-free heads), the flow "
+     "still over-clusters the tokens (review round 3, F7: the criterion does not test which of scores and "
+     "values makes it cluster)"),
     ("fitted-time-cos", "fitted_time", "model", "cos", "gap", "criterion_cos_gap",
      "with one time per layer fitted on held-out sentences, the attention-only flow follows the model's "
      "mean cosine"),
