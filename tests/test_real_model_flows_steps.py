@@ -117,8 +117,8 @@ def test_records_report_the_ladder_and_mark_a_quantity_not_converged():
 def ladder_run():
     from attnflow.studies.real_model_flows import FlowsConfig, family_task
 
-    # a ladder whose rungs differ from steps_per_layer (1): every computation must use the chosen rung
-    c = FlowsConfig(families=["tiny-llama"], sentences=4, steps_per_layer=1, step_candidates=[2, 4],
+    # a ladder whose rungs differ from steps_per_layer (3): every computation must use the chosen rung
+    c = FlowsConfig(families=["tiny-llama"], sentences=4, steps_per_layer=3, step_candidates=[1, 2],
                     max_time=1.0, bootstrap=10, split_seeds=[0], free_running_fit=False,
                     scale_alternatives=[], null_seeds=[0, 1], join_alternatives=[2])  # fmt: skip
     return c, family_task(c.model_dump(), "tiny-llama-permuted")
@@ -153,7 +153,7 @@ def test_family_task_runs_the_records_and_the_variants_at_the_chosen_step(ladder
     ids = [tokenize(corpus[k]) for k in res["corpus_index"]]
     w1 = permuted_null(trained, 1, keep_embeddings=True)
     with torch.no_grad():
-        at_k, at_1 = _lite(w1, ids, c, K), _lite(w1, ids, c, 1)
+        at_k, at_1 = _lite(w1, ids, c, K), _lite(w1, ids, c)  # c: steps_per_layer 3
     alt = res["variants"]["permutation seed"]["1"]
     np.testing.assert_allclose(
         alt["sphere"]["attention"]["cos"], at_k["sphere"]["attention"]["cos"], atol=1e-12
