@@ -34,13 +34,21 @@ the bias-free and bias-kept heads at the model's tokens and of flows (a), (b) at
 The verdicts (``records``) are tests with criteria declared in the config before the data; their
 intervals are percentile bootstraps over sentences, their robustness the two halves of the corpus
 subsample, the time-fit split (both directions, two split seeds), the representation, for cluster
-counts the cluster radius and, for every flow (not (n)), the step count (``steps_alternatives``: the flows
-rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). Since review 2 also,
-on every tested record: the sentence length (``join_alternatives``: the model, (n) and every flow rerun on
-inputs of k consecutive drawn sentences joined) and, for a null family, its seed (``null_seeds``: the
-robustness check "permutation seed" / "init seed", the same sentences through the null built with each
-other seed); both at the declared step on sphere tokens, (c) fitted on the main split seed's halves of those
-inputs. One computation task per family (the model is loaded once).
+counts the cluster radius. Since review 2 also, on every tested record: the joined sentences
+(``join_alternatives``: k x ``sentences`` drawn, k consecutive ones joined per input, the model, (n) and
+every flow rerun on them; "sentence length" on 1/k as many inputs before review round 3, F6) and, for a null
+family, its seed (``null_seeds``: the robustness check "permutation seed" / "init seed", the same sentences
+through the null built with each other seed; the permuted null keeps the trained embeddings,
+``permuted_embeddings``, F6b); both on sphere tokens, (c) fitted on the main split seed's halves of those
+inputs.
+
+The step (review round 3, F2): the Euler steps per unit time K of every flow, record and variant are chosen
+per family by the step rule (``step_candidates``, ``step_tolerance_share``; :func:`choose_step`): the flows
+are run at each candidate in turn until the records' quantities move by less than 1/4 of their criterion's
+threshold to the next candidate; a record whose quantity has not converged at the last rung is inconclusive.
+The rungs are reported in each record (``result.step_ladder``). Runs without the rule (``step_candidates =
+[]``, the runs before it) use ``steps_per_layer`` and the robustness check "step count" over
+``steps_alternatives``. One computation task per family (the model is loaded once).
 """
 
 from __future__ import annotations
