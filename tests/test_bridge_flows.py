@@ -647,8 +647,10 @@ def test_study_step_count_flows_are_the_flows_of_a_run_declared_at_that_step():
     (a)-(g) from the same z_0, and (c) refitted on the main split's fit half (same T_l, same statistics)."""
     from attnflow.studies.real_model_flows import STEP_FLOWS, FlowsConfig, family_task
 
+    # step_candidates []: the check "step count" of the runs without the step rule
     base = {"families": ["tiny-llama"], "sentences": 4, "max_time": 2.0, "bootstrap": 10, "split_seeds": [0],
-            "free_running_fit": False, "scale_alternatives": [], "join_alternatives": []}  # fmt: skip
+            "free_running_fit": False, "scale_alternatives": [], "join_alternatives": [],
+            "step_candidates": []}  # fmt: skip
     two = family_task(
         FlowsConfig(**base, steps_per_layer=2, steps_alternatives=[2, 3]).model_dump(), "tiny-llama"
     )

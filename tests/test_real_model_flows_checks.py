@@ -100,12 +100,12 @@ def test_variants_are_runs_on_the_joined_inputs_and_on_the_other_seeds_weights()
 
     base = {"families": ["tiny-llama"], "sentences": 4, "steps_per_layer": 1, "max_time": 1.0,
             "bootstrap": 10, "split_seeds": [0], "free_running_fit": False, "scale_alternatives": [],
-            "steps_alternatives": []}  # fmt: skip
+            "steps_alternatives": [], "step_candidates": [], "permuted_embeddings": "permute"}  # fmt: skip
     two = family_task(FlowsConfig(**base, null_seeds=[0, 1], join_alternatives=[2]).model_dump(),
                       "tiny-llama-permuted")  # fmt: skip
     one = family_task(FlowsConfig(**base, null_seeds=[1], join_alternatives=[]).model_dump(),
                       "tiny-llama-permuted")  # fmt: skip
-    assert list(two["variants"]) == ["sentence length", "permutation seed"] and one["variants"] == {}
+    assert list(two["variants"]) == ["joined sentences", "permutation seed"] and one["variants"] == {}
     alt = two["variants"]["permutation seed"]["1"]
     for src in ("model", "no_mlp", *STEP_FLOWS):
         for k in ("cos", "erank", "clusters"):  # the same code path: equal to rounding
@@ -117,14 +117,18 @@ def test_variants_are_runs_on_the_joined_inputs_and_on_the_other_seeds_weights()
                                one["fitted"][0]["stats"]["sphere"]["cos"], rtol=0, atol=1e-12)  # fmt: skip
     # the seed matters: seed 0's model is another network
     assert not np.allclose(two["stats"]["sphere"]["model"]["cos"], alt["sphere"]["model"]["cos"])
-    # sentence length: 2 inputs of 2 drawn sentences each, joined by a space, through the seed-0 null
-    joined = two["variants"]["sentence length"]["2"]
+    # joined sentences (F6): 2 x 4 sentences drawn (the main draw continued), 2 joined per input: 4 inputs
+    joined = two["variants"]["joined sentences"]["2"]
     corpus, idx = load_corpus(), two["corpus_index"]
-    texts = [corpus[idx[0]] + " " + corpus[idx[1]], corpus[idx[2]] + " " + corpus[idx[3]]]
+    order = np.random.default_rng(0).permutation(len(corpus))  # corpus_seed 0: the study's draw, continued
     w, tokenize, _ = load_family("tiny-llama-permuted", 0)
+    drawn = [int(k) for k in order if 3 <= len(tokenize(corpus[k])) <= 24][:8]
+    assert drawn[:4] == idx
+    texts = [corpus[drawn[i]] + " " + corpus[drawn[i + 1]] for i in range(0, 8, 2)]
     ids = [tokenize(t) for t in texts]
-    assert joined["tokens"] == [len(t) for t in ids] == [two["tokens"][0] + two["tokens"][1],
-                                                          two["tokens"][2] + two["tokens"][3]]  # fmt: skip
+    assert len(joined["tokens"]) == 4 == len(two["tokens"])  # as many inputs as the main run
+    assert joined["tokens"] == [len(t) for t in ids]
+    assert joined["tokens"][:2] == [two["tokens"][0] + two["tokens"][1], two["tokens"][2] + two["tokens"][3]]
     with torch.no_grad():
         ref = np.stack([mean_pairwise_inner_product(forward(w, t).tokens).numpy() for t in ids])
     np.testing.assert_allclose(joined["sphere"]["model"]["cos"], ref, rtol=0, atol=1e-12)
@@ -141,13 +145,22 @@ def test_check_errors():
         joined_inputs(["a", "b"], 0)
     with pytest.raises(ValueError, match="'minilm' is not a null family"):
         null_weights("minilm", None, 0)
-    cfg = FlowsConfig(families=["tiny-llama"], sentences=3, steps_per_layer=1, max_time=1.0,
-                      split_seeds=[0], free_running_fit=False, scale_alternatives=[], steps_alternatives=[],
+    with pytest.raises(ValueError, match=r"step_candidates must be >= 2 strictly ascending .*got \[16, 4\]"):
+        FlowsConfig(step_candidates=[16, 4])
+    with pytest.raises(ValueError, match=r"step_candidates must be >= 2 strictly ascending .*got \[4\]"):
+        FlowsConfig(step_candidates=[4])
+    # the joined check draws join x sentences sentences; the shipped corpus has 308
+    cfg = FlowsConfig(families=["tiny-llama"], sentences=200, steps_per_layer=1, max_time=1.0,
+                      split_seeds=[0], free_running_fit=False, scale_alternatives=[], step_candidates=[],
                       join_alternatives=[2])  # fmt: skip
     with pytest.raises(
-        ValueError, match=r"join 2: 1 joined input\(s\) from 3 sentences; the check needs >= 2"
+        ValueError, match=r"joined sentences: join 2 draws 400 sentences .*lower sentences to <="
     ):
         family_task(cfg.model_dump(), "tiny-llama")
+    from attnflow.studies.real_model_flows import choose_step
+
+    with pytest.raises(ValueError, match=r"the rungs must be the first ones of the ladder \[4, 16, 64\]"):
+        choose_step({16: {"x": 0.0}}, {"x": 0.1}, [4, 16, 64])
 
 
 def test_stand_still_control_is_scored_and_blocks_a_hold():

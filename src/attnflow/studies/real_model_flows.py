@@ -34,13 +34,21 @@ the bias-free and bias-kept heads at the model's tokens and of flows (a), (b) at
 The verdicts (``records``) are tests with criteria declared in the config before the data; their
 intervals are percentile bootstraps over sentences, their robustness the two halves of the corpus
 subsample, the time-fit split (both directions, two split seeds), the representation, for cluster
-counts the cluster radius and, for every flow (not (n)), the step count (``steps_alternatives``: the flows
-rerun with K Euler steps per unit time, (c) refitted at K on the main split; review 2). Since review 2 also,
-on every tested record: the sentence length (``join_alternatives``: the model, (n) and every flow rerun on
-inputs of k consecutive drawn sentences joined) and, for a null family, its seed (``null_seeds``: the
-robustness check "permutation seed" / "init seed", the same sentences through the null built with each
-other seed); both at the declared step on sphere tokens, (c) fitted on the main split seed's halves of those
-inputs. One computation task per family (the model is loaded once).
+counts the cluster radius. Since review 2 also, on every tested record: the joined sentences
+(``join_alternatives``: k x ``sentences`` drawn, k consecutive ones joined per input, the model, (n) and
+every flow rerun on them; "sentence length" on 1/k as many inputs before review round 3, F6) and, for a null
+family, its seed (``null_seeds``: the robustness check "permutation seed" / "init seed", the same sentences
+through the null built with each other seed; the permuted null keeps the trained embeddings,
+``permuted_embeddings``, F6b); both on sphere tokens, (c) fitted on the main split seed's halves of those
+inputs.
+
+The step (review round 3, F2): the Euler steps per unit time K of every flow, record and variant are chosen
+per family by the step rule (``step_candidates``, ``step_tolerance_share``; :func:`choose_step`): the flows
+are run at each candidate in turn until the records' quantities move by less than 1/4 of their criterion's
+threshold to the next candidate; a record whose quantity has not converged at the last rung is inconclusive.
+The rungs are reported in each record (``result.step_ladder``). Runs without the rule (``step_candidates =
+[]``, the runs before it) use ``steps_per_layer`` and the robustness check "step count" over
+``steps_alternatives``. One computation task per family (the model is loaded once).
 """
 
 from __future__ import annotations
@@ -132,15 +140,40 @@ class FlowsConfig(StudyConfig):
     )
     corpus_seed: int = Field(0, description="seed of the corpus subsample")
     max_tokens: PositiveInt = Field(24, description="only sentences of at most this many tokens are drawn")
-    steps_per_layer: PositiveInt = Field(4, description="Euler steps per unit time (per layer at T_l = 1)")
+    steps_per_layer: PositiveInt = Field(
+        4,
+        description="Euler steps per unit time (per layer at T_l = 1) when step_candidates is empty (the "
+        "runs before review round 3, F2); with the step rule it is only the first rung's cost row",
+    )
+    step_candidates: list[PositiveInt] = Field(
+        [4, 16, 64],
+        description="the step rule (declared after review round 3, F2, before any rerun): candidate Euler "
+        "step counts K per unit time, ascending. Per family, the flows (a)-(g) ((c) refitted at K on the "
+        "main split) are run on all sentences at each K in turn (sphere tokens), and the step of EVERY flow "
+        "record and EVERY robustness variant (split seeds, free-running fit, scale estimator, joined "
+        "sentences, null seeds) is the smallest K whose move to the next candidate changes every tested "
+        "quantity's point estimate by less than step_tolerance_share x its margin; the ladder stops there. "
+        "Where no K qualifies the largest is used, and a record whose quantity moved by at least that "
+        "between the last two candidates is inconclusive ('step count: not converged'). The other K are "
+        "reported (values, moves, CPU time), never a check that can flip a verdict. Empty: the old "
+        "behaviour (steps_per_layer, with the check steps_alternatives)",
+    )
+    step_tolerance_share: PositiveFloat = Field(
+        0.25,
+        description="the step rule's tolerance: a quantity is converged at K when |q(K') - q(K)| < this x "
+        "margin, K' the next candidate; margin = the record's criterion threshold, i.e. the distance from "
+        "'no difference' (0) to the criterion: 0.1 (criterion_overcluster, criterion_cos_gap: tolerance "
+        "0.025 in mean cosine), 0.25 (criterion_rel_gap: tolerance 0.0625 in relative gap)",
+    )
     max_time: PositiveFloat = Field(
         8.0,
         description="largest T_l of the time fit's grid (step 1/steps); 8 since the review (4 was hit by "
         "SmolLM2's teacher-forced fit in 16 layers)",
     )
     steps_alternatives: list[PositiveInt] = Field(
-        [16],
-        description="the other Euler step counts per unit time each flow of a verdict ((a)-(g); not the "
+        [],
+        description="(runs without the step rule only: step_candidates empty; ignored otherwise) the "
+        "other Euler step counts per unit time each flow of a verdict ((a)-(g); not the "
         "discrete network (n)) is rerun with, sphere tokens only, (c) refitted on the main split at that "
         "step: the robustness check 'step count' (added after review 2 saw MiniLM-L6's '(f) follows (n)' "
         "and SmolLM2's (e), (g) records move between K = 4 and K = 16)",
@@ -181,15 +214,23 @@ class FlowsConfig(StudyConfig):
         "move by ten interval half-widths between permutation seeds 0, 1, 2; before, the null's seed was "
         "`seed`, i.e. 0)",
     )
+    permuted_embeddings: Literal["keep", "permute"] = Field(
+        "keep",
+        description="'-permuted' nulls: 'keep' the trained embeddings (word, position, type, embedding "
+        "LayerNorm) and the final norm, permuting only the blocks' tensors, in every draw (main seed and "
+        "the seed check), so that a null seed changes the weights, not the start z_0 (review round 3, "
+        "F6b); 'permute': every tensor (the runs before it)",
+    )
     join_alternatives: list[int] = Field(
         [3],
-        description="longer inputs: for each k, the drawn sentences taken k consecutive ones at a time and "
-        "joined by a space (sentences // k inputs; the shipped corpus has 9-19 tokens a sentence, so "
-        "every main verdict is about n <= 19), the model, (n) and every flow rerun on them (sphere "
-        "tokens, declared step; (c) fitted and reported on the halves of the main split seed): the "
-        "robustness check 'sentence length' on every record of every family (added after review 2 saw "
-        "two MiniLM-L6 records move on 3 joined sentences). The joined inputs are not capped by "
-        "max_tokens (only by the model's maximum length)",
+        description="longer inputs: for each k, k x sentences sentences drawn (the same draw continued: the "
+        "first `sentences` are the main ones) and taken k consecutive ones at a time, joined by a space: "
+        "`sentences` inputs, as many as the main run (review round 3, F6; before: the main sentences "
+        "joined, sentences // k inputs). The model, (n) and every flow rerun on them (sphere tokens, the "
+        "rule's step; (c) fitted and reported on the halves of the main split seed): the robustness check "
+        "'joined sentences' on every record (before F6: 'sentence length'). It changes the content, not "
+        "only the length: k unrelated sentences in one input add cross-sentence token pairs. The joined "
+        "inputs are not capped by max_tokens (only by the model's maximum length)",
     )
     # -- criteria, declared before the data (commit 'real_model_flows: config, criteria') --
     criterion_overcluster: PositiveFloat = Field(
@@ -246,6 +287,16 @@ class FlowsConfig(StudyConfig):
     def _distinct_steps(cls, v: list[int]) -> list[int]:
         if len(set(v)) != len(v):
             raise ValueError(f"steps_alternatives must be distinct: got {v}; list each step count once")
+        return v
+
+    @field_validator("step_candidates")
+    @classmethod
+    def _ladder(cls, v: list[int]) -> list[int]:
+        if v and (len(v) < 2 or any(b <= a for a, b in zip(v, v[1:], strict=False))):
+            raise ValueError(
+                f"step_candidates must be >= 2 strictly ascending step counts (or [] for no step rule): got "
+                f"{v}; e.g. [4, 16, 64]"
+            )
         return v
 
     @field_validator("null_seeds")
@@ -315,10 +366,11 @@ def null_base(family: str) -> str | None:
     return None
 
 
-def null_weights(family: str, trained, seed: int):
+def null_weights(family: str, trained, seed: int, *, keep_embeddings: bool = False):
     """The weights of the null family ``family`` from its trained family's weights: the same architecture
     with ``transformers``' random initialisation (``-random``) or every tensor's entries permuted
-    (``-permuted``, :func:`attnflow.bridge.nulls.permuted_null`), under ``seed``."""
+    (``-permuted``, :func:`attnflow.bridge.nulls.permuted_null`; ``keep_embeddings``: the blocks' only,
+    config ``permuted_embeddings``), under ``seed``."""
     from .. import bridge
 
     if family.endswith("-random"):  # the trained family's tokenizer and architecture, random weights
@@ -326,20 +378,21 @@ def null_weights(family: str, trained, seed: int):
 
         return from_hf_model(random_like(bridge.to_hf_model(trained), seed).double())
     if family.endswith("-permuted"):  # the trained weights, every tensor's entries shuffled
-        return permuted_null(trained, seed)
+        return permuted_null(trained, seed, keep_embeddings=keep_embeddings)
     raise ValueError(f"{family!r} is not a null family: a null family ends in '-random' or '-permuted'")
 
 
-def load_family(family: str, seed: int = 0):
+def load_family(family: str, seed: int = 0, *, keep_embeddings: bool = False):
     """(weights in float64, tokenize: text -> ids, positions of the special tokens: n -> list); ``seed``:
-    the tiny models' and a null family's weights."""
+    the tiny models' and a null family's weights (``keep_embeddings``: a '-permuted' null's, see
+    :func:`null_weights`)."""
     from .. import bridge
 
     if family in ("tiny-bert", "tiny-llama"):
         w, tokenize = _tiny(family, seed)
     elif null_base(family) is not None:
         trained, tokenize, _ = load_family(null_base(family), seed)
-        w = null_weights(family, trained, seed)
+        w = null_weights(family, trained, seed, keep_embeddings=keep_embeddings)
     elif family in ("minilm", "minilm-l3"):
         w = bridge.load_minilm() if family == "minilm" else bridge.load_minilm_l3()
         tok = bridge.load_tokenizer(bridge.minilm_path())  # the ONNX package ships no tokenizer
@@ -393,7 +446,8 @@ def _sink(w, tokens: torch.Tensor, special: list[int], *, biases: bool) -> np.nd
     return np.asarray(out)
 
 
-def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) -> dict:
+def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig, K: int) -> dict:
+    """Every statistic of one sentence, the flows at ``K`` Euler steps per unit time (the step rule's)."""
     fp = forward(w, ids)
     z, L = fp.tokens, w.depth
     pre = w.arch == "pre_ln"
@@ -410,7 +464,7 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) ->
         if v == "frames" and pre:  # pre-LN: (f) runs the code path of (a) (bridge.flows docstring; tested)
             flows[v] = flows["attention"]
         else:
-            flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer,
+            flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K,
                                   attentions=fp.attentions, residual_norms=rho)  # fmt: skip
         out["stats"]["sphere"][v] = _profile(flows[v], z, c.thresholds)
         out["stats"]["hidden"][v] = _profile(_hidden(w, flows[v]), hid, c.thresholds)
@@ -421,22 +475,23 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) ->
         rho2, xs, alt = stream_scales(w, fp.hidden_states, est), {}, {}
         for v in SCALE_FLOWS:
             xs[v] = xs["attention"] if v == "frames" else layer_flow(
-                w, z[0], variant=v, steps_per_layer=c.steps_per_layer, attentions=fp.attentions,
-                residual_norms=rho2,
+                w, z[0], variant=v, steps_per_layer=K, attentions=fp.attentions, residual_norms=rho2,
             )  # fmt: skip
             alt[v] = _profile(xs[v], z, c.thresholds)
         out["scale_alt"][est] = {"rho": rho2, "sphere": alt}
     out["steps_alt"] = {}
-    for K in _alt_steps(c):  # robustness check "step count": sphere tokens, cos / erank / clusters only
+    for Ka in _alt_steps(
+        c
+    ):  # robustness check "step count" (no step rule): sphere tokens, cos/erank/clusters
         xs = {}
         for v in STEP_FLOWS:
             same = torch.equal(flows["biases"], flows["attention"])
             if (v == "frames" and pre) or (v == "biases" and same):
                 xs[v] = xs["attention"]  # the same flow by construction (identities of the records)
             else:
-                xs[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K, attentions=fp.attentions,
+                xs[v] = layer_flow(w, z[0], variant=v, steps_per_layer=Ka, attentions=fp.attentions,
                                    residual_norms=rho)  # fmt: skip
-        out["steps_alt"][K] = {v: _profile(x, z, c.thresholds) for v, x in xs.items()}
+        out["steps_alt"][Ka] = {v: _profile(x, z, c.thresholds) for v, x in xs.items()}
     out["curves"] = np.stack(
         [
             layer_time_curve(
@@ -444,7 +499,7 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) ->
                 z[k],
                 z[k + 1],
                 k,
-                steps_per_layer=c.steps_per_layer,
+                steps_per_layer=K,
                 max_time=c.max_time,
                 residual_norm=None if rho is None else rho[k],
             )  # fmt: skip
@@ -461,11 +516,13 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig) ->
     return out
 
 
-def _lite(w, ids: list[list[int]], c: FlowsConfig) -> dict:
+def _lite(w, ids: list[list[int]], c: FlowsConfig, K: int | None = None) -> dict:
     """The data of a robustness check that changes the inputs or the weights: on inputs ``ids``, the sphere
-    tokens' statistics of the model, the no-MLP network (n) and every flow of :data:`STEP_FLOWS` at the
-    declared step, and flow (c) with T_l fitted (teacher-forced) on the fit half of the main split seed's
-    halves of these inputs and reported on the other half -- the same code paths as the main computation."""
+    tokens' statistics of the model, the no-MLP network (n) and every flow of :data:`STEP_FLOWS` at ``K``
+    Euler steps per unit time (the step rule's; None: ``steps_per_layer``), and flow (c) with T_l fitted
+    (teacher-forced) on the fit half of the main split seed's halves of these inputs and reported on the
+    other half -- the same code paths as the main computation."""
+    K = c.steps_per_layer if K is None else K
     pre = w.arch == "pre_ln"
     w_nomlp = without_mlp(w)
     stats, zs, rhos = [], [], []
@@ -480,7 +537,7 @@ def _lite(w, ids: list[list[int]], c: FlowsConfig) -> dict:
             if v == "frames" and pre:  # (f) is (a) for pre-LN (as in _sentence)
                 flows[v] = flows["attention"]
             else:
-                flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=c.steps_per_layer,
+                flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K,
                                       attentions=fp.attentions, residual_norms=rho)  # fmt: skip
             st[v] = _profile(flows[v], z, c.thresholds)
         stats.append(st)
@@ -488,11 +545,11 @@ def _lite(w, ids: list[list[int]], c: FlowsConfig) -> dict:
         rhos.append(rho)
     A, B = _halves(len(ids), c.split_seeds[0])
     cur = np.stack([np.stack([
-        layer_time_curve(w, zs[i][k], zs[i][k + 1], k, steps_per_layer=c.steps_per_layer, max_time=c.max_time,
+        layer_time_curve(w, zs[i][k], zs[i][k + 1], k, steps_per_layer=K, max_time=c.max_time,
                          residual_norm=None if rhos[i] is None else rhos[i][k])
         for k in range(w.depth)]) for i in A])  # fmt: skip
-    T = fit_layer_times(cur, c.steps_per_layer)
-    st = [_profile(layer_flow(w, zs[i][0], variant="fitted_time", steps_per_layer=c.steps_per_layer,
+    T = fit_layer_times(cur, K)
+    st = [_profile(layer_flow(w, zs[i][0], variant="fitted_time", steps_per_layer=K,
                               layer_times=T.tolist(), residual_norms=rhos[i]), zs[i], c.thresholds)
           for i in B]  # fmt: skip
     return {
@@ -520,8 +577,107 @@ def _null_check(family: str) -> str | None:
 
 
 def _alt_steps(c: FlowsConfig) -> list[int]:
-    """The alternative step counts of the robustness check "step count" (the declared one left out)."""
+    """The alternative step counts of the robustness check "step count" (the declared one left out); none
+    under the step rule (``step_candidates``), whose ladder replaces the check."""
+    if c.step_candidates:
+        return []
     return [K for K in c.steps_alternatives if K != c.steps_per_layer]
+
+
+def _ladder_level(w, fps: list, rhos: list, c: FlowsConfig, K: int, A: list[int], B: list[int]) -> dict:
+    """One rung of the step rule's ladder (config ``step_candidates``): every flow of :data:`STEP_FLOWS` at
+    ``K`` Euler steps per unit time on every sentence (forward passes ``fps``, sphere tokens) and flow (c)
+    with T_l refitted at K (teacher-forced, grid step 1/K) on the fit half ``A`` of the main split and
+    reported on ``B`` -- the code paths of the main computation -- with the CPU seconds it took."""
+    t0 = time.process_time()
+    pre = w.arch == "pre_ln"
+    st = []
+    for fp, rho in zip(fps, rhos, strict=True):
+        z, xs = fp.tokens, {}
+        for v in STEP_FLOWS:
+            if v == "frames" and pre:  # (f) is (a) for pre-LN (as in _sentence)
+                xs[v] = xs["attention"]
+            else:
+                xs[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K, attentions=fp.attentions,
+                                   residual_norms=rho)  # fmt: skip
+        st.append({v: _profile(x, z, c.thresholds) for v, x in xs.items()})
+    cur = np.stack([np.stack([
+        layer_time_curve(w, fps[i].tokens[k], fps[i].tokens[k + 1], k, steps_per_layer=K, max_time=c.max_time,
+                         residual_norm=None if rhos[i] is None else rhos[i][k])
+        for k in range(w.depth)]) for i in A])  # fmt: skip
+    T = fit_layer_times(cur, K)
+    fst = [_profile(layer_flow(w, fps[i].tokens[0], variant="fitted_time", steps_per_layer=K,
+                               layer_times=T.tolist(), residual_norms=rhos[i]), fps[i].tokens, c.thresholds)
+           for i in B]  # fmt: skip
+    return {
+        "sphere": {v: _stack([x[v] for x in st]) for v in STEP_FLOWS},
+        "fitted": {"split_seed": c.split_seeds[0], "direction": "A->B", "report": B, "times": T,
+                   "stats": {"sphere": _stack(fst)}},
+        "cpu_s": time.process_time() - t0,
+    }  # fmt: skip
+
+
+def _step_verdicts(res: dict, c: FlowsConfig) -> list[tuple]:
+    """The :data:`VERDICTS` entries the step rule watches: every record whose flow has a step (not (n)),
+    but a cluster-count record at a saturated declared radius (a description, not tested)."""
+    k_main = c.thresholds.index(min(c.thresholds, key=lambda t: abs(t - c.cluster_threshold)))
+    sat = c.thresholds[k_main] in saturated_radii(res, c)
+    return [v for v in VERDICTS if v[1] in (*STEP_FLOWS, "fitted_time") and not (v[3] == "clusters" and sat)]
+
+
+def step_values(res: dict, c: FlowsConfig, K: int) -> dict[str, float]:
+    """The point estimate of every quantity the step rule watches (:func:`_step_verdicts`), with the flows
+    at rung ``K`` of the ladder (``res["step_ladder"]["levels"]``): sphere tokens, all sentences ((c): the
+    report half of the main split), the declared depth summary -- each record's own quantity."""
+    k_main = c.thresholds.index(min(c.thresholds, key=lambda t: abs(t - c.cluster_threshold)))
+    out = {}
+    for vid, flow, ref, stat, kind, _, _ in _step_verdicts(res, c):
+        m, f = _pair(res, flow, stat, "sphere", k=k_main if stat == "clusters" else None, ref=ref, steps=K)
+        out[vid] = _quantity(kind)(m, f)
+    return out
+
+
+def step_tolerances(c: FlowsConfig) -> dict[str, float]:
+    """Per verdict id: the step rule's tolerance, ``step_tolerance_share`` x the margin (the criterion's
+    threshold: its distance from 'no difference', 0)."""
+    return {v[0]: c.step_tolerance_share * float(getattr(c, v[5])) for v in VERDICTS}
+
+
+def choose_step(values: dict[int, dict[str, float]], tolerance: dict[str, float], candidates: list[int]):
+    """The step rule (config ``step_candidates``, ``step_tolerance_share``) on the rungs computed so far.
+
+    Parameters
+    ----------
+    values : dict
+        K -> {verdict id: point estimate at K}, for the first rungs of ``candidates`` (ascending).
+    tolerance : dict
+        Verdict id -> tolerance (:func:`step_tolerances`).
+    candidates : list of int
+        The declared ladder.
+
+    Returns
+    -------
+    dict or None
+        None while the rungs computed do not decide (no converged K yet and rungs left). Else ``chosen``:
+        the smallest K whose move to the next candidate is below the tolerance for every quantity (or the
+        largest candidate if none is); ``moves`` (K -> id -> |q(next) - q(K)|); ``converged`` (id -> whether
+        the quantity moved by less than its tolerance from the chosen K to the next candidate, or between
+        the last two candidates where the largest is chosen).
+    """
+    Ks = [K for K in candidates if K in values]
+    if Ks != candidates[: len(Ks)] or not Ks:
+        raise ValueError(f"the rungs must be the first ones of the ladder {candidates}: got {sorted(values)}")
+    moves = {}
+    for a, b in zip(Ks, Ks[1:], strict=False):
+        moves[a] = {v: abs(values[b][v] - values[a][v]) for v in values[a]}
+        if all(moves[a][v] < tolerance[v] for v in moves[a]):
+            return {"chosen": a, "moves": moves, "converged": dict.fromkeys(moves[a], True)}
+    if len(Ks) < len(candidates):
+        return None
+    if len(Ks) == 1:  # a ladder of one rung cannot check anything (the config requires >= 2)
+        return {"chosen": Ks[0], "moves": {}, "converged": dict.fromkeys(values[Ks[0]], False)}
+    last = moves[Ks[-2]]
+    return {"chosen": Ks[-1], "moves": moves, "converged": {v: last[v] < tolerance[v] for v in last}}
 
 
 def _halves(S: int, seed: int) -> tuple[list[int], list[int]]:
@@ -535,36 +691,77 @@ def family_task(config: dict, family: str) -> dict:
     the splits are drawn from the config's seeds; the weights are read from installed files."""
     c = FlowsConfig(**config)
     t0, cpu0 = time.perf_counter(), time.process_time()
+    keep = c.permuted_embeddings == "keep"
     with one_thread(), torch.no_grad():
         base = null_base(family)
         if base is None:
             w, tokenize, special = load_family(family, c.seed)
         else:  # the trained weights are kept for the other null seeds (robustness check)
             trained, tokenize, special = load_family(base, c.seed)
-            w = null_weights(family, trained, c.null_seeds[0])
+            w = null_weights(family, trained, c.null_seeds[0], keep_embeddings=keep)
         w_nomlp = without_mlp(w)
         corpus = load_corpus()
         order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
-        chosen, ids = [], []
+        # the main draw, continued to k x sentences for the joined check (F6: as many inputs as the main run)
+        need = c.sentences * max([1, *c.join_alternatives])
+        drawn, drawn_ids = [], []
         for k in order:
             t = tokenize(corpus[k])
             if 3 <= len(t) <= min(c.max_tokens, w.max_length):
-                chosen.append(int(k))
-                ids.append(t)
-            if len(chosen) == c.sentences:
+                drawn.append(int(k))
+                drawn_ids.append(t)
+            if len(drawn) == need:
                 break
+        if c.join_alternatives and len(drawn) < need:
+            raise ValueError(
+                f"joined sentences: join {max(c.join_alternatives)} draws {need} sentences (join x "
+                f"sentences, so that the check has as many inputs as the main run); the corpus has "
+                f"{len(drawn)} of 3.."
+                f"{min(c.max_tokens, w.max_length)} tokens: lower sentences to <= "
+                f"{len(drawn) // max(c.join_alternatives)} or drop the join from join_alternatives"
+            )
+        chosen, ids = drawn[: c.sentences], drawn_ids[: c.sentences]
         t_load = time.perf_counter() - t0
-        rows = [_sentence(w, w_nomlp, t, special(len(t)), c) for t in ids]
+        pre = w.arch == "pre_ln"
+        ladder, K = None, c.steps_per_layer
+        if c.step_candidates:  # the step rule: rungs in turn until one is converged (F2, review round 3)
+            fps = [forward(w, t) for t in ids]
+            rhos = [stream_scales(w, fp.hidden_states, c.scale_estimator) if pre else None for fp in fps]
+            refs = {"model": _stack([_profile(fp.tokens, fp.tokens, c.thresholds) for fp in fps]),
+                    "no_mlp": _stack([_profile(forward(w_nomlp, t).tokens, fp.tokens, c.thresholds)
+                                      for t, fp in zip(ids, fps, strict=True)])}  # fmt: skip
+            A, B = _halves(len(ids), c.split_seeds[0])
+            levels = {}
+            probe = {
+                "tokens": [len(t) for t in ids],
+                "stats": {"sphere": refs},
+                "step_ladder": {"levels": levels},
+            }
+            tol = step_tolerances(c)
+            for Kc in c.step_candidates:
+                levels[str(Kc)] = _ladder_level(w, fps, rhos, c, Kc, A, B)
+                vals = {int(x): step_values(probe, c, int(x)) for x in levels}
+                pick = choose_step(vals, tol, c.step_candidates)
+                if pick is not None:
+                    break
+            K = pick["chosen"]
+            ladder = {"candidates": c.step_candidates, "chosen": K, "values": vals,
+                      "moves": pick["moves"], "converged": pick["converged"],
+                      "tolerance": {v: tol[v] for v in vals[K]},
+                      "cpu_s": {x: lv.pop("cpu_s") for x, lv in levels.items()},
+                      "levels": levels}  # fmt: skip
+            del fps
+        rows = [_sentence(w, w_nomlp, t, special(len(t)), c, K) for t in ids]
         curves = np.stack([r["curves"] for r in rows])  # (S, L, M + 1)
         fitted = []
         for s in c.split_seeds:
             A, B = _halves(len(rows), s)
             for name, fit, rep in (("A->B", A, B), ("B->A", B, A)):
-                T = fit_layer_times(curves[fit], c.steps_per_layer)
+                T = fit_layer_times(curves[fit], K)
                 stats = {r: [] for r in REPS}
                 for i in rep:
                     fp = forward(w, ids[i])
-                    x = layer_flow(w, fp.tokens[0], variant="fitted_time", steps_per_layer=c.steps_per_layer,
+                    x = layer_flow(w, fp.tokens[0], variant="fitted_time", steps_per_layer=K,
                                    layer_times=T.tolist(), residual_norms=rows[i]["rho"])  # fmt: skip
                     stats["sphere"].append(_profile(x, fp.tokens, c.thresholds))
                     stats["hidden"].append(_profile(_hidden(w, x), _unit(fp.hidden_states), c.thresholds))
@@ -573,16 +770,15 @@ def family_task(config: dict, family: str) -> dict:
         free = None
         if c.free_running_fit:  # (c)'s robustness variant: T_l fitted to the free-running mean cosine
             A, B = _halves(len(rows), c.split_seeds[0])
-            pre = w.arch == "pre_ln"
             zs = {i: forward(w, ids[i]) for i in (*A, *B)}
             target = np.mean([rows[i]["stats"]["sphere"]["model"]["cos"] for i in A], axis=0)
             T = fit_free_running_times(
-                w, [zs[i].tokens[0] for i in A], target.tolist(), steps_per_layer=c.steps_per_layer,
+                w, [zs[i].tokens[0] for i in A], target.tolist(), steps_per_layer=K,
                 max_time=c.max_time, residual_norms=None if not pre else [rows[i]["rho"] for i in A],
             )  # fmt: skip
             stats = {r: [] for r in REPS}
             for i in B:
-                x = layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=c.steps_per_layer,
+                x = layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=K,
                                layer_times=T.tolist(), residual_norms=rows[i]["rho"])  # fmt: skip
                 stats["sphere"].append(_profile(x, zs[i].tokens, c.thresholds))
                 stats["hidden"].append(_profile(_hidden(w, x), _unit(zs[i].hidden_states), c.thresholds))
@@ -593,39 +789,40 @@ def family_task(config: dict, family: str) -> dict:
         steps_fit = {}
         A, B = _halves(len(rows), c.split_seeds[0])
         zs = {i: forward(w, ids[i]) for i in (*A, *B)} if _alt_steps(c) else {}
-        for K in _alt_steps(c):
+        for Ka in _alt_steps(c):
             cur = np.stack([np.stack([
-                layer_time_curve(w, zs[i].tokens[k], zs[i].tokens[k + 1], k, steps_per_layer=K,
+                layer_time_curve(w, zs[i].tokens[k], zs[i].tokens[k + 1], k, steps_per_layer=Ka,
                                  max_time=c.max_time, residual_norm=None if rows[i]["rho"] is None
                                  else rows[i]["rho"][k])
                 for k in range(w.depth)]) for i in A])  # fmt: skip
-            T = fit_layer_times(cur, K)
-            st = [_profile(layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=K,
+            T = fit_layer_times(cur, Ka)
+            st = [_profile(layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=Ka,
                                       layer_times=T.tolist(), residual_norms=rows[i]["rho"]),
                            zs[i].tokens, c.thresholds) for i in B]  # fmt: skip
-            steps_fit[K] = {"split_seed": c.split_seeds[0], "direction": "A->B", "report": B, "times": T,
+            steps_fit[Ka] = {"split_seed": c.split_seeds[0], "direction": "A->B", "report": B, "times": T,
                             "stats": {"sphere": _stack(st)}}  # fmt: skip
-        # robustness checks on other inputs / weights: "sentence length" (joined sentences), and for a
-        # null family "permutation seed" / "init seed" (its other seeds, the same sentences)
+        # robustness checks on other inputs / weights: "joined sentences" (k x sentences drawn, k joined per
+        # input), and for a null family "permutation seed" / "init seed" (its other seeds, the same sentences)
         variants = {}
         t_var = time.perf_counter()
         if c.join_alternatives:
-            texts = [corpus[k] for k in chosen]
-            variants["sentence length"] = {}
+            variants["joined sentences"] = {}
             for k in c.join_alternatives:
+                texts = [corpus[i] for i in drawn[: k * c.sentences]]
                 toks = [tokenize(x) for x in joined_inputs(texts, k)]
                 toks = [t for t in toks if 3 <= len(t) <= w.max_length]
                 if len(toks) < 2:
                     raise ValueError(
-                        f"join {k}: {len(toks)} joined input(s) from {len(texts)} sentences; the check needs "
-                        f">= 2 (a fit and a report half): raise sentences to >= {2 * k} or drop {k} from "
-                        "join_alternatives"
+                        f"join {k}: {len(toks)} joined input(s) within the model's maximum length from "
+                        f"{len(texts)} sentences; the check needs >= 2 (a fit and a report half): raise "
+                        f"sentences to >= 2 or drop {k} from join_alternatives"
                     )
-                variants["sentence length"][str(k)] = _lite(w, toks, c)
+                variants["joined sentences"][str(k)] = _lite(w, toks, c, K)
         check = _null_check(family)
         if check is not None and len(c.null_seeds) > 1:
             variants[check] = {
-                str(s): _lite(null_weights(family, trained, s), ids, c) for s in c.null_seeds[1:]
+                str(s): _lite(null_weights(family, trained, s, keep_embeddings=keep), ids, c, K)
+                for s in c.null_seeds[1:]
             }
         t_var = time.perf_counter() - t_var
     stats = {
@@ -653,7 +850,10 @@ def family_task(config: dict, family: str) -> dict:
             "tokens": [len(t) for t in ids],
             "stats": stats,
             "curves_mean": curves.mean(0),
-            "curve_grid": np.arange(curves.shape[-1]) / c.steps_per_layer,
+            "curve_grid": np.arange(curves.shape[-1]) / K,
+            "step": K,
+            "step_ladder": ladder,
+            "permuted_embeddings": c.permuted_embeddings if family.endswith("-permuted") else None,
             "fitted": fitted,
             "fitted_free": free,
             "scale_alt": scale_alt,
@@ -674,13 +874,20 @@ def _stack(profiles: list[dict]) -> dict:
 
 
 # -- analysis ----------------------------------------------------------------------------------------------
+def _level(res: dict, K: int) -> dict:
+    """The flows at ``K`` steps: the step rule's ladder rung (``res["step_ladder"]["levels"]``) or, in a run
+    without the rule, the check "step count" (``res["steps_alt"]``)."""
+    levels = (res.get("step_ladder") or {}).get("levels") or {}
+    return levels[str(K)] if str(K) in levels else res["steps_alt"][str(K)]
+
+
 def _arr(res: dict, rep: str, src: str, key: str, k: int | None, est: str | None = None,
          steps: int | None = None) -> np.ndarray:  # fmt: skip
     """Per-sentence values (S, L + 1) of ``key`` for ``src`` (a flow, the model or the no-MLP network);
     clusters at radius k; ``est``: the flow rerun with that scale estimator, ``steps``: with that step count
     (sphere tokens only; the model and (n) have no step)."""
     if steps is not None and src in STEP_FLOWS:
-        a = np.asarray(res["steps_alt"][str(steps)]["sphere"][src][key], float)
+        a = np.asarray(_level(res, steps)["sphere"][src][key], float)
     elif est is not None and src in SCALE_FLOWS:
         a = np.asarray(res["scale_alt"][est]["sphere"][src][key], float)
     else:
@@ -715,7 +922,7 @@ def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, ref: str 
         return get(d["sphere"][ref][stat]), get(d["sphere"][flow][stat])
     if flow == "fitted_time":
         if steps is not None:
-            return _fitted_pair(res, rep, stat, k, res["steps_alt"][str(steps)]["fitted"])
+            return _fitted_pair(res, rep, stat, k, _level(res, steps)["fitted"])
         return _fitted_pair(res, rep, stat, k, res["fitted_free"] if free else res["fitted"][j])
     m, f = _arr(res, rep, ref, stat, k, est), _arr(res, rep, flow, stat, k, est, steps)
     return (m, f) if idx is None else (m[idx], f[idx])
@@ -757,10 +964,11 @@ VERDICTS = (
      "the model's)"),
     ("biases-overclusters", "biases", "model", "cos", "over", "criterion_overcluster",
      "with the attention biases and the LayerNorm shift kept, the attention-only flow still over-clusters "
-     "like the bias-free one"),
+     "the tokens (mean cosine above the model's; review round 3, F7: 'as the bias-free one' is untested)"),
     ("model-scores-overclusters", "model_scores", "model", "cos", "over", "criterion_overcluster",
-     "driven by the model's own attention weights (the values of the bias-free heads), the flow still "
-     "over-clusters: the values, not the scores, make it cluster"),
+     "driven by the model's own attention weights (moving the values of the bias-free heads), the flow "
+     "still over-clusters the tokens (review round 3, F7: the criterion does not test which of scores and "
+     "values makes it cluster)"),
     ("fitted-time-cos", "fitted_time", "model", "cos", "gap", "criterion_cos_gap",
      "with one time per layer fitted on held-out sentences, the attention-only flow follows the model's "
      "mean cosine"),
@@ -850,6 +1058,14 @@ def _verdict_data(res: dict) -> dict:
                                                                      "times")},
                                      "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
                       for K, a in (res.get("steps_alt") or {}).items()},
+        "step": res.get("step"),
+        "step_ladder": None if not res.get("step_ladder") else {
+            "candidates": res["step_ladder"]["candidates"], "chosen": res["step_ladder"]["chosen"],
+            "cpu_s": res["step_ladder"]["cpu_s"],
+            "levels": {K: {"sphere": {v: rnd(x) for v, x in a["sphere"].items()},
+                           "fitted": {**{k: a["fitted"][k] for k in fit_keys},
+                                      "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
+                       for K, a in res["step_ladder"]["levels"].items()}},
         "variants": {check: {v: {"tokens": d["tokens"],
                                  "sphere": {src: rnd(x) for src, x in d["sphere"].items()},
                                  "fitted": {**{k: d["fitted"][k] for k in fit_keys},
@@ -896,6 +1112,23 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         sat = saturated_radii(res, c)
         alts = [e for e in res.get("scale_alt") or {} if e != c.scale_estimator]
         steps = [int(K) for K in res.get("steps_alt") or {}]
+        lad = res.get("step_ladder")
+        if lad:  # the step rule (F2): the rungs computed, their values, the chosen K (what the run used)
+            Ks = sorted(int(K) for K in lad["levels"])
+            Kc = int(lad["chosen"])
+            lad_vals = {K: step_values(res, c, K) for K in Ks}
+            lad_tol = step_tolerances(c)
+            i = Ks.index(Kc)
+            lad_pair = (Ks[i], Ks[i + 1]) if i + 1 < len(Ks) else (Ks[-2], Ks[-1]) if len(Ks) > 1 else None
+        z0 = {}
+        for choice, vals in (res.get("variants") or {}).items():  # a null's seeds: z_0's mean cosine each
+            if choice in NULL_CHECK.values():
+                cos0 = {str(c.null_seeds[0]): res["stats"]["sphere"]["model"]["cos"],
+                        **{x: d["sphere"]["model"]["cos"] for x, d in vals.items()}}  # fmt: skip
+                z0 = {
+                    "check": choice,
+                    "mean_cos_z0": {x: float(np.asarray(a, float)[:, 0].mean()) for x, a in cos0.items()},
+                }
         # pre-LN: (f) is (a) bit for bit, so the records that still test (f) -- against (n), or inside (g) --
         # must say that no LayerNorm frame acts (review 2 of issue 26 part 3: their statements claimed frames)
         f_is_a = "frames" in res["stats"]["sphere"] and _same_flow(res, "frames", "attention")
@@ -958,14 +1191,40 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if steps and flow in (*STEP_FLOWS, "fitted_time"):  # (n) is a discrete network: no step
                 check("step count", [c.steps_per_layer, *steps],
                       [pair("sphere"), *[pair("sphere", steps=K) for K in steps]])  # fmt: skip
-            for choice, vals in (res.get("variants") or {}).items():  # sentence length, null seed
-                main = 1 if choice == "sentence length" else c.null_seeds[0]
+            for choice, vals in (res.get("variants") or {}).items():  # joined sentences, null seed
+                main = 1 if choice in ("sentence length", "joined sentences") else c.null_seeds[0]
                 check(choice, [main, *[int(x) for x in vals]],
                       [pair("sphere"), *[pair("sphere", var=(choice, x)) for x in vals]])  # fmt: skip
             if alts and (flow in SCALE_FLOWS or ref in SCALE_FLOWS):
                 check("scale estimator", [f"{c.scale_estimator} (declared)", *alts],
                       [pair("sphere"), *[pair("sphere", est=e) for e in alts]])  # fmt: skip
             extra = {}
+            if z0:
+                extra["null_seed_z0"] = z0
+            step_note = None
+            if lad and flow in (*STEP_FLOWS, "fitted_time") and vid in lad_vals[Kc]:
+                move = (
+                    None if lad_pair is None else abs(lad_vals[lad_pair[1]][vid] - lad_vals[lad_pair[0]][vid])
+                )
+                conv = move is not None and move < lad_tol[vid]
+                extra["step_ladder"] = {
+                    "K": Ks, "values": [lad_vals[K][vid] for K in Ks], "chosen": Kc,
+                    "move": move, "between": None if lad_pair is None else list(lad_pair),
+                    "tolerance": lad_tol[vid], "converged": conv,
+                    "cpu_s": {str(K): lad["cpu_s"][str(K)] for K in Ks},
+                    "rule": "config step_candidates / step_tolerance_share: the family's step is the "
+                    "smallest candidate K whose move to the next one is < share x threshold for every "
+                    "watched quantity; the other K are reported, not tested",
+                }  # fmt: skip
+                if not conv:
+                    a, b = lad_pair
+                    rob.append(RobustnessCheck.from_values(
+                        crit, "step count", [f"not converged: K = {a} -> {b} moved the value by "
+                                             f"{move:.3f} >= {lad_tol[vid]:.3f}"], [None]))  # fmt: skip
+                    step_note = (
+                        f"step not converged: the value moved by {move:.3f} from K = {a} to {b} "
+                        f"(tolerance {lad_tol[vid]:.3f}), so the record is at best inconclusive"
+                    )
             if flow == "fitted_time" and res.get("fitted_free") is not None:
                 fv, fci = _boot(q, *pair("sphere", free=True), c.bootstrap, seed)
                 extra["free_running_fit"] = {
@@ -974,7 +1233,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "note": "T_l fitted to the mean cosine profile on the fit half of the same sentences, "
                     "the quantity this record tests: a description, not a robustness value (review 3, F3)",
                 }  # fmt: skip
-            notes = []
+            notes = [] if step_note is None else [step_note]
             ss = stand_still(res, flow, stat, k=k, ref=ref, q=q, B=c.bootstrap, seed=seed) if \
                 c.stand_still_control else None  # fmt: skip
             if ss is not None:
@@ -1147,6 +1406,14 @@ def _family_summary(res: dict, c: FlowsConfig) -> dict:
             for K, a in (res.get("steps_alt") or {}).items()
         },
         "variants": variants_summary(res.get("variants") or {}),
+        "step": res.get("step", c.steps_per_layer),
+        "step_ladder": None
+        if not res.get("step_ladder")
+        else {
+            k: res["step_ladder"][k]
+            for k in ("candidates", "chosen", "values", "moves", "converged", "tolerance", "cpu_s")
+        },
+        "permuted_embeddings": res.get("permuted_embeddings"),
         "rho_mean": None
         if res.get("rho") is None or res["rho"][0] is None
         else np.asarray(res["rho"], float).mean(0),
@@ -1245,10 +1512,34 @@ def tables(summary: dict) -> list[Table]:
                 "K Euler steps per unit time from the same z_0; (n) and the model have no step. (c) is "
                 f"refitted at K on the main split: T_l = {', '.join(f'{t:.2f}' for t in a['fitted_times'])}.",
             ))  # fmt: skip
+        lad = s.get("step_ladder")
+        if lad:
+            Ks = sorted(int(K) for K in lad["values"])
+            vids = list(lad["values"][str(Ks[0])])
+            out.append(Table(
+                columns=[Column("quantity"), *[Column(f"K{K}", f"K = {K}", ".3f") for K in Ks],
+                         *[Column(f"m{K}", f"move {K} -> next", ".3f") for K in Ks[:-1]],
+                         Column("tol", "tolerance", ".4f"), Column("conv", "converged at chosen K")],
+                rows=[*({"quantity": v, **{f"K{K}": lad["values"][str(K)][v] for K in Ks},
+                         **{f"m{K}": lad["moves"][str(K)][v] for K in Ks[:-1]},
+                         "tol": lad["tolerance"][v], "conv": "yes" if lad["converged"][v] else "NO"}
+                        for v in vids),
+                      {"quantity": "CPU seconds of the rung (all flows, (c) refit)",
+                       **{f"K{K}": lad["cpu_s"][str(K)] for K in Ks},
+                       **{f"m{K}": None for K in Ks[:-1]}, "tol": None, "conv": None}],
+                title=f"{fam}: step rule, chosen K = {lad['chosen']} Euler steps per unit time",
+                id=f"{fam}-step-ladder",
+                note="The step rule (config step_candidates, step_tolerance_share; review round 3, F2): each "
+                "watched record's quantity (sphere tokens, declared depth summary) with the flows at K; the "
+                "family's K is the smallest whose move to the next candidate is below the tolerance (share x "
+                "criterion threshold) for every quantity; the ladder stops there. Every record and every "
+                "robustness variant uses the chosen K; the other rungs are reported only (K = 4: the cost "
+                "row of the runs before the rule).",
+            ))  # fmt: skip
         for check, a in (s.get("variants") or {}).items():
             for v, d in a.items():
                 keys = [x for x in STEP_FLOWS if x in d["cos"]]
-                what = (f"{v} sentences joined per input" if check == "sentence length"
+                what = (f"{v} sentences joined per input" if check in ("sentence length", "joined sentences")
                         else f"the null's {check} {v}")  # fmt: skip
                 out.append(Table(
                     columns=[Column("depth"), Column("model", "model", ".3f"),
@@ -1263,8 +1554,11 @@ def tables(summary: dict) -> list[Table]:
                     id=f"{fam}-{check.replace(' ', '-')}-{v}",
                     note=f"The robustness check '{check}': {d['inputs']} inputs of {d['tokens_mean']:.1f} "
                     f"tokens on average ({d['tokens_range'][0]}-{d['tokens_range'][1]}); the model, (n) and "
-                    "every flow at the declared step on them; (c) fitted on the fit half of the main split "
-                    "seed and reported on the other (beside the model on that half), T_l = "
+                    f"every flow at the run's step (K = {s.get('step', summary.get('steps_per_layer'))}) on "
+                    "them" + ("; 'joined sentences' changes the content as well as the length: k unrelated "
+                              "sentences per input" if check == "joined sentences" else "")
+                    + "; (c) fitted on the fit half of the main split seed and reported on the other "
+                    "(beside the model on that half), T_l = "
                     f"{', '.join(f'{t:.2f}' for t in d['fitted_times'])}.",
                 ))  # fmt: skip
     out.extend(verdict_tables(summary))
@@ -1282,7 +1576,9 @@ def verdict_tables(summary: dict) -> list[Table]:
         rows = []
         for r in (x for x in recs if owner[x["id"]] == fam):
             res = r.get("result", {})
-            step = next((x for x in r.get("robustness", []) if x["choice"] == "step count"), None)
+            step = next((x for x in r.get("robustness", []) if x["choice"] == "step count"
+                         and None not in x["results"]), None)  # fmt: skip
+            lad = res.get("step_ladder")
             ci = res.get("ci95") or [None, None]
             rows.append({
                 "claim": r["id"].removeprefix(f"flows-{fam}-"), "verdict": r["verdict"],
@@ -1291,12 +1587,21 @@ def verdict_tables(summary: dict) -> list[Table]:
                 "lo": ci[0], "hi": ci[1],
                 "still": "" if "stand_still" not in res else "{:.3f} {}".format(
                     res["stand_still"]["value"], res["stand_still"]["outcome"]),
-                "steps": "" if step is None else "; ".join(
+                "steps": "; ".join(
+                    f"K = {k}: {v:.3f}" for k, v in zip(lad["K"], lad["values"], strict=True)
+                ) + "; chosen K = {}, {} (move {} < {:.3f})".format(
+                    lad["chosen"], "converged" if lad["converged"] else "NOT converged",
+                    "-" if lad["move"] is None else f"{lad['move']:.3f}", lad["tolerance"],
+                ) if lad else "" if step is None else "; ".join(
                     f"K = {k}: {v:.3f} {o}" for k, v, o in zip(step["values"], step["results"],
                                                                step["outcomes"], strict=True)),
                 "other": "; ".join(
-                    f"{x['choice']} {val}: {v:.3f} {o}" for x in r.get("robustness", [])
-                    if x["choice"] in ("sentence length", *NULL_CHECK.values())
+                    f"{x['choice']} {val}: {v:.3f} {o}" + (
+                        f" (z_0 cos {z0[str(val)]:.3f})" if (z0 := (res.get("null_seed_z0") or {}).get(
+                            "mean_cos_z0", {})) and str(val) in z0 and x["choice"] in NULL_CHECK.values()
+                        else "")
+                    for x in r.get("robustness", [])
+                    if x["choice"] in ("sentence length", "joined sentences", *NULL_CHECK.values())
                     for val, v, o in zip(x["values"], x["results"], x["outcomes"], strict=True)),
                 "disagree": ", ".join(x["choice"] for x in r.get("robustness", [])
                                       if x["verdict"] != res.get("outcome")),
@@ -1307,7 +1612,7 @@ def verdict_tables(summary: dict) -> list[Table]:
                          Column("lo", "CI lo", ".3f"), Column("hi", "CI hi", ".3f"),
                          Column("still", "stand-still control (tokens at z_0)"),
                          Column("steps", "step count (Euler steps per unit time)"),
-                         Column("other", "sentence length (sentences per input) / null seed"),
+                         Column("other", "joined sentences (per input) / null seed (z_0's mean cosine)"),
                          Column("disagree", "checks not agreeing with the main outcome")],
                 rows=rows, title=f"{fam}: verdict records", id=f"{fam}-verdicts",
                 note="Built from the records (summary.json, key 'verdicts'); value and 95% percentile "
@@ -1332,7 +1637,7 @@ class RealModelFlowsStudy(Study):
 
     def quick_params(self) -> dict:
         return {"families": ["tiny-bert", "tiny-llama"], "sentences": 8, "steps_per_layer": 2,
-                "max_time": 2.0, "bootstrap": 50}  # fmt: skip
+                "step_candidates": [2, 8], "max_time": 2.0, "bootstrap": 50}  # fmt: skip
 
     def plan(self, config) -> dict:
         # a family's computation does not depend on which other families run (it reads no `families`):
@@ -1341,6 +1646,7 @@ class RealModelFlowsStudy(Study):
         fn = "attnflow.studies.real_model_flows:family_task"
         # the step-count check reruns the flows at K steps: about K / steps_per_layer times their share
         alt = sum(K / config.steps_per_layer for K in _alt_steps(config))
+        alt += sum(K / config.steps_per_layer for K in config.step_candidates)  # the ladder's rungs
         cost = {f: _LOAD[f] + _COST[f] * config.sentences * (1 + len(config.split_seeds) / 2 + alt)
                 for f in config.families}  # fmt: skip
         # run order: the most expensive family first (SmolLM2 ~30 min wall beside the MiniLMs' ~5)
