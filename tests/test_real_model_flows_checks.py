@@ -196,7 +196,9 @@ def test_stand_still_control_is_scored_and_blocks_a_hold():
     down = _fake({**close, "attention": 0.3}, trend=-0.1)
     d = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": down})}
     over = d["attention-overclusters"]
-    assert over.result["outcome"] == "holds" and over.result["stand_still"]["outcome"] == "holds"
+    # review round 4, F2: the main outcome combined is inconclusive, the flow's own outcome is kept
+    assert over.result["outcome"] == "inconclusive" and over.result["outcome_flow"] == "holds"
+    assert over.result["stand_still"]["outcome"] == "holds"
     assert over.verdict == "inconclusive"
     assert over.result["stand_still"]["flow_minus_stand_still"]["value"] == pytest.approx(0.1, abs=0.02)
     # a flow that fails fails whatever the stand-still does (0.3 off a flat model)
