@@ -49,6 +49,14 @@ threshold to the next candidate; a record whose quantity has not converged at th
 The rungs are reported in each record (``result.step_ladder``). Runs without the rule (``step_candidates =
 []``, the runs before it) use ``steps_per_layer`` and the robustness check "step count" over
 ``steps_alternatives``. One computation task per family (the model is loaded once).
+
+Review round 4 (analysis only, from the stored per-sentence data): the records call a quantity converged
+only if its outcome under the criterion is also the same at the chosen K and the next rung, and report the
+main value at the finest rung computed (F4); the stand-still control and, for 'follows' records, the
+collapse control (``collapse_control``: every token equal from depth 1) are scored on every robustness
+value, a value that a control does not fail is unmeasured, and the main outcome combined is inconclusive
+where a main control does not fail (F1, F2, F6); the paired flow - stand-still difference and, for
+'follows' records, gap(flow) / gap(stand-still) are kept in ``result.stand_still`` (F3, descriptive).
 """
 
 from __future__ import annotations
