@@ -228,7 +228,7 @@ def test_a_check_value_whose_own_stand_still_holds_is_unmeasured():
     stand-still holds too) measures nothing: it is None, and cannot turn a failing record into 'depends on'.
     F2: a main value whose stand-still holds is combined as inconclusive, so a failing check cannot make
     'depends on' out of it either (the flow's own outcome is kept in result.outcome_flow)."""
-    from attnflow.studies.real_model_flows import FlowsConfig, records
+    from attnflow.studies.real_model_flows import FlowsConfig, records, verdict_tables
 
     # 20 resamples: every value is exact (the flows are the model + a constant shift, paired) or >= 5
     # interval half-widths (noise 0.02 / sqrt(12)) from the threshold 0.1
@@ -247,6 +247,8 @@ def test_a_check_value_whose_own_stand_still_holds_is_unmeasured():
     assert log["controls"]["stand-still"]["outcome"] == "holds"
     assert r.result["outcome"] == "fails" and not r.verdict.startswith("depends on")
     assert r.verdict == "inconclusive" and "unmeasured robustness values" in r.notes
+    row = next(x for x in verdict_tables({"families": {"tiny-bert": {}}, "verdicts": [r.to_json()]})[0].rows)
+    assert row["other"] == "joined sentences 1: 0.300 fails; joined sentences 3: unmeasured inconclusive"
     # the control off: the same value holds and the record reads 'depends on joined sentences' (before F1)
     off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, stand_still_control=False,
                                   collapse_control=False), {"tiny-bert": res})  # fmt: skip

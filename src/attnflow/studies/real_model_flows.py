@@ -1725,6 +1725,11 @@ def tables(summary: dict) -> list[Table]:
     return out
 
 
+def _fmt(v: float | None) -> str:
+    """A robustness value for the tables; None: unmeasured (a control does not fail there, review round 4)."""
+    return "unmeasured" if v is None else f"{v:.3f}"
+
+
 def verdict_tables(summary: dict) -> list[Table]:
     """Per family: every verdict record (``summary["verdicts"]``) with its value, interval, the outcome at
     each step count (the robustness check "step count") and the checks whose outcomes disagree."""
@@ -1737,7 +1742,7 @@ def verdict_tables(summary: dict) -> list[Table]:
         for r in (x for x in recs if owner[x["id"]] == fam):
             res = r.get("result", {})
             step = next((x for x in r.get("robustness", []) if x["choice"] == "step count"
-                         and None not in x["results"]), None)  # fmt: skip
+                         and any(v is not None for v in x["results"])), None)  # fmt: skip
             lad = res.get("step_ladder")
             ci = res.get("ci95") or [None, None]
             rows.append({
@@ -1752,11 +1757,13 @@ def verdict_tables(summary: dict) -> list[Table]:
                 ) + "; chosen K = {}, {} (move {} < {:.3f})".format(
                     lad["chosen"], "converged" if lad["converged"] else "NOT converged",
                     "-" if lad["move"] is None else f"{lad['move']:.3f}", lad["tolerance"],
-                ) if lad else "" if step is None else "; ".join(
-                    f"K = {k}: {v:.3f} {o}" for k, v, o in zip(step["values"], step["results"],
+                ) + ("" if lad.get("reported_K", lad["chosen"]) == lad["chosen"] else
+                     f"; value reported at K = {lad['reported_K']}")
+                if lad else "" if step is None else "; ".join(
+                    f"K = {k}: {_fmt(v)} {o}" for k, v, o in zip(step["values"], step["results"],
                                                                step["outcomes"], strict=True)),
                 "other": "; ".join(
-                    f"{x['choice']} {val}: {v:.3f} {o}" + (
+                    f"{x['choice']} {val}: {_fmt(v)} {o}" + (
                         f" (z_0 cos {z0[str(val)]:.3f})" if (z0 := (res.get("null_seed_z0") or {}).get(
                             "mean_cos_z0", {})) and str(val) in z0 and x["choice"] in NULL_CHECK.values()
                         else "")
