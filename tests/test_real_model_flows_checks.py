@@ -196,7 +196,9 @@ def test_stand_still_control_is_scored_and_blocks_a_hold():
     down = _fake({**close, "attention": 0.3}, trend=-0.1)
     d = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": down})}
     over = d["attention-overclusters"]
-    assert over.result["outcome"] == "holds" and over.result["stand_still"]["outcome"] == "holds"
+    # review round 4, F2: the main outcome combined is inconclusive, the flow's own outcome is kept
+    assert over.result["outcome"] == "inconclusive" and over.result["outcome_flow"] == "holds"
+    assert over.result["stand_still"]["outcome"] == "holds"
     assert over.verdict == "inconclusive"
     assert over.result["stand_still"]["flow_minus_stand_still"]["value"] == pytest.approx(0.1, abs=0.02)
     # a flow that fails fails whatever the stand-still does (0.3 off a flat model)
@@ -213,3 +215,86 @@ def test_stand_still_control_is_scored_and_blocks_a_hold():
     off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, stand_still_control=False),
                   {"tiny-bert": _fake(close, trend=0.0)})  # fmt: skip
     assert {r.id: r.verdict for r in off}["flows-tiny-bert-mlp-cos"] == "holds"
+
+
+def _flat_variant(shift: dict[str, float], trend: float) -> dict:
+    """A robustness variant (``_lite``'s layout) whose model moves by ``trend`` a layer in mean cosine."""
+    r = _fake(shift, seed=1, trend=trend)
+    return {"tokens": r["tokens"], "sphere": r["stats"]["sphere"], "fitted": r["fitted"][0]}
+
+
+def test_a_check_value_whose_own_stand_still_holds_is_unmeasured():
+    """Review round 4, F1: a robustness value that holds on a variant whose model does not move (its own
+    stand-still holds too) measures nothing: it is None, and cannot turn a failing record into 'depends on'.
+    F2: a main value whose stand-still holds is combined as inconclusive, so a failing check cannot make
+    'depends on' out of it either (the flow's own outcome is kept in result.outcome_flow)."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records, verdict_tables
+
+    # 20 resamples: every value is exact (the flows are the model + a constant shift, paired) or >= 5
+    # interval half-widths (noise 0.02 / sqrt(12)) from the threshold 0.1
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=20)
+    close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0}
+    # F1: (e) misses the moving model by 0.3 (fails); on the joined inputs the model is flat and (e) is on
+    # it (0.0: holds), but standing still there holds too (gap of a flat profile ~ noise)
+    res = _fake({**close, "mlp": 0.3})
+    res["variants"] = {"joined sentences": {"3": _flat_variant(close, trend=0.0)}}
+    r = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": res})}["mlp-cos"]
+    joined = next(x for x in r.robustness if x.choice == "joined sentences")
+    assert joined.values == [1, 3] and joined.outcomes == ["fails", "inconclusive"]
+    assert joined.results[0] == pytest.approx(0.3) and joined.results[1] is None
+    log = r.result["controls_per_value"]["joined sentences"][1]
+    assert log["outcome"] == "holds" and log["measured"] is False
+    assert log["controls"]["stand-still"]["outcome"] == "holds"
+    assert r.result["outcome"] == "fails" and not r.verdict.startswith("depends on")
+    assert r.verdict == "inconclusive" and "unmeasured robustness values" in r.notes
+    row = next(x for x in verdict_tables({"families": {"tiny-bert": {}}, "verdicts": [r.to_json()]})[0].rows)
+    assert row["other"] == "joined sentences 1: 0.300 fails; joined sentences 3: unmeasured inconclusive"
+    # the control off: the same value holds and the record reads 'depends on joined sentences' (before F1)
+    off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, stand_still_control=False,
+                                  collapse_control=False), {"tiny-bert": res})  # fmt: skip
+    assert {x.id: x.verdict for x in off}["flows-tiny-bert-mlp-cos"] == "depends on joined sentences"
+    # F2: a flat model (main stand-still holds), (e) on it (holds), on the joined inputs (e) misses by 0.3
+    flat = _fake(close, trend=0.0)
+    flat["variants"] = {"joined sentences": {"3": _flat_variant({**close, "mlp": 0.3}, trend=0.1)}}
+    r = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": flat})}["mlp-cos"]
+    assert r.result["outcome"] == "inconclusive" and r.result["outcome_flow"] == "holds"
+    assert (
+        r.result["value"] == pytest.approx(0.0, abs=1e-12) and r.result["stand_still"]["outcome"] == "holds"
+    )
+    joined = next(x for x in r.robustness if x.choice == "joined sentences")
+    assert joined.outcomes == ["inconclusive", "fails"]
+    assert r.verdict == "inconclusive"  # before F2: main 'holds' against the joined 'fails': 'depends on'
+
+
+def test_a_value_the_collapse_control_passes_is_unmeasured():
+    """Review round 4, F6: a model whose mean cosine reaches 1 at the last depth: there every collapsing
+    flow 'follows' it, so the last-depth value of a 'follows' record is unmeasured; the mean over depths
+    (where the collapse control fails) still decides. 'Over-clusters' records get no collapse control."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=20)  # values exact (constant shifts) or 5 sd away
+    # cosine 0.3, 0.533, 0.767, 1.0: collapse gap 0.233 over depths 1..3 (fails), ~0 at depth 3 (holds)
+    res = _fake({"mlp": 0.05}, trend=0.7 / 3)
+    r = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": res})}
+    mlp = r["mlp-cos"]
+    m = np.asarray(res["stats"]["sphere"]["model"]["cos"], float).mean(0)
+    # independent reference of the collapse control: mean over depths 1..3 of |1 - mean cos_model(l)|
+    assert mlp.result["collapse"]["value"] == pytest.approx(np.mean(np.abs(1 - m[1:])), abs=1e-12)
+    assert mlp.result["collapse"]["outcome"] == "fails"
+    depth = next(x for x in mlp.robustness if x.choice == "depth summary")
+    assert depth.results[0] == pytest.approx(0.05) and depth.results[1] is None and depth.results[2] is None
+    log = mlp.result["controls_per_value"]["depth summary"][1]
+    assert (
+        log["controls"]["collapse"]["outcome"] == "holds"
+        and log["controls"]["stand-still"]["outcome"] == "fails"
+    )
+    # every measured value holds, but two are unmeasured: the record cannot be a robust 'holds'
+    assert mlp.result["outcome"] == "holds" and mlp.verdict == "inconclusive"
+    assert "unmeasured robustness values" in mlp.notes and "depth summary last depth L" in mlp.notes
+    assert "collapse" not in r["attention-overclusters"].result
+    # the control off: the last depth is measured again
+    off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, collapse_control=False),
+                  {"tiny-bert": res})  # fmt: skip
+    depth = next(x for x in {y.id: y for y in off}["flows-tiny-bert-mlp-cos"].robustness
+                 if x.choice == "depth summary")  # fmt: skip
+    assert depth.results[1] == pytest.approx(0.05)

@@ -202,3 +202,29 @@ def test_permuted_null_keep_embeddings_shuffles_the_blocks_only():
         assert k0.name.endswith("(block entries permuted, seed 0)")
     with pytest.raises(ValueError, match="keep_embeddings must be True or False: got 1"):
         permuted_null(w, 0, keep_embeddings=1)
+
+
+def test_an_outcome_flip_between_rungs_is_not_converged_and_the_finest_rung_is_reported():
+    """Review round 4, F4: (e)'s cosine gap 0.09 at K = 4 (holds), 0.11 at K = 16 (fails): the move 0.02 is
+    under the tolerance 0.025 but the outcome flips, so the quantity is not converged; the record reports
+    the finest rung computed (K = 16), and says which values stay at the run's K = 4."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=20)  # paired constant shifts: degenerate intervals
+    fake = _fake_ladder(drift=("mlp", lambda K: {4: 0.07, 16: 0.09}[K]), Ks=(4, 16))
+    v = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": _with_chosen(fake, 4)})}
+    r = v["mlp-cos"]
+    lad = r.result["step_ladder"]
+    assert lad["move"] == pytest.approx(0.02) and lad["move"] < lad["tolerance"]
+    assert lad["outcomes"]["4"]["outcome"] == "holds" and lad["outcomes"]["16"]["outcome"] == "fails"
+    assert lad["converged"] is False and lad["reported_K"] == 16
+    assert r.result["value"] == pytest.approx(0.11) and r.result["outcome"] == "fails"
+    step = next(x for x in r.robustness if x.choice == "step count")
+    assert step.results == [None] and "outcome holds -> fails" in step.values[0]
+    assert "main value at the finest rung computed, K = 16" in r.notes
+    # the hidden states stay at the run's K = 4 (0.09): they now disagree with the main value
+    rep = next(x for x in r.robustness if x.choice == "representation")
+    assert rep.results == pytest.approx([0.11, 0.09])
+    # a quantity that moves within the tolerance without a flip is converged and reported at K = 16
+    assert v["frames-mlp-cos"].result["step_ladder"]["converged"] is True
+    assert v["frames-mlp-cos"].result["step_ladder"]["reported_K"] == 16

@@ -49,6 +49,14 @@ threshold to the next candidate; a record whose quantity has not converged at th
 The rungs are reported in each record (``result.step_ladder``). Runs without the rule (``step_candidates =
 []``, the runs before it) use ``steps_per_layer`` and the robustness check "step count" over
 ``steps_alternatives``. One computation task per family (the model is loaded once).
+
+Review round 4 (analysis only, from the stored per-sentence data): the records call a quantity converged
+only if its outcome under the criterion is also the same at the chosen K and the next rung, and report the
+main value at the finest rung computed (F4); the stand-still control and, for 'follows' records, the
+collapse control (``collapse_control``: every token equal from depth 1) are scored on every robustness
+value, a value that a control does not fail is unmeasured, and the main outcome combined is inconclusive
+where a main control does not fail (F1, F2, F6); the paired flow - stand-still difference and, for
+'follows' records, gap(flow) / gap(stand-still) are kept in ``result.stand_still`` (F3, descriptive).
 """
 
 from __future__ import annotations
@@ -156,7 +164,14 @@ class FlowsConfig(StudyConfig):
         "Where no K qualifies the largest is used, and a record whose quantity moved by at least that "
         "between the last two candidates is inconclusive ('step count: not converged'). The other K are "
         "reported (values, moves, CPU time), never a check that can flip a verdict. Empty: the old "
-        "behaviour (steps_per_layer, with the check steps_alternatives)",
+        "behaviour (steps_per_layer, with the check steps_alternatives). Amended after review round 4 "
+        "(F4, 2026-12-03; analysis only, the run's chosen K unchanged): in the records a quantity counts as "
+        "converged at the chosen K only if, besides the move < share x threshold, its outcome under the "
+        "criterion (holds / fails / inconclusive, with its bootstrap interval) is the same at K and at the "
+        "next rung; the record reports its main value at the finest rung computed (result.step_ladder."
+        "reported_K), and says in a note that the values of the checks the ladder does not compute "
+        "(hidden states, other splits / fits, joined sentences, null seeds, scale estimator) are at the "
+        "chosen K",
     )
     step_tolerance_share: PositiveFloat = Field(
         0.25,
@@ -261,7 +276,24 @@ class FlowsConfig(StudyConfig):
         "fails whatever the stand-still does. In a null family ('-random', '-permuted') a record whose "
         "stand-still does not fail is a description (the null probes nothing there). The stand-still's "
         "value and interval and the paired difference flow - stand-still are kept in every tested record's "
-        "result (declared after review round 3, F1, before the regenerated records were looked at)",
+        "result (declared after review round 3, F1, before the regenerated records were looked at). "
+        "Amended after review round 4 (F1, F2, 2026-12-03): the control is scored on EVERY value of every "
+        "robustness check too (the same variant's reference depth-0 statistic, the same depth summary, "
+        "criterion and bootstrap); a value whose own stand-still does not fail, and which does not fail "
+        "itself, is unmeasured (None, inconclusive); and the main outcome the verdict combines is "
+        "'inconclusive' where the main stand-still does not fail (the flow's own outcome is kept in "
+        "result.outcome_flow)",
+    )
+    collapse_control: bool = Field(
+        True,
+        description="(declared after review round 4, F6, 2026-12-03) the collapse control of every "
+        "'follows' record (quantity kinds gap / rel: mean cosine, effective rank, cluster count): the 'flow' "
+        "whose tokens are all equal from depth 1 on (mean cosine 1, effective rank 1, one cluster), scored "
+        "like the stand-still control at each value (each depth summary, variant, radius). A value that the "
+        "collapse control also passes (does not fail) and that does not fail itself is unmeasured, as for "
+        "the stand-still: the criterion cannot tell the flow from a collapse there (the saturation rule of "
+        "the cluster counts, extended to mean cosine and effective rank at each depth summary). Not applied "
+        "to 'over-clusters' records, whose claim a collapsing flow meets by construction",
     )
 
     saturation_tolerance: PositiveFloat = Field(
@@ -1088,11 +1120,67 @@ def saturated_radii(res: dict, config: FlowsConfig) -> list[float]:
     return [t for i, t in enumerate(c.thresholds) if sat[:, i].mean() > c.saturation_depth_share]
 
 
-def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs) -> None:
-    """Append the robustness check ``choice``: q with its bootstrap interval for each (ref, flow) pair."""
-    xs = [_boot(q, *p, B, seed) for p in pairs]
-    rob.append(RobustnessCheck.from_values(crit, choice, list(values), [x[0] for x in xs],
-                                           ci95=[x[1] for x in xs]))  # fmt: skip
+def _still(m: np.ndarray) -> np.ndarray:
+    """The stand-still 'flow': the reference's depth-0 statistic at every depth."""
+    return np.repeat(m[:, :1], m.shape[1], axis=1)
+
+
+def _collapse(m: np.ndarray) -> np.ndarray:
+    """The collapse 'flow' (config ``collapse_control``): the reference's depth 0, then every token equal
+    from depth 1 on -- mean cosine 1, effective rank 1, one cluster (the value 1 for each statistic)."""
+    out = np.array(m, float, copy=True)
+    out[:, 1:] = 1.0
+    return out
+
+
+def controls_of(kind: str, c: FlowsConfig) -> tuple[str, ...]:
+    """The controls scored on a record's values: the stand-still (config ``stand_still_control``) and, for
+    a 'follows' record (kinds gap / rel), the collapse (``collapse_control``; review round 4, F1, F6)."""
+    out = ("stand-still",) if c.stand_still_control else ()
+    return out + (("collapse",) if c.collapse_control and kind in ("gap", "rel") else ())
+
+
+def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls) -> dict:
+    """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
+    outcome, and each control of ``controls`` (:func:`controls_of`) scored on the same reference ``m`` by
+    the same q, criterion and resamples. ``measured`` is False where a control does not fail the criterion
+    and the value does not fail either (review round 4, F1, F6: the criterion cannot tell the flow from
+    the control there); a reference without a finite depth-0 statistic cannot be controlled: its controls
+    are None and the value is treated as before the amendment (``missing_depth0``)."""
+    v, ci = _boot(q, m, f, B, seed)
+    out = {"value": v, "ci95": list(ci), "outcome": crit.decide(v, ci), "controls": {}}
+    if controls and not np.all(np.isfinite(np.asarray(m, float)[:, 0])):
+        out["missing_depth0"] = True
+        out["measured"] = True
+        return out
+    for name in controls:
+        x = (_still if name == "stand-still" else _collapse)(m)
+        cv, cci = _boot(q, m, x, B, seed)
+        out["controls"][name] = {"value": cv, "ci95": list(cci), "outcome": crit.decide(cv, cci)}
+    blocked = [n for n, x in out["controls"].items() if x["outcome"] != "fails"]
+    out["blocked_by"] = blocked
+    out["measured"] = not blocked or out["outcome"] == "fails"
+    return out
+
+
+def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs, controls=(),
+           log: dict | None = None, qs=None) -> None:  # fmt: skip
+    """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
+    interval for each (ref, flow) pair; a value that its own controls make unmeasured (:func:`scored`) is
+    None. ``log`` (choice -> per value: value, outcome, controls) keeps what the controls did."""
+    qs = [q] * len(pairs) if qs is None else qs
+    xs = [scored(qq, *p, crit, B, seed, controls) for qq, p in zip(qs, pairs, strict=True)]
+    rob.append(RobustnessCheck.from_values(
+        crit, choice, list(values), [x["value"] if x["measured"] else None for x in xs],
+        ci95=[x["ci95"] if x["measured"] else None for x in xs]))  # fmt: skip
+    if log is not None and controls:
+        log[choice] = [
+            {"choice_value": val, "value": x["value"], "outcome": x["outcome"], "measured": x["measured"],
+             **({"missing_depth0": True} if x.get("missing_depth0") else {}),
+             "controls": {n: {"value": y["value"], "outcome": y["outcome"]}
+                          for n, y in x["controls"].items()}}
+            for val, x in zip(values, xs, strict=True)
+        ]  # fmt: skip
 
 
 def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None = None) -> list:
@@ -1169,11 +1257,24 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 continue
             k = k_main if stat == "clusters" else None
             seed = c.seed + len(out)
-            pair = partial(_pair, res, flow, stat, k=k, ref=ref)
-            v, ci = _boot(q, *pair("sphere"), c.bootstrap, seed)
-            rob = []
+            ctl = controls_of(kind, c)
+            watched = bool(lad) and flow in (*STEP_FLOWS, "fitted_time") and vid in lad_vals[Kc]
+            # review round 4, F4: the main value at the finest rung computed (the ladder's sphere tokens,
+            # all sentences / the main split's fit); None: the stored flows at the run's step
+            Kf = Ks[-1] if watched and lad_pair is not None and Ks[-1] != Kc else None
+            pair0 = partial(_pair, res, flow, stat, k=k, ref=ref)
 
-            check = partial(_check, rob, crit, q, c.bootstrap, seed)
+            def pair(rep, Kf=Kf, pair0=pair0, flow=flow, **kw):
+                if Kf is not None and rep == "sphere" and set(kw) <= {"idx", "k", "j"} and not kw.get("j"):
+                    if not (flow == "fitted_time" and "idx" in kw):
+                        kw = {x: y for x, y in kw.items() if x != "j"} | {"steps": Kf}
+                return pair0(rep, **kw)
+
+            main_pair = pair("sphere")
+            v, ci = _boot(q, *main_pair, c.bootstrap, seed)
+            rob, ctl_log = [], {}
+
+            check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log)
 
             check("representation", REPS, [pair(r) for r in REPS])
             if flow == "fitted_time":
@@ -1183,11 +1284,12 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             else:
                 check("corpus subsample", ["half A", "half B"], [pair("sphere", idx=h) for h in (A, B)])
                 n_used, how = S, "all sentences of the subsample"
-            dep = [_boot(_quantity(kind, d), *pair(r), c.bootstrap, seed) for d, r in _DEPTH_CHECK]
-            rob.append(RobustnessCheck.from_values(
-                crit, "depth summary", [f"{_DEPTHS[d]}, {_REP_NAME[r]}" for d, r in _DEPTH_CHECK],
-                [x[0] for x in dep], ci95=[x[1] for x in dep],
-            ))  # fmt: skip
+            check(
+                "depth summary",
+                [f"{_DEPTHS[d]}, {_REP_NAME[r]}" for d, r in _DEPTH_CHECK],
+                [pair(r) for _, r in _DEPTH_CHECK],
+                qs=[_quantity(kind, d) for d, _ in _DEPTH_CHECK],
+            )
             if steps and flow in (*STEP_FLOWS, "fitted_time"):  # (n) is a discrete network: no step
                 check("step count", [c.steps_per_layer, *steps],
                       [pair("sphere"), *[pair("sphere", steps=K) for K in steps]])  # fmt: skip
@@ -1201,30 +1303,56 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             extra = {}
             if z0:
                 extra["null_seed_z0"] = z0
-            step_note = None
-            if lad and flow in (*STEP_FLOWS, "fitted_time") and vid in lad_vals[Kc]:
-                move = (
-                    None if lad_pair is None else abs(lad_vals[lad_pair[1]][vid] - lad_vals[lad_pair[0]][vid])
-                )
-                conv = move is not None and move < lad_tol[vid]
+            notes = []
+            if stat == "clusters":
+                keep = [i for i, t in enumerate(c.thresholds) if t not in sat]
+                check("cluster radius", [c.thresholds[i] for i in keep], [pair("sphere", k=i) for i in keep])
+                extra |= {"saturated_radii": sat,
+                         "saturation_rule": "model's mean count <= 1 + saturation_tolerance or >= (1 - "
+                         "saturation_tolerance) n at more than saturation_depth_share of the depths 1..L: "
+                         "reported, not tested (declared after the review)"}  # fmt: skip
+            if watched:
+                a, b = lad_pair if lad_pair is not None else (Kc, None)
+                move = None if b is None else abs(lad_vals[b][vid] - lad_vals[a][vid])
+                # F4 (review round 4): the outcome (value and interval under the criterion) at both rungs
+                outs = {}
+                for K in (a, b) if b is not None else ():
+                    kv, kci = _boot(q, *pair0("sphere", steps=K), c.bootstrap, seed)
+                    outs[K] = {"value": kv, "ci95": list(kci), "outcome": crit.decide(kv, kci)}
+                same = b is not None and outs[a]["outcome"] == outs[b]["outcome"]
+                conv = move is not None and move < lad_tol[vid] and same
                 extra["step_ladder"] = {
                     "K": Ks, "values": [lad_vals[K][vid] for K in Ks], "chosen": Kc,
                     "move": move, "between": None if lad_pair is None else list(lad_pair),
                     "tolerance": lad_tol[vid], "converged": conv,
+                    "outcomes": {str(K): x for K, x in outs.items()},
+                    "reported_K": Ks[-1] if Kf is not None else Kc,
                     "cpu_s": {str(K): lad["cpu_s"][str(K)] for K in Ks},
                     "rule": "config step_candidates / step_tolerance_share: the family's step is the "
                     "smallest candidate K whose move to the next one is < share x threshold for every "
-                    "watched quantity; the other K are reported, not tested",
+                    "watched quantity; amended after review round 4 (F4): converged only if the outcome "
+                    "is also the same at K and at the next rung; the main value is reported at the finest "
+                    "rung computed (reported_K)",
                 }  # fmt: skip
                 if not conv:
-                    a, b = lad_pair
+                    why = ("no next rung" if move is None else
+                           f"moved the value by {move:.3f}" + (" >=" if move >= lad_tol[vid] else " <")
+                           + f" {lad_tol[vid]:.3f}" + ("" if same else f", outcome {outs[a]['outcome']} -> "
+                                                       f"{outs[b]['outcome']}"))  # fmt: skip
                     rob.append(RobustnessCheck.from_values(
-                        crit, "step count", [f"not converged: K = {a} -> {b} moved the value by "
-                                             f"{move:.3f} >= {lad_tol[vid]:.3f}"], [None]))  # fmt: skip
-                    step_note = (
-                        f"step not converged: the value moved by {move:.3f} from K = {a} to {b} "
-                        f"(tolerance {lad_tol[vid]:.3f}), so the record is at best inconclusive"
-                    )
+                        crit, "step count", [f"not converged: K = {a} -> {b} {why}"], [None]))  # fmt: skip
+                    notes.append(f"step not converged: K = {a} -> {b} {why} (tolerance {lad_tol[vid]:.3f}; "
+                                 "review round 4, F4: the outcome must not change either), so the record is "
+                                 "at best inconclusive")  # fmt: skip
+                if Kf is not None:
+                    notes.append(
+                        f"main value at the finest rung computed, K = {Kf} (review round 4, F4; the run's "
+                        f"step K = {Kc}); the values of the checks on the ladder's data (sphere tokens: "
+                        f"corpus halves, depth summaries on sphere tokens, the main fit) are at K = {Kf}, "
+                        "the others "
+                        f"(hidden states, the other fits, joined sentences, null seeds, scale estimator) at "
+                        f"K = {Kc}, so they may disagree with the main value by the step's move"
+                        + ("" if move is None else f" ({move:.3f} here)"))  # fmt: skip
             if flow == "fitted_time" and res.get("fitted_free") is not None:
                 fv, fci = _boot(q, *pair("sphere", free=True), c.bootstrap, seed)
                 extra["free_running_fit"] = {
@@ -1233,62 +1361,94 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "note": "T_l fitted to the mean cosine profile on the fit half of the same sentences, "
                     "the quantity this record tests: a description, not a robustness value (review 3, F3)",
                 }  # fmt: skip
-            notes = [] if step_note is None else [step_note]
-            ss = stand_still(res, flow, stat, k=k, ref=ref, q=q, B=c.bootstrap, seed=seed) if \
-                c.stand_still_control else None  # fmt: skip
-            if ss is not None:
-                ss["outcome"] = crit.decide(ss["value"], ss["ci95"])
-                extra["stand_still"] = ss
-                main = crit.decide(v, ci)
-                if ss["outcome"] != "fails":
-                    txt = (f"stand-still control: the tokens left at z_0 score {ss['value']:.3f} "
-                           f"[{ss['ci95'][0]:.3f}, {ss['ci95'][1]:.3f}], {ss['outcome']} under the criterion "
-                           f"({crit.op} {crit.threshold:g}); flow - stand-still "
-                           f"{ss['flow_minus_stand_still']['value']:+.3f} "
-                           f"[{ss['flow_minus_stand_still']['ci95'][0]:+.3f}, "
-                           f"{ss['flow_minus_stand_still']['ci95'][1]:+.3f}]")  # fmt: skip
+            main = crit.decide(v, ci)
+            unmeasured = False
+            if ctl:
+                ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl)
+                if c.stand_still_control:
+                    ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
+                    ss["outcome"] = crit.decide(ss["value"], ss["ci95"])
+                    if kind != "over":  # F3 (review round 4): descriptive, no verdict change
+                        ss["gap_ratio_flow_over_stand_still"] = v / ss["value"] if ss["value"] else None
+                    extra["stand_still"] = ss
+                if "collapse" in ms["controls"]:
+                    extra["collapse"] = ms["controls"]["collapse"]
+                extra["controls_per_value"] = ctl_log
+                blocked = [] if ms.get("missing_depth0") else ms["blocked_by"]
+                like = " or ".join(
+                    {"stand-still": "standing still", "collapse": "a collapse"}[n] for n in blocked
+                )
+                if blocked:
+                    txt = "; ".join(
+                        f"{n} control: {ms['controls'][n]['value']:.3f} [{ms['controls'][n]['ci95'][0]:.3f}, "
+                        f"{ms['controls'][n]['ci95'][1]:.3f}], {ms['controls'][n]['outcome']} under the "
+                        f"criterion ({crit.op} {crit.threshold:g})" for n in blocked)  # fmt: skip
+                    if "stand_still" in extra:
+                        d = extra["stand_still"]["flow_minus_stand_still"]
+                        txt += (
+                            f"; flow - stand-still {d['value']:+.3f} [{d['ci95'][0]:+.3f}, "
+                            f"{d['ci95'][1]:+.3f}]"
+                        )
                     if null_base(fam) is not None:
                         out.append(record_description(
                             id=f"flows-{fam}-{vid}", statement=f"{name}: {what} -- not tested: in this "
-                            "null the stand-still control does not fail the criterion (config "
-                            "stand_still_control)",
+                            f"null the {' and '.join(blocked)} control does not fail the criterion (config "
+                            "stand_still_control, collapse_control)",
                             source=src_text, result={"value": v, "ci95": list(ci), "outcome_if_tested": main,
                                                      **extra},
-                            notes=txt + ": the criterion cannot tell this null's flow from standing still",
+                            notes=txt + f": the criterion cannot tell this null's flow from {like}",
                         ))  # fmt: skip
                         continue
                     if main != "fails":
                         rob.append(RobustnessCheck.from_values(
-                            crit, "stand-still control",
-                            [f"stand-still {ss['outcome']} ({ss['value']:.3f}): the flow's own effect is not "
-                             "measured by this criterion"], [None]))  # fmt: skip
-                        txt += ": the criterion cannot tell this flow from standing still, so it cannot hold"
+                            crit, " and ".join(blocked) + (" control" if len(blocked) == 1 else " controls"),
+                            ["; ".join(f"{n} {ms['controls'][n]['outcome']} "
+                                       f"({ms['controls'][n]['value']:.3f})" for n in blocked)
+                             + ": the flow's own effect is not measured by this "
+                             "criterion"], [None]))  # fmt: skip
+                        txt += (
+                            f": the criterion cannot tell this flow from {like}, so it cannot hold; "
+                            "the main outcome combined is inconclusive (review round 4, F2; the flow's "
+                            f"own outcome: {main})"
+                        )
+                        unmeasured = True
                     else:
-                        txt += ": the flow fails the criterion whatever the stand-still does"
+                        txt += ": the flow fails the criterion whatever the control does"
                     notes.append(txt)
-            if stat == "clusters":
-                keep = [i for i, t in enumerate(c.thresholds) if t not in sat]
-                check("cluster radius", [c.thresholds[i] for i in keep], [pair("sphere", k=i) for i in keep])
-                extra |= {"saturated_radii": sat,
-                         "saturation_rule": "model's mean count <= 1 + saturation_tolerance or >= (1 - "
-                         "saturation_tolerance) n at more than saturation_depth_share of the depths 1..L: "
-                         "reported, not tested (declared after the review)"}  # fmt: skip
+                dropped = [f"{ch} {x['choice_value']}" for ch, xs in ctl_log.items() for x in xs
+                           if not x["measured"] and x["outcome"] != "inconclusive"]  # fmt: skip
+                if dropped:
+                    notes.append(
+                        "unmeasured robustness values (their own stand-still / collapse control "
+                        "does not fail; review round 4, F1, F6): " + ", ".join(dropped)
+                    )
+                missing = [f"{ch} {x['choice_value']}" for ch, xs in ctl_log.items() for x in xs
+                           if x.get("missing_depth0")]  # fmt: skip
+                if missing:
+                    notes.append(
+                        "no finite depth-0 statistic stored for "
+                        + ", ".join(missing)
+                        + ": those values are not controlled (treated as before review round 4)"
+                    )
+            if unmeasured:
+                extra = {"value": v, "ci95": list(ci), "outcome_flow": main, **extra}
             out.append(record_test(
                 id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
-                criterion=crit, value=v, ci95=ci, samples=n_used,
+                criterion=crit, value=None if unmeasured else v, ci95=None if unmeasured else ci,
+                samples=n_used,
                 method=f"percentile bootstrap over sentences ({c.bootstrap} paired resamples, {how})",
                 robustness=rob, extra=extra or None, notes="; ".join(notes),
             ))  # fmt: skip
     return out
 
 
-def stand_still(res: dict, flow: str, stat: str, *, k: int | None, ref: str, q, B: int, seed: int) -> dict:
+def stand_still(m: np.ndarray, f: np.ndarray, *, q, B: int, seed: int) -> dict:
     """The stand-still control of a record (config ``stand_still_control``): the flow that does not move,
     i.e. the reference's depth-0 statistic (z_0, where the model, (n) and every flow start) at every depth,
-    scored by the record's quantity ``q`` with the same paired bootstrap (sphere tokens); and the paired
-    difference q(flow) - q(stand-still) with its interval (the same resamples)."""
-    m, f = _pair(res, flow, stat, "sphere", k=k, ref=ref)
-    still = np.repeat(m[:, :1], m.shape[1], axis=1)
+    scored by the record's quantity ``q`` with the same paired bootstrap (the record's pair (reference
+    ``m``, flow ``f``), sphere tokens); and the paired difference q(flow) - q(stand-still) with its interval
+    (the same resamples)."""
+    still = _still(m)
     v, ci = _boot(q, m, still, B, seed)
     both = np.stack([f, still], axis=-1)
     dv, dci = _boot(lambda a, b: q(a, b[..., 0]) - q(a, b[..., 1]), m, both, B, seed)
@@ -1565,6 +1725,11 @@ def tables(summary: dict) -> list[Table]:
     return out
 
 
+def _fmt(v: float | None) -> str:
+    """A robustness value for the tables; None: unmeasured (a control does not fail there, review round 4)."""
+    return "unmeasured" if v is None else f"{v:.3f}"
+
+
 def verdict_tables(summary: dict) -> list[Table]:
     """Per family: every verdict record (``summary["verdicts"]``) with its value, interval, the outcome at
     each step count (the robustness check "step count") and the checks whose outcomes disagree."""
@@ -1577,7 +1742,7 @@ def verdict_tables(summary: dict) -> list[Table]:
         for r in (x for x in recs if owner[x["id"]] == fam):
             res = r.get("result", {})
             step = next((x for x in r.get("robustness", []) if x["choice"] == "step count"
-                         and None not in x["results"]), None)  # fmt: skip
+                         and any(v is not None for v in x["results"])), None)  # fmt: skip
             lad = res.get("step_ladder")
             ci = res.get("ci95") or [None, None]
             rows.append({
@@ -1592,11 +1757,13 @@ def verdict_tables(summary: dict) -> list[Table]:
                 ) + "; chosen K = {}, {} (move {} < {:.3f})".format(
                     lad["chosen"], "converged" if lad["converged"] else "NOT converged",
                     "-" if lad["move"] is None else f"{lad['move']:.3f}", lad["tolerance"],
-                ) if lad else "" if step is None else "; ".join(
-                    f"K = {k}: {v:.3f} {o}" for k, v, o in zip(step["values"], step["results"],
+                ) + ("" if lad.get("reported_K", lad["chosen"]) == lad["chosen"] else
+                     f"; value reported at K = {lad['reported_K']}")
+                if lad else "" if step is None else "; ".join(
+                    f"K = {k}: {_fmt(v)} {o}" for k, v, o in zip(step["values"], step["results"],
                                                                step["outcomes"], strict=True)),
                 "other": "; ".join(
-                    f"{x['choice']} {val}: {v:.3f} {o}" + (
+                    f"{x['choice']} {val}: {_fmt(v)} {o}" + (
                         f" (z_0 cos {z0[str(val)]:.3f})" if (z0 := (res.get("null_seed_z0") or {}).get(
                             "mean_cos_z0", {})) and str(val) in z0 and x["choice"] in NULL_CHECK.values()
                         else "")
