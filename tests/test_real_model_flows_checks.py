@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from flows_helpers import fake_profiles
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -18,17 +19,7 @@ def _fake(shift: dict[str, float], S=12, L=3, seed=0, trend=0.1) -> dict:
     rng = np.random.default_rng(seed)
     # the model moves with depth (cosine +0.1 a layer, rank and counts -15% a layer), so that the stand-still
     # control (tokens left at z_0) fails every criterion here (stand_still_control; review round 3, F1)
-    d = trend * np.arange(L + 1)
-    base = {"cos": 0.3 + d + 0.02 * rng.standard_normal((S, L + 1)),
-            "erank": 5.0 * (1 - 1.5 * d) + 0.1 * rng.standard_normal((S, L + 1)),
-            "clusters": 4.0 * (1 - 1.5 * d)[:, None] + 0.1 * rng.standard_normal((S, L + 1, 3))}  # fmt: skip
-
-    def shifted(x):
-        return {
-            "cos": base["cos"] + x,
-            "erank": base["erank"] * (1 + x),
-            "clusters": base["clusters"] * (1 + x),
-        }
+    base, shifted = fake_profiles(rng, S, L, trend)
 
     flows = {f: shifted(shift.get(f, 0.0)) for f in (*FLOWS, "no_mlp") if f != "fitted_time"}
     sphere = {"model": dict(base), **flows}

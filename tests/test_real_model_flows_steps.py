@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from flows_helpers import fake_profiles
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -38,17 +39,7 @@ def _fake_ladder(S=12, L=3, trend=0.1, drift=None, Ks=(4, 16, 64)) -> dict:
     from attnflow.studies.real_model_flows import STEP_FLOWS, _halves
 
     rng = np.random.default_rng(0)
-    d = trend * np.arange(L + 1)
-    base = {"cos": 0.3 + d + 0.02 * rng.standard_normal((S, L + 1)),
-            "erank": 5.0 * (1 - 1.5 * d) + 0.1 * rng.standard_normal((S, L + 1)),
-            "clusters": 4.0 * (1 - 1.5 * d)[:, None] + 0.1 * rng.standard_normal((S, L + 1, 3))}  # fmt: skip
-
-    def shifted(x):
-        return {
-            "cos": base["cos"] + x,
-            "erank": base["erank"] * (1 + x),
-            "clusters": base["clusters"] * (1 + x),
-        }
+    base, shifted = fake_profiles(rng, S, L, trend)
 
     def level(K):
         extra = {} if drift is None else {drift[0]: drift[1](K)}
