@@ -116,7 +116,7 @@ def first_difference(a, b, path: str = "") -> tuple[str, object, object] | None:
                 return diff
         return None
     if isinstance(a, list) and isinstance(b, list):
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):  # lengths compared below
             diff = first_difference(x, y, f"{path}[{i}]")
             if diff:
                 return diff
@@ -133,8 +133,8 @@ def _same_summary(a: Path, b: Path, study: str) -> None:
     if sa != sb:
         key, va, vb = first_difference(da, db) or ("<order of keys>", None, None)
         pytest.fail(
-            f"{study}: the summary.json of {b} differs from the uninterrupted one {a} (timing keys {keys} and "
-            f"run.figures excepted); first differing key {key}: {va!r} there, {vb!r} here"
+            f"{study}: the summary.json of {b} differs from the uninterrupted one {a} (timing keys {keys} "
+            f"and run.figures excepted); first differing key {key}: {va!r} there, {vb!r} here"
         )
 
 
