@@ -67,6 +67,8 @@ STUDIES = [
     "sufficient_condition",  # 0.6
     "superadditivity",  # 1.7
 ]
+
+
 def test_every_registered_study_is_checked():
     registered = set(available_studies())
     listed = STUDIES
