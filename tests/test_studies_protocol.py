@@ -314,6 +314,38 @@ def test_a_task_gives_the_same_bits_on_one_and_two_threads(monkeypatch, tmp_path
     assert not differ, f"the task's stored {differ} depend on the torch / numba thread counts"
 
 
+def test_after_run_hooks_only_tasks_finished_now_and_not_the_last(tmp_path):
+    """The runner calls a study's ``after_run`` (figures while other tasks still run) for a task finished
+    in this call, not for one found complete on a resume, and not after the last task (the analysis draws
+    every figure then): a resumed finished massucco2026 redrew each regime's figures three times."""
+    from experiments_helpers import tiny
+
+    from attnflow.studies import Study, StudyConfig, StudyResult
+
+    calls = []
+
+    class Hooked(Study):
+        name = "hooked"
+        description = "two TINY runs (a test study)"
+        Config = StudyConfig
+
+        def plan(self, config):
+            return {f"H{h}": tiny(name=f"h{h}", heads={"H": h}, paths=1) for h in (1, 2)}
+
+        def analyse(self, config, runs, out_dir):
+            return StudyResult(summary={"runs": sorted(runs.configs)})
+
+        def after_run(self, config, runs, out_dir, name, *, figures=None):
+            calls.append(name)
+            return {}
+
+    run_study(Hooked(), tmp_path / "s", quick=True, workers=1)
+    assert calls == ["H1"]
+    calls.clear()
+    assert run_study(Hooked(), tmp_path / "s", quick=True, workers=1)["run"]["status"] == "done"
+    assert calls == []
+
+
 def test_the_first_difference_names_the_key_and_both_values():
     a = {"run": {"status": "done"}, "s2": {"err": 2.0895234333351e-06, "w2": [0.1, float("nan")]}}
     assert first_difference(a, json.loads(json.dumps(a))) is None  # NaN equals NaN, bit for bit
