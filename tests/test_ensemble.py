@@ -224,6 +224,9 @@ def test_the_ensembles_softmax_rows_are_the_fused_kernels_rows():
         "_tile_max": numba_passes._tile_max,
         "_tile_generic": numba_passes._tile_generic,
     }
+    # without fast-math flags: compiled with them, a process that compiled the field and one that loaded it
+    # from numba's cache gave different last bits (critical_beta differed between a local run and Dask)
+    assert not numba_ensemble._velocity.targetoptions.get("fastmath")
     calls = numba_ensemble._velocity.py_func.__code__.co_names
     for name, home in numba_ensemble.KERNEL_ROWS.items():
         assert getattr(numba_ensemble, name) is home, name

@@ -21,13 +21,16 @@ identity in flat space; s = +1 ascent, -1 descent), and the step is the classica
 on the sphere. The tangent projection and the retraction are compiled from their home
 (:mod:`attnflow.geometry.sphere`, :data:`FORMULAS`); the softmax rows (scores, exact row maximum, shifted
 exponentials, the sums ``sum_j e_ij`` and ``sum_j e_ij x_j``) are the fused kernel's row functions
-(:mod:`attnflow.dynamics.numba_passes`, :data:`KERNEL_ROWS`, compiled with the kernel's loop flags), not a
-copy: a cloud here agrees with the same cloud run by :func:`attnflow.simulate` (``integrator="rk4"``,
-PyTorch backend) to round-off (``tests/test_ensemble.py``), and with itself run alone or in any batch bit
-for bit (each cloud's loop is serial and touches only its own arrays). Against this module's former loops
-(``math.exp`` and the normalised weights summed in order) the positions differ in the last bits (2.5e-14
-after 200 RK4 steps at n = 32), and the softmax field is 1.9-2.7 times faster (the kernel's vectorised
-exponential; ``tests/test_ensemble.py``, docs of issue 30).
+(:mod:`attnflow.dynamics.numba_passes`, :data:`KERNEL_ROWS`; inlined here without the kernel's fast-math
+flags, see below), not a copy: a cloud here agrees with the same cloud run by :func:`attnflow.simulate`
+(``integrator="rk4"``, PyTorch backend) to round-off (``tests/test_ensemble.py``), and with itself run alone
+or in any batch bit for bit (each cloud's loop is serial and touches only its own arrays). Against this
+module's former loops (``math.exp``, the normalised weights summed in order) the softmax positions differ in
+the last bits (1e-14 after 200 RK4 steps at n = 32; ``usa`` and ``relu`` are unchanged, bit for bit), at the
+same speed (0.97-1.2 times the former's, medians of 5 interleaved). Compiled with the kernel's fast-math flags
+the field was twice as fast, but a process that compiled it and one that loaded it from numba's cache gave
+different last bits (the compile-versus-cache difference of :mod:`attnflow.dynamics.numba_passes`), so a
+study's numbers depended on which process compiled first (the Dask check of ``critical_beta`` failed).
 
 Compiled with ``error_model="numpy"``: a division by zero gives inf or nan as in NumPy (not an exception
 raised inside a parallel loop), and the step that produced it is reported as non-finite.
@@ -46,7 +49,7 @@ from numba import njit, prange
 
 from .._numba_cache import refresh as _refresh_numba_cache
 from ..geometry.sphere import retraction, tangent_component
-from .numba_passes import _TILE, LOOP_FLAGS, _score_tile, _tile_generic, _tile_max
+from .numba_passes import _TILE, _score_tile, _tile_generic, _tile_max
 
 _refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
@@ -67,17 +70,17 @@ KERNEL_ROWS = {"_score_tile": _score_tile, "_tile_max": _tile_max, "_tile_generi
 KINDS = {"softmax": 0, "usa": 1, "relu": 2}
 
 
-@njit(cache=True, error_model="numpy", fastmath=LOOP_FLAGS)
+@njit(cache=True, error_model="numpy")
 def _velocity(x, D, V, beta, kind, sphere, sign, out, kt, xt, s, e, m, xi, yb):
     """The field of one cloud at ``x`` (n, d) into ``out`` (n, d); ``kt`` and ``xt`` (d, n), ``s`` and
     ``e`` (min(n, tile),), ``m``, ``xi`` and ``yb`` (d,) are work arrays.
 
-    Softmax rows are the fused kernel's rows (:mod:`attnflow.dynamics.numba_passes`, compiled with its
-    loop flags): the exact row maximum of the scores (:func:`_score_tile`, :func:`_tile_max`, its
-    exact-max pass), then the shifted exponentials with their sums ``ell`` and ``sum_j e_ij x_j``
-    (:func:`_tile_generic`), tile by tile as its accumulate pass, and the softmax mean ``row_x / row_sum``
-    as the compiled assembly forms it. ``usa`` and ``relu`` (not kernel kinds) weight the same score tile
-    (:func:`attnflow.model.attention.attention_weights`: ``e^s / n``, ``max(s, 0) / n``)."""
+    Softmax rows are the fused kernel's rows (:mod:`attnflow.dynamics.numba_passes`): the exact row maximum of
+    the scores (:func:`_score_tile`, :func:`_tile_max`, its exact-max pass), then the shifted exponentials
+    with their sums ``ell`` and ``sum_j e_ij x_j`` (:func:`_tile_generic`), tile by tile as its accumulate
+    pass, and the softmax mean ``row_x / row_sum`` as the compiled assembly forms it. ``usa`` and ``relu``
+    (not kernel kinds) weight the same score tile (:func:`attnflow.model.attention.attention_weights`: ``e^s /
+    n``, ``max(s, 0) / n``)."""
     n, d = x.shape
     H = D.shape[0]
     zero = 0.0
