@@ -365,6 +365,9 @@ def _on_dask(study: str, clean: Path, out: Path, scheduler: str) -> None:
     run_study(study, out, quick=True, scheduler=scheduler)
     _same_summary(clean, out, study)
     assert json.loads((out / "run_log.json").read_text())["workers"] == "dask"
+    # the particle and PDE runs (their meta.json names the process) ran in the cluster's workers, not here
+    pids = {json.loads(m.read_text()).get("pid") for m in (out / "runs").glob("*/meta.json")}
+    assert os.getpid() not in pids, f"{study}: a task of the Dask run ran in the test process"
 
 
 def _on_one_cluster(studies: list[str], quick_study, tmp_path: Path) -> None:
