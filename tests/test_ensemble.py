@@ -220,9 +220,9 @@ def test_the_ensembles_softmax_rows_are_the_fused_kernels_rows():
     from attnflow.dynamics import numba_ensemble, numba_passes
 
     assert numba_ensemble.KERNEL_ROWS == {
-        "_score_tile": numba_passes._score_tile,
-        "_tile_max": numba_passes._tile_max,
-        "_tile_generic": numba_passes._tile_generic,
+        "score_tile": numba_passes._score_tile,
+        "tile_max": numba_passes._tile_max,
+        "tile_generic": numba_passes._tile_generic,
     }
     # without fast-math flags: compiled with them, a process that compiled the field and one that loaded it
     # from numba's cache gave different last bits (critical_beta differed between a local run and Dask)

@@ -49,7 +49,7 @@ from numba import njit, prange
 
 from .._numba_cache import refresh as _refresh_numba_cache
 from ..geometry.sphere import retraction, tangent_component
-from .numba_passes import _TILE, _score_tile, _tile_generic, _tile_max
+from .numba_passes import TILE, score_tile, tile_generic, tile_max
 
 _refresh_numba_cache()  # drop numba's cached code compiled from since-edited sources (attnflow._numba_cache)
 
@@ -64,7 +64,7 @@ _retraction = njit(error_model="numpy")(retraction)  # y / |y|
 FORMULAS = {"_tangent_component": tangent_component, "_retraction": retraction}
 #: the fused kernel's row functions the softmax rows call (numba_passes, the one home of the kernels' scores,
 #: shifted exponentials and weighted row sums): name in this module -> the compiled function itself
-KERNEL_ROWS = {"_score_tile": _score_tile, "_tile_max": _tile_max, "_tile_generic": _tile_generic}
+KERNEL_ROWS = {"score_tile": score_tile, "tile_max": tile_max, "tile_generic": tile_generic}
 
 #: attention kinds of the compiled field: code -> name (the names of attnflow.model.attention)
 KINDS = {"softmax": 0, "usa": 1, "relu": 2}
@@ -76,8 +76,8 @@ def _velocity(x, D, V, beta, kind, sphere, sign, out, kt, xt, s, e, m, xi, yb):
     ``e`` (min(n, tile),), ``m``, ``xi`` and ``yb`` (d,) are work arrays.
 
     Softmax rows are the fused kernel's rows (:mod:`attnflow.dynamics.numba_passes`): the exact row maximum of
-    the scores (:func:`_score_tile`, :func:`_tile_max`, its exact-max pass), then the shifted exponentials
-    with their sums ``ell`` and ``sum_j e_ij x_j`` (:func:`_tile_generic`), tile by tile as its accumulate
+    the scores (:func:`score_tile`, :func:`tile_max`, its exact-max pass), then the shifted exponentials
+    with their sums ``ell`` and ``sum_j e_ij x_j`` (:func:`tile_generic`), tile by tile as its accumulate
     pass, and the softmax mean ``row_x / row_sum`` as the compiled assembly forms it. ``usa`` and ``relu``
     (not kernel kinds) weight the same score tile (:func:`attnflow.model.attention.attention_weights`: ``e^s /
     n``, ``max(s, 0) / n``)."""
@@ -100,16 +100,16 @@ def _velocity(x, D, V, beta, kind, sphere, sign, out, kt, xt, s, e, m, xi, yb):
                 xi[a] = xt[a, i]
             if kind == 0:
                 mi = -math.inf
-                for j0 in range(0, n, _TILE):  # the exact row maximum (the kernel's pass 1)
-                    j1 = min(j0 + _TILE, n)
-                    _score_tile(xi, kt, j0, j1, s)
-                    mi = max(mi, _tile_max(s, j1 - j0))
+                for j0 in range(0, n, TILE):  # the exact row maximum (the kernel's pass 1)
+                    j1 = min(j0 + TILE, n)
+                    score_tile(xi, kt, j0, j1, s)
+                    mi = max(mi, tile_max(s, j1 - j0))
                 ell = zero
                 for a in range(d):
                     m[a] = zero
-                for j0 in range(0, n, _TILE):  # exponentials and row sums (the kernel's pass 2)
-                    j1 = min(j0 + _TILE, n)
-                    part, _ = _tile_generic(xi, mi, zero, kt, xt, xt, j0, j1, False, False, s, e, yb, zero)
+                for j0 in range(0, n, TILE):  # exponentials and row sums (the kernel's pass 2)
+                    j1 = min(j0 + TILE, n)
+                    part, _ = tile_generic(xi, mi, zero, kt, xt, xt, j0, j1, False, False, s, e, yb, zero)
                     ell += part
                     for a in range(d):  # this tile's sum_j e_ij x_j
                         m[a] += yb[a]
@@ -119,9 +119,9 @@ def _velocity(x, D, V, beta, kind, sphere, sign, out, kt, xt, s, e, m, xi, yb):
             else:
                 for a in range(d):
                     m[a] = zero
-                for j0 in range(0, n, _TILE):
-                    j1 = min(j0 + _TILE, n)
-                    _score_tile(xi, kt, j0, j1, s)
+                for j0 in range(0, n, TILE):
+                    j1 = min(j0 + TILE, n)
+                    score_tile(xi, kt, j0, j1, s)
                     for jj in range(j1 - j0):
                         w = math.exp(s[jj]) / n if kind == 1 else max(s[jj], 0.0) / n
                         for a in range(d):
@@ -188,8 +188,8 @@ def _one_cloud(x0, D, V, beta, dt, nsteps, every, kind, sphere, sign, pos, rho):
     y = np.empty_like(x)
     kt = np.empty((d, n))
     xt = np.empty((d, n))
-    s = np.empty(min(n, _TILE))
-    e = np.empty(min(n, _TILE))
+    s = np.empty(min(n, TILE))
+    e = np.empty(min(n, TILE))
     m = np.empty(d)
     xi = np.empty(d)
     yb = np.empty(d)
