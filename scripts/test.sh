@@ -39,7 +39,7 @@ python scripts/warm_numba.py --jobs 2
 _took "numba warm-up"
 if [ $# -eq 0 ]; then
   # the default tier: the docstring examples of src/attnflow in the same 2-worker run as the tests
-  exec python -m pytest -n 2 -q --doctest-modules src/attnflow tests
+  exec python -m pytest -n 2 -q --durations=30 --doctest-modules src/attnflow tests
 fi
 # a selection (-m slow, -k ...): the docstring examples first, on their own (a marker would deselect them)
 python -m pytest -q -p no:cacheprovider --doctest-modules src/attnflow

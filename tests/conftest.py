@@ -52,15 +52,18 @@ def quick_study(tmp_path_factory):
     protocol checks (tests/test_studies_protocol.py: kill + resume, Dask) and the study's own tests.
 
     ``run_study(name, out_dir, quick=True, workers=1)``, with the plot layer's figures for the studies in
-    :data:`QUICK_FIGURES`. The runs live in a directory shared by the pytest-xdist workers of the session;
-    a lock per study makes the first worker that asks run it and the others wait for it, so each quick
-    variant runs once per session, not once per worker. The summary is read from ``summary.json`` (a fresh
-    dict per call). The directory is shared: a test that writes into a study directory copies it first
-    (``shutil.copytree``).
+    :data:`QUICK_FIGURES`. Each run has the system temp dir redirected to a directory of its own, which
+    must be empty afterwards: no study writes outside its output directory (issue 30; mean_field_heads
+    once wrote its arrays to the temp dir). The runs live in a directory shared by the pytest-xdist
+    workers of the session; a lock per study makes the first worker that asks run it and the others wait
+    for it, so each quick variant runs once per session, not once per worker. The summary is read from
+    ``summary.json`` (a fresh dict per call). The directory is shared: a test that writes into a study
+    directory copies it first (``shutil.copytree``).
     """
     import fcntl
     import json
     import shutil
+    import tempfile
 
     from attnflow.studies import run_study
     from attnflow.studies.runner import StudySummary
@@ -80,7 +83,19 @@ def quick_study(tmp_path_factory):
                     from attnflow.plot import figures_for
 
                     figures = figures_for(name)
-                run_study(name, out, quick=True, workers=1, figures=figures)
+                sys_tmp = root / f"{name}.tmp"
+                shutil.rmtree(sys_tmp, ignore_errors=True)
+                sys_tmp.mkdir()
+                saved = tempfile.tempdir
+                tempfile.tempdir = str(sys_tmp)  # what tempfile.gettempdir() and mkstemp() use
+                try:
+                    run_study(name, out, quick=True, workers=1, figures=figures)
+                finally:
+                    tempfile.tempdir = saved
+                # torch's compile cache (torchinductor_USER, made by torch on first use in a process) is the
+                # library's, not the study's
+                left = sorted(p.name for p in sys_tmp.iterdir() if not p.name.startswith("torchinductor_"))
+                assert not left, f"the quick run of {name} left {left} in the system temp dir"
                 (root / f"{name}.ok").write_text("done\n")
         summary = json.loads((out / "summary.json").read_text())
         return out, StudySummary(summary, json.loads((out / "run_log.json").read_text()))

@@ -208,3 +208,35 @@ def test_the_compiled_ensemble_calls_the_homes_of_its_formulas():
     }
     for name, home in numba_ensemble.FORMULAS.items():
         assert getattr(numba_ensemble, name).py_func is home, name
+
+
+def test_the_ensembles_softmax_rows_are_the_fused_kernels_rows():
+    # issue 30: the attention sums (scores, row maximum, shifted exponentials, sum e and sum e x) come from
+    # the one home the fused and Python-loop kernels use (numba_passes): the field calls those very compiled
+    # functions, and no second exponential (a softmax loop of its own) is back in the module
+    import ast
+    import inspect
+
+    from attnflow.dynamics import numba_ensemble, numba_passes
+
+    assert numba_ensemble.KERNEL_ROWS == {
+        "score_tile": numba_passes._score_tile,
+        "tile_max": numba_passes._tile_max,
+        "tile_generic": numba_passes._tile_generic,
+    }
+    # without fast-math flags: compiled with them, a process that compiled the field and one that loaded it
+    # from numba's cache gave different last bits (critical_beta differed between a local run and Dask)
+    assert not numba_ensemble._velocity.targetoptions.get("fastmath")
+    calls = numba_ensemble._velocity.py_func.__code__.co_names
+    for name, home in numba_ensemble.KERNEL_ROWS.items():
+        assert getattr(numba_ensemble, name) is home, name
+        assert name in calls, f"the ensemble's field does not call the kernel's {name}"
+    tree = ast.parse(inspect.getsource(numba_ensemble))
+    exps = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "exp"
+    ]
+    assert len(exps) == 1, f"exponentials at lines {exps}: only the usa weight e^s / n is this module's"
+    defs = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    assert defs == {"_velocity", "_stage", "_mean_inner", "_one_cloud", "rk4_clouds"}, defs

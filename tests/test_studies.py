@@ -277,6 +277,9 @@ def test_failed_runs_are_reported_and_recorded(tmp_path, tiny_study):
     assert study_info(out)["status"] == "failed"
 
 
+@pytest.mark.slow  # the default tier's Dask check runs every registered study on one cluster and compares
+# its summary bit for bit, checking that the runs ran in the workers (tests/test_studies_protocol.py::
+# test_studies_on_dask_give_the_local_summary); this one adds a second cluster for a test study
 def test_dask_cluster_gives_the_local_numbers(tmp_path, tiny_study):
     from distributed import Client, LocalCluster
 

@@ -5,12 +5,12 @@
   wall-clock times, and the figure files of ``run.figures`` excepted);
 * on a local Dask cluster it gives the summary.json of a local run (the same keys excepted).
 
-Every registered study is in one of two tiers (a test checks that none is missing): ``STUDIES`` in the
-default tier (all but two), ``SLOW_STUDIES`` (two more manifests of the massucco2026 study class) with
-``-m slow``. The default tier is cheap by design: the uninterrupted run of each study is THE quick run of
-the session (the ``quick_study`` fixture of tests/conftest.py, run once and shared with the study's own
-tests); the killed runs are forked from one process per test worker that imported attnflow once (a
-"zygote": it never computes, so no thread pool is forked); one Dask cluster runs every study. With
+Every registered study is checked in the default tier (a test checks that none is missing); a task's
+numbers do not depend on the thread counts it is given (checked below), so local, killed + resumed and Dask
+runs compare bit for bit. The default tier is cheap by design: the uninterrupted run of each study is THE
+quick run of the session (the ``quick_study`` fixture of tests/conftest.py, run once and shared with the
+study's own tests); the killed runs are forked from one process per test worker that imported attnflow once
+(a "zygote": it never computes, so no thread pool is forked); one Dask cluster runs every study. With
 ``-m slow`` each study is also killed at two more moments.
 
 Tables come from the one renderer: no study module writes a Markdown table row by hand (a string literal
@@ -49,7 +49,9 @@ STUDIES = [
     "layer_scaling",  # 2.5 (4.6 with both directions)
     "longtime",  # 1.5 (1.9 at n 12, T 2)
     "massucco2026",  # 4.1
+    "massucco2026_code",  # 3.4 (6.1 before its quick variant shrank: dt 2e-2, T 2.7, 2 paths of 32)
     "massucco2026_d5",  # 1.7
+    "massucco2026_s1",  # 3.0 (4.6 before: T 0.5, 2 paths of 32)
     "massucco2026_robustness",  # 6.6
     "mean_field_heads",  # ~6 (7.6 with 18 runs)
     "monotonicity",  # 0.9
@@ -65,22 +67,14 @@ STUDIES = [
     "sufficient_condition",  # 0.6
     "superadditivity",  # 1.7
 ]
-#: checked with ``-m slow`` only: the same study class as ``massucco2026`` (checked in the default tier) on
-#: other manifests, and no test of their own shares their quick run, so each costs three quick runs (CPU s)
-SLOW_STUDIES = [
-    "massucco2026_code",  # 7.0 (10.2 at dt 5e-3)
-    "massucco2026_s1",  # 4.6
-]
 
 
 def test_every_registered_study_is_checked():
     registered = set(available_studies())
-    listed = STUDIES + SLOW_STUDIES
+    listed = STUDIES
     missing = sorted(registered - set(listed))
-    assert not missing, (
-        f"studies the protocol checks do not run (add each to STUDIES or SLOW_STUDIES): {missing}"
-    )
-    assert not set(listed) - registered, "a tier names a study that is not registered"
+    assert not missing, f"studies the protocol checks do not run (add each to STUDIES): {missing}"
+    assert not set(listed) - registered, "STUDIES names a study that is not registered"
     assert len(set(listed)) == len(listed), "a study is listed twice"
 
 
@@ -93,24 +87,48 @@ def _strip(data, keys: tuple[str, ...]):
     return data
 
 
-def _comparable(raw: bytes, keys: tuple[str, ...]) -> str:
-    """``summary.json`` without the timing keys and ``run.figures``, serialised again: JSON floats
-    round-trip exactly (shortest repr), so two of these are equal iff the numbers are bit for bit equal
-    (NaN included, which ``==`` on parsed dicts would call different)."""
+def _comparable(raw: bytes, keys: tuple[str, ...]):
+    """``summary.json`` without the timing keys and ``run.figures``: ``(serialised, parsed)``. JSON floats
+    round-trip exactly (shortest repr), so two serialisations are equal iff the numbers are bit for bit
+    equal (NaN included, which ``==`` on parsed dicts would call different)."""
     data = json.loads(raw)
     data.get("run", {}).pop("figures", None)
-    return json.dumps(_strip(data, keys))
+    data = _strip(data, keys)
+    return json.dumps(data), data
+
+
+def first_difference(a, b, path: str = "") -> tuple[str, object, object] | None:
+    """The first key (dotted path, lists indexed ``[i]``) where two parsed summaries differ, with the two
+    values (a missing key: ``"<missing>"``); None when they are equal, bit for bit (floats by their JSON
+    repr, so NaN equals NaN and 0.0 differs from -0.0)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if k not in a or k not in b:
+                return f"{path}.{k}".lstrip("."), a.get(k, "<missing>"), b.get(k, "<missing>")
+            diff = first_difference(a[k], b[k], f"{path}.{k}")
+            if diff:
+                return diff
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):  # lengths compared below
+            diff = first_difference(x, y, f"{path}[{i}]")
+            if diff:
+                return diff
+        return None if len(a) == len(b) else (f"{path} (length)", len(a), len(b))
+    return None if json.dumps(a) == json.dumps(b) else (path.lstrip(".") or "<root>", a, b)
 
 
 def _same_summary(a: Path, b: Path, study: str) -> None:
     keys = get_study(study).timing_keys
     ra, rb = (a / "summary.json").read_bytes(), (b / "summary.json").read_bytes()
-    if not keys and "figures" not in json.loads(ra).get("run", {}):
-        assert ra == rb, f"{study}: the summary.json of {b} differs from the uninterrupted one"
-    else:
-        assert _comparable(ra, keys) == _comparable(rb, keys), (
-            f"{study}: the summary.json of {b} differs from the uninterrupted one (timing keys {keys} and "
-            "run.figures excepted)"
+    if ra == rb:
+        return
+    (sa, da), (sb, db) = _comparable(ra, keys), _comparable(rb, keys)
+    if sa != sb:
+        key, va, vb = first_difference(da, db) or ("<order of keys>", None, None)
+        pytest.fail(
+            f"{study}: the summary.json of {b} differs from the uninterrupted one {a} (timing keys {keys} "
+            f"and run.figures excepted); first differing key {key}: {va!r} there, {vb!r} here"
         )
 
 
@@ -244,15 +262,8 @@ def test_a_killed_study_resumes_to_the_same_summary(study, quick_study, zygote, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("study", SLOW_STUDIES)
-def test_a_killed_slow_study_resumes_to_the_same_summary(study, quick_study, zygote, tmp_path):
-    clean, _ = quick_study(study)
-    _kill_and_resume(study, clean, tmp_path, zygote, random.Random(f"{_kill_seed()}-{study}"))
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("study", STUDIES + SLOW_STUDIES)
+@pytest.mark.parametrize("study", STUDIES)
 def test_a_study_killed_at_other_moments_resumes_to_the_same_summary(
     study, seed, quick_study, zygote, tmp_path
 ):
@@ -260,50 +271,127 @@ def test_a_study_killed_at_other_moments_resumes_to_the_same_summary(
     _kill_and_resume(study, clean, tmp_path, zygote, random.Random(f"{seed}-{study}"))
 
 
+# -- a task's numbers do not depend on the thread counts it is given -------------------------------------
+def test_a_task_gives_the_same_bits_on_one_and_two_threads(monkeypatch, tmp_path):
+    """A particle task (the numba kernel at n = 768, whose rows split into chunks; 2 steps) run through
+    ``sweep._run_task`` as a local in-process run does (``threads=None``: the caller's thread counts), once
+    under torch 1 / numba 1 and once under torch 2 / numba 2, stores the same arrays bit for bit. numba's
+    pool has one thread in the tests (conftest), so numba's count is the one its kernels read
+    (``numba.get_num_threads``, patched): with the split by thread count that Dask check failed on (4 items
+    per thread) the two runs differed in every stored quantity. Cost: ~0.5 s with the kernels cached."""
+    import numba
+    import numpy as np
+    import torch
+    from experiments_helpers import tiny
+
+    from attnflow.experiments import open_run
+    from attnflow.experiments.sweep import _run_task
+
+    cfg = tiny(
+        model={"direction": "descent", "backend": "numba"},
+        tokens={"init": "uniform", "n": 768, "d": 3},
+        heads={"H": 1},
+        paths=1,
+        integrator={"dt": 0.01, "t1": 0.02},
+        record={"every": 1},
+        checkpoint_every=2,
+    )
+    saved = torch.get_num_threads()
+    stored = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            monkeypatch.setattr(numba, "get_num_threads", lambda n=n: n)
+            res = _run_task({"kind": "particle", "config": cfg}, str(tmp_path / f"t{n}"), False, None)
+            assert res["status"] == "done", res
+            assert torch.get_num_threads() == n, "the task did not restore the caller's torch threads"
+            ds = open_run(tmp_path / f"t{n}")
+            stored.append({k: np.ascontiguousarray(ds[k].values).tobytes() for k in sorted(ds.data_vars)})
+    finally:
+        torch.set_num_threads(saved)
+    assert "positions" in stored[0] and stored[0].keys() == stored[1].keys()
+    differ = [k for k in stored[0] if stored[0][k] != stored[1][k]]
+    assert not differ, f"the task's stored {differ} depend on the torch / numba thread counts"
+
+
+def test_after_run_hooks_only_tasks_finished_now_and_not_the_last(tmp_path):
+    """The runner calls a study's ``after_run`` (figures while other tasks still run) for a task finished
+    in this call, not for one found complete on a resume, and not after the last task (the analysis draws
+    every figure then): a resumed finished massucco2026 redrew each regime's figures three times."""
+    from experiments_helpers import tiny
+
+    from attnflow.studies import Study, StudyConfig, StudyResult
+
+    calls = []
+
+    class Hooked(Study):
+        name = "hooked"
+        description = "two TINY runs (a test study)"
+        Config = StudyConfig
+
+        def plan(self, config):
+            return {f"H{h}": tiny(name=f"h{h}", heads={"H": h}, paths=1) for h in (1, 2)}
+
+        def analyse(self, config, runs, out_dir):
+            return StudyResult(summary={"runs": sorted(runs.configs)})
+
+        def after_run(self, config, runs, out_dir, name, *, figures=None):
+            calls.append(name)
+            return {}
+
+    run_study(Hooked(), tmp_path / "s", quick=True, workers=1)
+    assert calls == ["H1"]
+    calls.clear()
+    assert run_study(Hooked(), tmp_path / "s", quick=True, workers=1)["run"]["status"] == "done"
+    assert calls == []
+
+
+def test_the_first_difference_names_the_key_and_both_values():
+    a = {"run": {"status": "done"}, "s2": {"err": 2.0895234333351e-06, "w2": [0.1, float("nan")]}}
+    assert first_difference(a, json.loads(json.dumps(a))) is None  # NaN equals NaN, bit for bit
+    b = json.loads(json.dumps(a))
+    b["s2"]["err"] = 2.0895234332796e-06
+    b["s2"]["w2"][0] = 0.2
+    assert first_difference(a, b) == ("s2.err", 2.0895234333351e-06, 2.0895234332796e-06)
+    b["s2"]["err"] = a["s2"]["err"]
+    assert first_difference(a, b) == ("s2.w2[0]", 0.1, 0.2)
+    assert first_difference({"x": 0.0}, {"x": -0.0}) == ("x", 0.0, -0.0)
+    assert first_difference({"x": 1}, {"y": 1}) == ("x", 1, "<missing>")
+    assert first_difference([1, 2], [1]) == (" (length)", 2, 1)
+
+
 # -- Dask: one cluster for every study --------------------------------------------------------------------
 def _on_dask(study: str, clean: Path, out: Path, scheduler: str) -> None:
     run_study(study, out, quick=True, scheduler=scheduler)
     _same_summary(clean, out, study)
     assert json.loads((out / "run_log.json").read_text())["workers"] == "dask"
+    # the particle and PDE runs (their meta.json names the process) ran in the cluster's workers, not here
+    pids = {json.loads(m.read_text()).get("pid") for m in (out / "runs").glob("*/meta.json")}
+    assert os.getpid() not in pids, f"{study}: a task of the Dask run ran in the test process"
 
 
 def _on_one_cluster(studies: list[str], quick_study, tmp_path: Path) -> None:
-    import dask
+    """Run ``studies`` on one local Dask cluster and compare each with its local quick run; every study is
+    checked, and a failure names each study that differs and its first differing key."""
     from distributed import LocalCluster
 
-    # Dask's nanny starts its workers with OMP/MKL/OPENBLAS_NUM_THREADS=1 (dask config
-    # distributed.nanny.pre-spawn-environ) while this process runs BLAS on every core: pde_particles'
-    # s2.pde_error_sup_vs_refined (a difference of two PDE solutions) then differs at 4e-9 relative
-    # (2.0895234256745887e-06 here and with workers=2; 2.0895234332796164e-06 on Dask, and here with
-    # OPENBLAS_NUM_THREADS=1). The workers keep this process's BLAS threads, so that the check compares the
-    # same computation on Dask and here (the runner does not pin BLAS threads: reported in issue 30).
-    environ = {
-        k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items() if "THREADS" not in k
-    }
-    with (
-        dask.config.set({"distributed.nanny.pre-spawn-environ": environ}),
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-    ):
+    # the workers start with the nanny's environment (OMP/MKL/OPENBLAS_NUM_THREADS=1, dask config
+    # distributed.nanny.pre-spawn-environ) while this process runs with its own thread counts: a task's
+    # numbers must not depend on them (sweep._run_task pins BLAS and torch inside every task; the numba
+    # kernels split their work independently of the thread count)
+    failures = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         for study in studies:
             clean, _ = quick_study(study)
-            _on_dask(study, clean, tmp_path / study, cluster.scheduler_address)
-
-
-#: studies whose Dask check runs with ``-m slow`` only: pde_particles' summary depends in its last bits on
-#: the process's thread counts beyond BLAS (a fresh-clone CI run saw s2.pde_error_sup_vs_refined
-#: 2.0895234333351e-06 on one side and 2.0895234332796e-06 on the other, and w2_T differ at 1e-16, with BLAS
-#: pinned to one thread in every task: torch's intra-op threads are the suspect, not yet pinned by the
-#: runner). Its kill + resume check stays in the default tier (same process, same threads).
-DASK_SLOW = ["pde_particles"]
+            try:
+                _on_dask(study, clean, tmp_path / study, cluster.scheduler_address)
+            except (AssertionError, pytest.fail.Exception) as exc:
+                failures.append(str(exc).splitlines()[0])
+    assert not failures, f"{len(failures)} of {len(studies)} studies differ on Dask:\n" + "\n".join(failures)
 
 
 def test_studies_on_dask_give_the_local_summary(quick_study, tmp_path):
-    _on_one_cluster([s for s in STUDIES if s not in DASK_SLOW], quick_study, tmp_path)
-
-
-@pytest.mark.slow
-def test_slow_studies_on_dask_give_the_local_summary(quick_study, tmp_path):
-    _on_one_cluster(SLOW_STUDIES + DASK_SLOW, quick_study, tmp_path)
+    _on_one_cluster(STUDIES, quick_study, tmp_path)
 
 
 # -- tables come from the one renderer (issue 30: no hand-written Markdown tables in study code) ----------

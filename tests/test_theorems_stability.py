@@ -95,37 +95,25 @@ def test_stability_input_refuses_bad_parameters(params, match):
         get_study("stability_input").config(params, quick=True)
 
 
-def _written_inside(tmp_path, monkeypatch, run):
-    """Run ``run()`` with the system temp dir redirected; assert nothing was written outside the study
-    directory ``tmp_path/study`` (issue 30: the token and head arrays go into the run directories), and
-    that its table.md is the rendering of its Table specs (tables.json)."""
+def _written_inside(out, s):
+    """The checks of a study's own directory ``out`` (its quick run, ``quick_study``, which also checks that
+    nothing was written to the system temp dir): the token and head arrays are in the run directories
+    (issue 30), and table.md is the rendering of its Table specs (tables.json)."""
     import json
-    import tempfile
 
     from attnflow.studies.render import markdown, table_from_json
 
-    sys_tmp = tmp_path / "system_tmp"
-    sys_tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(sys_tmp))
-    s = run()
-    assert list(sys_tmp.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == [
-        "study",
-        "system_tmp",
-    ]
-    inputs = sorted((tmp_path / "study" / "runs").glob("*/inputs/*.npy"))
+    inputs = sorted((out / "runs").glob("*/inputs/*.npy"))
     assert inputs, "the runs read their token and head arrays from their own directories"
-    specs = json.loads((tmp_path / "study" / "tables.json").read_text())["tables"]
-    assert (tmp_path / "study" / "table.md").read_text() == markdown([table_from_json(t) for t in specs])
+    specs = json.loads((out / "tables.json").read_text())["tables"]
+    assert (out / "table.md").read_text() == markdown([table_from_json(t) for t in specs])
     return s
 
 
-def test_stability_input_quick_study(tmp_path, monkeypatch):
-    params = {"etas": [1e-5, 1e-2, 1e-1], "shapes": ["random"]}
-    s = _written_inside(
-        tmp_path,
-        monkeypatch,
-        lambda: run_study("stability_input", tmp_path / "study", quick=True, params=params, workers=1),
-    )
+def test_stability_input_quick_study(quick_study):
+    # the session's quick run (tests/conftest.py; shared with the protocol checks): etas 1e-5, 1e-3, 1e-1
+    out, s = quick_study("stability_input")
+    s = _written_inside(out, s)
     for key, v in s["variants"].items():
         rows = v["rows"]
         r = rows["random_eta1em05"]
@@ -138,8 +126,8 @@ def test_stability_input_quick_study(tmp_path, monkeypatch):
     # the OU runs of base and perturbed clouds share the weight noise: identical recorded heads
     from attnflow.experiments import open_run
 
-    a = open_run(tmp_path / "study" / "runs" / "ascent_ou_base").heads.values
-    b = open_run(tmp_path / "study" / "runs" / "ascent_ou_random_eta1em05").heads.values
+    a = open_run(out / "runs" / "ascent_ou_base").heads.values
+    b = open_run(out / "runs" / "ascent_ou_random_eta1em05").heads.values
     assert_allclose(a, b, rtol=0, atol=0)
 
 
@@ -159,12 +147,9 @@ def test_stability_weights_refuses_bad_parameters(params, match):
         get_study("stability_weights").config(params, quick=True)
 
 
-def test_stability_weights_quick_study_has_linear_rates(tmp_path, monkeypatch):
-    s = _written_inside(
-        tmp_path,
-        monkeypatch,
-        lambda: run_study("stability_weights", tmp_path / "study", quick=True, workers=1),
-    )
+def test_stability_weights_quick_study_has_linear_rates(quick_study):
+    out, s = quick_study("stability_weights")  # the session's quick run (tests/conftest.py)
+    s = _written_inside(out, s)
     for kind in ("heads", "noise"):
         f = s["kinds"][kind]["fits"]
         for q in ("abs_dE_T", "W2_T"):

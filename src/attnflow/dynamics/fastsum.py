@@ -452,9 +452,9 @@ class _Expansion:
 
             self.kernel = fastsum_kernel
             self.tables = fastsum_kernel.legendre_tables(L)
-            import numba
-
-            self.nparts = 4 * numba.get_num_threads()
+            # point ranges of the moments' partial sums, summed in order: a constant, not the thread count
+            # (which would make the sums' last bits depend on where a task runs; issue 30)
+            self.nparts = 8
         elif impl == "numba":
             raise ValueError(
                 f"impl='numba' needs d = 3, CPU tensors and numba: got d = {d}, device {device.type}"

@@ -399,13 +399,21 @@ def parallel_passes(npaths, nheads, n):
     return None
 
 
-def work_items(npaths, nheads, n, causal):
-    """Split each head into row chunks so that there are >= 4 items per thread.
+#: work items per evaluation the split aims at (4 per thread on 2 cores), whatever the thread count: the
+#: column parts of a head split into row chunks are summed in chunk order, so the chunk count reaches the
+#: sums' last bits, and a split by the thread count made a task's numbers depend on where it ran (a study
+#: task on 1 numba thread in a Dask worker, on 2 in-process; issue 30)
+SPLIT_ITEMS = 8
 
+
+def work_items(npaths, nheads, n, causal):
+    """Split each head into row chunks so that there are about :data:`SPLIT_ITEMS` items in all.
+
+    The split does not depend on the thread count (the same items, the same sums, on any executor).
     Causal chunks have equal triangle areas (boundaries at ``n sqrt(k / m)``).
     """
     jobs = npaths * nheads
-    target = 4 * numba.get_num_threads()
+    target = SPLIT_ITEMS
     nchunk = max(1, min(-(-target // jobs), n // MIN_CHUNK_ROWS))
     frac = np.arange(nchunk + 1) / nchunk
     bounds = np.round(n * (np.sqrt(frac) if causal else frac)).astype(np.int64)

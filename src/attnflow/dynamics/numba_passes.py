@@ -40,6 +40,10 @@ __all__ = [
     "row_max_pass",
     "row_max_pass_serial",
     "serial_twin",
+    "score_tile",
+    "tile_generic",
+    "tile_max",
+    "TILE",
 ]
 
 LOOP_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -264,6 +268,12 @@ def row_max_pass(xt, kt, items, causal, row_max):
 
 row_max_pass_serial = serial_twin(row_max_pass, "row_max_pass_serial")
 
+#: the row functions other compiled code calls (the cloud ensemble, ``numba_ensemble.KERNEL_ROWS``): public
+#: names of the very dispatchers above and below, one definition each
+TILE = _TILE
+score_tile = _score_tile
+tile_max = _tile_max
+
 
 # --------------------------------------------------------------------------- pass 2
 
@@ -363,6 +373,9 @@ def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ito, colsums, sbuf, ebuf, ysum, 
             for j in range(length):
                 zt[a, j] += ebuf[j] * ca
     return ell, q
+
+
+tile_generic = _tile_generic
 
 
 @njit(cache=True, inline="always")

@@ -363,30 +363,48 @@ def _execute(spec: dict, task_dir: str, resume: bool, progress: bool) -> None:
         run_training(spec["config"], task_dir, progress=progress)
 
 
+#: torch's intra-op threads inside every task, on every executor (this process, a pool worker, a Dask
+#: worker): a torch reduction or product splits its work by the thread count, so the count reaches a
+#: task's last bits. The tasks' torch work is small (the heavy sums run in the numba kernels, whose split
+#: does not depend on the thread count: :data:`attnflow.dynamics.numba_kernel.SPLIT_ITEMS`), and small
+#: torch ops run faster on one thread on a busy machine (:mod:`attnflow.dynamics.threads`)
+TASK_TORCH_THREADS = 1
+
+
+def _load_blas() -> None:
+    """Load every BLAS a task may use before its thread limit is set: threadpoolctl limits the libraries
+    loaded when the limit is entered, and SciPy loads its own OpenBLAS on the first ``import scipy.linalg``
+    (which, inside a fresh Dask worker's first task, then ran on every core)."""
+    import scipy.linalg  # noqa: F401 - loads SciPy's OpenBLAS
+
+
 def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, progress: bool = False) -> dict:
     """Run one task (in a worker process or this one); never raises, reports the failure instead.
 
-    ``spec`` is a task spec (:func:`task_spec`) or, as before, an experiment config's JSON.
+    ``spec`` is a task spec (:func:`task_spec`) or, as before, an experiment config's JSON. ``threads``
+    is numba's share of the cores (None: all of numba's threads).
 
-    NumPy's / SciPy's BLAS runs on one thread inside a task wherever the task runs (this process, a worker
-    process, a Dask worker, whose nanny sets ``OPENBLAS_NUM_THREADS=1``): the blocking of a BLAS product
-    depends on its thread count, so without the limit a study's numbers changed in their last bits with the
-    executor (``pde_particles``' ``s2.pde_error_sup_vs_refined`` by 4e-9 relative, local against Dask).
+    A task's numbers do not depend on where it runs (this process, a worker process, a Dask worker, whose
+    nanny sets ``OPENBLAS_NUM_THREADS=1``; issue 30): inside a task, NumPy's / SciPy's BLAS (every copy,
+    SciPy's loaded first) runs on one thread and torch on :data:`TASK_TORCH_THREADS`, whatever the caller's
+    settings, and restored after; numba keeps ``threads`` (its kernels split the work independently of
+    the thread count). ducc0 runs on its default of one thread. Without the limits, ``pde_particles``'
+    ``s2.pde_error_sup_vs_refined`` changed by 4e-9 relative between a local run and Dask.
     """
     t0 = time.monotonic()
-    old_threads = None
     if "kind" not in spec:
         spec = {"kind": "particle", "config": spec}
-    try:
-        if threads is not None:
-            import torch
+    import torch
 
-            old_threads = torch.get_num_threads()
-            torch.set_num_threads(threads)
+    old_torch = torch.get_num_threads()
+    try:
+        torch.set_num_threads(TASK_TORCH_THREADS)
+        if threads is not None:
             _set_numba_threads(threads)
         Path(task_dir).mkdir(parents=True, exist_ok=True)
         from threadpoolctl import threadpool_limits
 
+        _load_blas()
         with threadpool_limits(limits=1, user_api="blas"):
             _execute(spec, task_dir, resume, progress)
         return {"status": "done", "elapsed_s": round(time.monotonic() - t0, 3)}
@@ -398,10 +416,9 @@ def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, prog
             "elapsed_s": round(time.monotonic() - t0, 3),
         }
     finally:
-        if old_threads is not None:
-            import torch
-
-            torch.set_num_threads(old_threads)
+        if torch.get_num_threads() != old_torch:
+            torch.set_num_threads(old_torch)
+        if threads is not None:
             _set_numba_threads(None)
 
 

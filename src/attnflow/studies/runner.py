@@ -378,8 +378,16 @@ def run_study(
                     f"[study {study.name}] task {count['k']}/{len(specs)} {name}: {what}{took}{left}",
                     flush=True,
                 )
-            if after_run is not None and res.get("status") == "done" and name in configs:
-                # e.g. the figures of a regime whose runs are now all finished
+            if (
+                after_run is not None
+                and res.get("status") == "done"
+                and not res.get("skipped")
+                and count["k"] < len(specs)  # after the last task the analysis draws every figure at once
+                and name in configs
+            ):
+                # e.g. the figures of a regime whose runs are now all finished; not for a task found complete
+                # on a resume (the analysis draws every figure once the tasks are done: a resumed finished
+                # study of 9 runs redrew each regime's figures 3 times over, ~20 CPU s at quick sizes)
                 after_run(config, StudyRuns(root, configs, {}, specs), out, name, figures=figures)
 
         results: dict[str, dict] = {}
