@@ -1265,7 +1265,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             pair0 = partial(_pair, res, flow, stat, k=k, ref=ref)
 
             def pair(rep, Kf=Kf, pair0=pair0, flow=flow, **kw):
-                if Kf is not None and rep == "sphere" and set(kw) <= {"idx", "k", "j"} and not kw.get("j"):
+                if Kf is not None and rep == REPS[0] and set(kw) <= {"idx", "k", "j"} and not kw.get("j"):
                     if not (flow == "fitted_time" and "idx" in kw):
                         kw = {x: y for x, y in kw.items() if x != "j"} | {"steps": Kf}
                 return pair0(rep, **kw)
@@ -1800,7 +1800,7 @@ class RealModelFlowsStudy(Study):
         "its own heads (bias-free, biases kept, fitted time, the model's scores, + MLP)"
     )
     Config = FlowsConfig
-    timing_keys = ("timing_s",)
+    timing_keys = ("timing_s", "cpu_s")  # cpu_s: the step ladder's CPU seconds per rung
 
     def quick_params(self) -> dict:
         return {"families": ["tiny-bert", "tiny-llama"], "sentences": 8, "steps_per_layer": 2,
