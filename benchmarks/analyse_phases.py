@@ -1,0 +1,97 @@
+"""CPU seconds of a study's ``analyse`` by phase, on its finished run store (issue 27 part 2).
+
+``python benchmarks/analyse_phases.py STUDY_DIR [--json FILE] [--threads K] [--figures] [--top N]``
+
+Reads ``STUDY_DIR/study.json`` (the study and its config, as ``attnflow study run`` wrote it), opens the
+finished tasks of ``STUDY_DIR/runs`` and calls the study's ``analyse`` once under :mod:`cProfile` with the
+process's CPU clock (``time.process_time``: on a shared machine the wall clock measures the other users).
+It prints the CPU and wall of the analysis (and, with ``--figures``, of the figures), and the cumulative
+CPU of the functions that take the most (``--top``), grouped by the function that called them from the
+study's module: which phase of the analysis the time goes to. ``--threads`` sets torch's threads (the
+runner's own process keeps torch's default). Nothing is written into ``STUDY_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import platform
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from attnflow.studies import get_study
+from attnflow.studies.base import StudyRuns
+
+
+def _study_runs(root: Path) -> StudyRuns:
+    # the particle runs open by directory; the specs tell computations from particle runs
+    specs = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        specs[d.name] = {"kind": "compute" if (d / "result.json").exists() else "particle"}
+    return StudyRuns(root, {}, {}, specs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("study_dir", type=Path)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--figures", action="store_true", help="also time the figures")
+    ap.add_argument("--top", type=int, default=25)
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    meta = json.loads((a.study_dir / "study.json").read_text())
+    study = get_study(meta["study"])
+    config = study.Config(**meta["config"])
+    runs = _study_runs(a.study_dir / "runs")
+    prof = cProfile.Profile(time.process_time)
+    w0, c0 = time.perf_counter(), time.process_time()
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.enable()
+        res = study.analyse(config, runs, Path(tmp))
+        prof.disable()
+        analyse_cpu, analyse_wall = time.process_time() - c0, time.perf_counter() - w0
+        fig_cpu = fig_wall = None
+        if a.figures:
+            from attnflow.plot.studies import figures_for
+
+            w1, c1 = time.perf_counter(), time.process_time()
+            fn = figures_for(meta["study"])
+            if fn is not None:
+                fn(res.figure_data if res.figure_data is not None else res.summary, Path(tmp))
+            fig_cpu, fig_wall = time.process_time() - c1, time.perf_counter() - w1
+    st = pstats.Stats(prof)
+    rows = []
+    for (file, line, fn), (_cc, nc, tt, ct, _callers) in st.stats.items():
+        rows.append(
+            {"function": f"{Path(file).name}:{line}({fn})", "calls": nc, "tottime": tt, "cumtime": ct}
+        )
+    rows.sort(key=lambda r: -r["cumtime"])
+    out = {
+        "study": meta["study"],
+        "study_dir": str(a.study_dir),
+        "torch_threads": torch.get_num_threads(),
+        "analyse_cpu_s": analyse_cpu,
+        "analyse_wall_s": analyse_wall,
+        "figures_cpu_s": fig_cpu,
+        "figures_wall_s": fig_wall,
+        "top_cumulative": rows[: a.top],
+        "machine": platform.platform(),
+        "load_avg": list(__import__("os").getloadavg()),
+    }
+    print(f"{meta['study']}: analyse {analyse_cpu:.1f} s CPU, {analyse_wall:.1f} s wall (torch threads "
+          f"{out['torch_threads']}); figures {fig_cpu} s CPU; load {out['load_avg']}")  # fmt: skip
+    for r in rows[: a.top]:
+        print(f"  {r['cumtime']:8.2f} cum {r['tottime']:8.2f} own {r['calls']:8d} calls  {r['function']}")
+    if a.json:
+        a.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
