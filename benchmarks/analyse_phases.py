@@ -6,8 +6,9 @@ Reads ``STUDY_DIR/study.json`` (the study and its config, as ``attnflow study ru
 finished tasks of ``STUDY_DIR/runs`` and calls the study's ``analyse`` once under :mod:`cProfile` with the
 process's CPU clock (``time.process_time``: on a shared machine the wall clock measures the other users).
 It prints the CPU and wall of the analysis (and, with ``--figures``, of the figures), and the cumulative
-CPU of the functions that take the most (``--top``), grouped by the function that called them from the
-study's module: which phase of the analysis the time goes to. ``--threads`` sets torch's threads (the
+CPU of the functions that take the most (``--top``): which phase of the analysis the time goes to
+(``--no-profile``: the totals alone, without the profiler's overhead; a profile counts only the main
+thread's own calls, the CPU total counts every thread). ``--threads`` sets torch's threads (the
 runner's own process keeps torch's default). Nothing is written into ``STUDY_DIR``.
 """
 
@@ -43,6 +44,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--figures", action="store_true", help="also time the figures")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument(
+        "--no-profile", action="store_true", help="no cProfile (its overhead inflates call-heavy code)"
+    )
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -53,9 +57,11 @@ def main() -> None:
     prof = cProfile.Profile(time.process_time)
     w0, c0 = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
-        prof.enable()
+        if not a.no_profile:
+            prof.enable()
         res = study.analyse(config, runs, Path(tmp))
-        prof.disable()
+        if not a.no_profile:
+            prof.disable()
         analyse_cpu, analyse_wall = time.process_time() - c0, time.perf_counter() - w0
         fig_cpu = fig_wall = None
         if a.figures:
@@ -66,9 +72,9 @@ def main() -> None:
             if fn is not None:
                 fn(res.figure_data if res.figure_data is not None else res.summary, Path(tmp))
             fig_cpu, fig_wall = time.process_time() - c1, time.perf_counter() - w1
-    st = pstats.Stats(prof)
     rows = []
-    for (file, line, fn), (_cc, nc, tt, ct, _callers) in st.stats.items():
+    stats = {} if a.no_profile else pstats.Stats(prof).stats
+    for (file, line, fn), (_cc, nc, tt, ct, _callers) in stats.items():
         rows.append(
             {"function": f"{Path(file).name}:{line}({fn})", "calls": nc, "tottime": tt, "cumtime": ct}
         )
@@ -77,6 +83,7 @@ def main() -> None:
         "study": meta["study"],
         "study_dir": str(a.study_dir),
         "torch_threads": torch.get_num_threads(),
+        "profiled": not a.no_profile,
         "analyse_cpu_s": analyse_cpu,
         "analyse_wall_s": analyse_wall,
         "figures_cpu_s": fig_cpu,

@@ -1,4 +1,6 @@
-"""Key-by-key comparison of two study summaries: ``python benchmarks/compare_summaries.py OLD NEW [--skip K ...]``.
+"""Key-by-key comparison of two study summaries.
+
+``python benchmarks/compare_summaries.py OLD NEW [--skip K ...]``
 
 Walks every key of the two ``summary.json`` files except the runner's record and the timing keys
 (``--skip`` adds more), prints how many numbers are equal bit for bit, every number that moved with its
