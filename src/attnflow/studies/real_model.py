@@ -557,8 +557,8 @@ def tables(summary: dict) -> list[Table]:
             + (", randomly initialised" if mi["random_init"] else "")
             + f"); {s['sentences']} sentences ({s['flow_sentences']} with the flow, {s['ledger_sentences']} "
             f"with E, G^2 and the extrapolation). From-scratch forward vs transformers (float64): {checked}. "
-            f"Wall time {t['total']:.0f} s (sentence `text`: {t['text']:.0f} s), CPU time {t['cpu']:.0f} s, "
-            "one thread."
+            f"Task time {t['total']:.0f} s (the tasks' own wall times summed; sentence `text`: "
+            f"{t['text']:.0f} s), CPU time {t['cpu']:.0f} s, one thread per task."
         ),
     )  # fmt: skip
     out = [head]
