@@ -25,16 +25,18 @@ from pathlib import Path
 
 import torch
 
+from attnflow.experiments.config import load_config
 from attnflow.studies import get_study
 from attnflow.studies.base import StudyRuns
+from attnflow.studies.tasks import normalise_plan
 
 
-def _study_runs(root: Path) -> StudyRuns:
-    # the particle runs open by directory; the specs tell computations from particle runs
-    specs = {}
-    for d in sorted(p for p in root.iterdir() if p.is_dir()):
-        specs[d.name] = {"kind": "compute" if (d / "result.json").exists() else "particle"}
-    return StudyRuns(root, {}, {}, specs)
+def _study_runs(study, config, root: Path) -> StudyRuns:
+    """The finished tasks as the runner hands them to ``analyse``: the plan's specs in plan order."""
+    specs, _ = normalise_plan(study.plan(config), study.name)
+    particle = {name: spec for name, spec in specs.items() if spec["kind"] == "particle"}
+    configs = {name: load_config(spec["config"]) for name, spec in particle.items()}
+    return StudyRuns(root, configs, {}, specs)
 
 
 def main() -> None:
@@ -53,7 +55,7 @@ def main() -> None:
     meta = json.loads((a.study_dir / "study.json").read_text())
     study = get_study(meta["study"])
     config = study.Config(**meta["config"])
-    runs = _study_runs(a.study_dir / "runs")
+    runs = _study_runs(study, config, a.study_dir / "runs")
     prof = cProfile.Profile(time.process_time)
     w0, c0 = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
