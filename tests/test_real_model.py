@@ -378,3 +378,29 @@ def test_study_quick(tmp_path, quick_study):
     assert "| depth | cos model | cos flow |" in (out / "table.md").read_text()
     assert sorted(s["figures"]) == [f"real_model_{k}" for k in ("entropy", "extrapolation", "sweep", "text")]
     assert all((out / f).stat().st_size > 10_000 for f in s["figures"].values())
+
+
+def test_a_run_without_the_ledger_evaluates_the_field_once_per_step(monkeypatch):
+    # the real-model flows run one short simulate per layer without the ledger: a record there needs no
+    # field, so a run of k steps evaluates it k times (it was k + 1: the final state's evaluation, used by
+    # no step); the positions equal those of a run with the ledger, bit for bit
+    from attnflow.dynamics.system import VectorField
+    from attnflow.simulation import simulate
+
+    calls = []
+    real = VectorField.__call__
+
+    def counted(self, *a, **k):
+        calls.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(VectorField, "__call__", counted)
+    model = TransformerModel(direction="ascent", beta=1.0, backend="torch")
+    x0 = torch.nn.functional.normalize(
+        torch.randn(1, 7, 3, generator=torch.Generator().manual_seed(0)), dim=-1
+    )
+    D = torch.eye(3, dtype=torch.float64)[None].repeat(2, 1, 1)
+    off = simulate(model, x0.double(), D, t1=0.3, dt=0.1, ledger=False)
+    assert len(calls) == 3
+    on = simulate(model, x0.double(), D, t1=0.3, dt=0.1, ledger=True)
+    assert np.array_equal(off.positions.values, on.positions.values)

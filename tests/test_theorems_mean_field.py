@@ -26,7 +26,7 @@ from attnflow.analysis.theorems import (
     per_head_velocities,
 )
 from attnflow.model import tokens as tokens_mod
-from attnflow.observables import strong_upper_gradient_sq
+from attnflow.observables import mobility, strong_upper_gradient_sq
 from attnflow.observables.inputs import field_eval
 from attnflow.studies import StudyConfigError, get_study
 from attnflow.studies.render import markdown, table_from_json
@@ -149,6 +149,21 @@ def test_per_head_velocities_average_to_the_field():
     V = per_head_velocities(x, D)
     v = field_eval(x[None], D[None], ledger=False)[2].velocity[0]
     torch.testing.assert_close(V.mean(0), v)
+
+
+def test_decomposition_equals_its_parts_bit_for_bit():
+    # the decomposition takes the mobilities from the velocities' own field evaluation (one evaluation
+    # per chunk of heads, not two): the same numbers as the separate public functions, bit for bit, over
+    # more heads than one chunk (256) so that the chunking is exercised
+    x = tokens_mod.uniform(1, 12, 3, seed=4)[0]
+    D = torch.as_tensor(draw_heads("ou_stationary", 1, 300, 3, seed=5)[0])
+    V = per_head_velocities(x, D).double()
+    m = mobility(x[None], D[None])[0]
+    b = 1.0 / (1.0 / m).mean(0)
+    sample = float((b * (V.mean(0) ** 2).sum(-1)).mean())
+    c = float((b * V.var(0, unbiased=True).sum(-1)).mean())
+    dec = gradient_mc_decomposition(x, D)
+    assert (dec["G2_sample"], dec["c"], dec["G2_mean_field"]) == (sample, c, sample - c / 300)
 
 
 def test_g2_excess_at_frozen_tokens_is_c_over_h():

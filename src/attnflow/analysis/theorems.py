@@ -23,7 +23,6 @@ import ot
 import torch
 from scipy.spatial.distance import cdist
 
-from ..observables.dissipation import mobility
 from ..observables.inputs import field_eval
 from .fits import fit_power_law
 
@@ -328,6 +327,22 @@ def per_head_velocities(
     return torch.cat(out)
 
 
+def _velocities_and_mobility(
+    x: torch.Tensor, D: torch.Tensor, beta: float, chunk: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`per_head_velocities` and the head mobilities (:func:`~attnflow.observables.mobility`,
+    Cor. 4.8) from one field evaluation per chunk of heads: the mobility is ``exp(lse) / n`` of the same
+    evaluation (the same numbers as a separate ``mobility`` call, bit for bit: tests/test_theorems.py),
+    float64."""
+    V, m = [], []
+    for Dc in torch.split(D, chunk):
+        xs = x.unsqueeze(0).expand(Dc.shape[0], -1, -1).contiguous()
+        fe = field_eval(xs, Dc.unsqueeze(1), beta, ledger=False)[2]
+        V.append(fe.velocity)
+        m.append(torch.exp(fe.lse.to(torch.float64))[:, 0] / x.shape[0])
+    return torch.cat(V).double(), torch.cat(m).double()
+
+
 def gradient_mc_decomposition(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0) -> dict:
     r"""*Derived*: the head Monte Carlo decomposition of the paper's :math:`G^2` at frozen tokens.
 
@@ -356,8 +371,7 @@ def gradient_mc_decomposition(x: torch.Tensor, D: torch.Tensor, beta: float = 1.
     """
     if D.shape[0] < 2:
         raise ValueError(f"the decomposition needs a sample of at least 2 heads: got {D.shape[0]}")
-    V = per_head_velocities(x, D, beta).double()  # [H, n, d]
-    m = torch.cat([mobility(x.unsqueeze(0), Dc.unsqueeze(0), beta)[0] for Dc in torch.split(D, 256)]).double()
+    V, m = _velocities_and_mobility(x, D, beta)  # [H, n, d], [H, n]
     b = 1.0 / (1.0 / m).mean(0)  # harmonic mean over heads, eq. (36)
     Vbar = V.mean(0)
     var = V.var(0, unbiased=True).sum(-1)  # tr Cov, [n]

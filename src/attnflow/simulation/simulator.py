@@ -358,8 +358,9 @@ class Simulator:
     # -- stepping --------------------------------------------------------------------------------
     def record(self, *, with_heads: bool = False) -> Record:
         """Snapshot of the current state with the ledger scalars (each of shape [P])."""
-        fe, rates = self._current()
-        sc = self.ledger.scalars(fe, rates, self.t) if self.ledger_on else {}
+        # without the ledger a record needs no field: evaluating it here cost one evaluation per run (the
+        # final state's, which no step uses); a step evaluates its own state when it comes to it
+        sc = self.ledger.scalars(*self._current(), self.t) if self.ledger_on else {}
         return Record(
             step=self.step_index,
             time=self.t,

@@ -365,11 +365,16 @@ class RealModelStudy(Study):
         cfg = c.model_dump(mode="json")
         n = c.sentences or len(load_corpus())
         fn = "attnflow.studies.real_model:real_model_task"
-        tasks = {"text": ComputeTask(fn=fn, params={"config": cfg, "start": -1, "stop": -1}, cost_s=5.0)}
+        tasks = {"text": ComputeTask(fn=fn, params={"config": cfg, "start": -1, "stop": -1}, cost_s=19.0)}
         for start in range(0, n, SENTENCES_PER_TASK):
             stop = min(n, start + SENTENCES_PER_TASK)
-            # measured: ~1 s per sentence with the flow, 0.1 s without (MiniLM, one thread)
-            cost = sum(1.0 if k % c.flow_every == 0 else 0.1 for k in range(start, stop))
+            # measured (MiniLM, one thread, CPU s at load 8; docs/performance.md section 10.8): a sentence
+            # with the flows 2.6 s, 4.3 s with the ledger and the extrapolation, 0.3 s without the flow;
+            # 1.5 s per task to load the model (a worker's first task also imports transformers: ~16 s)
+            cost = 1.5 + sum(
+                (4.3 if k // c.flow_every < c.ledger_sentences else 2.6) if k % c.flow_every == 0 else 0.3
+                for k in range(start, stop)
+            )
             tasks[f"sentences-{start:04d}-{stop:04d}"] = ComputeTask(
                 fn=fn, params={"config": cfg, "start": start, "stop": stop}, cost_s=cost
             )
@@ -552,8 +557,8 @@ def tables(summary: dict) -> list[Table]:
             + (", randomly initialised" if mi["random_init"] else "")
             + f"); {s['sentences']} sentences ({s['flow_sentences']} with the flow, {s['ledger_sentences']} "
             f"with E, G^2 and the extrapolation). From-scratch forward vs transformers (float64): {checked}. "
-            f"Wall time {t['total']:.0f} s (sentence `text`: {t['text']:.0f} s), CPU time {t['cpu']:.0f} s, "
-            "one thread."
+            f"Task time {t['total']:.0f} s (the tasks' own wall times summed; sentence `text`: "
+            f"{t['text']:.0f} s), CPU time {t['cpu']:.0f} s, one thread per task."
         ),
     )  # fmt: skip
     out = [head]
