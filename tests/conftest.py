@@ -103,24 +103,27 @@ def quick_study(tmp_path_factory):
     return get
 
 
-# -- the longest tests first (pytest-xdist) -------------------------------------------------------------
-#: ``tests/durations.json``: ``{test id: seconds}`` of the tests that took 2 s or more (wall or CPU) in a
-#: measured run of the default tier (``scripts/test_times.py DIR --table tests/durations.json``). Under
-#: pytest-xdist the collected tests are ordered longest first (the others after them, in pytest's order) and
-#: scripts/test.sh hands them out one at a time (``--maxschedchunk 1``): a worker that finishes takes the
-#: next longest, so the run ends on short tests instead of one worker idle while the other runs a long test
-#: handed to it last. The order is a pure function of the collection and the table, the same on every
-#: worker (pytest-xdist requires it); a test missing from the table only runs later.
+# -- the longest test files first (pytest-xdist) --------------------------------------------------------
+#: ``tests/durations.json``: ``{file: CPU seconds}`` of the test files (and the modules of docstring examples)
+#: in a measured run of the default tier (``scripts/test_times.py DIR --table tests/durations.json``). Under
+#: pytest-xdist the collected tests are ordered file by file, the files with the most CPU time first (the
+#: tests of a file stay together and in pytest's order, so a module-scoped fixture is set up once per worker,
+#: not at every switch; files not in the table come last, in pytest's order), and scripts/test.sh hands them
+#: out one at a time (``--maxschedchunk 1``): a worker that finishes a test takes the next one, and the run
+#: ends on the short tests of the cheap files instead of one worker idle while the other runs a long test
+#: it was handed last. The order is a pure function of the collection and the table, the same on every
+#: worker (pytest-xdist requires it).
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering (fixtures of higher scopes)
 def pytest_collection_modifyitems(session, config, items):
     if not hasattr(config, "workerinput") or not DURATIONS.is_file():  # only in a pytest-xdist worker
         return
     import json
 
-    known = json.loads(DURATIONS.read_text())
-    items.sort(key=lambda item: -float(known.get(item.nodeid, 0.0)))  # stable: the rest keep their order
+    cpu = json.loads(DURATIONS.read_text())
+    items.sort(key=lambda item: -float(cpu.get(item.nodeid.split("::")[0], 0.0)))  # stable sort
 
 
 # -- per-test CPU time (scripts/test_times.py reads it) ---------------------------------------------------
