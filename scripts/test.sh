@@ -37,21 +37,23 @@ _took "ruff and import contracts"
 # (else each compile lands in the first test that needs it, and both workers may compile the same one)
 python scripts/warm_numba.py --jobs 2
 _took "numba warm-up"
-# 2 workers, handed one test at a time (--maxschedchunk 1), the longest first (tests/conftest.py orders them
-# by tests/durations.json): the run ends on short tests, not on one worker idle while the other runs a long
-# test it was handed last. Each test's wall and CPU time goes to a temporary directory; at the end
-# scripts/test_times.py prints each worker's busy time and the longest tests.
+# 2 workers, handed whole test files (--dist loadfile), the files with the most CPU time first
+# (tests/conftest.py orders them by tests/durations.json; --no-loadscope-reorder keeps that order): a worker
+# that finishes a file takes the next, and the run ends on the cheap files, not on one worker idle while the
+# other runs a long test it was handed last. Whole files: the tests of a file share its numba compiles and
+# module fixtures (handed out test by test, both workers compiled the same kernels at once). Each test's
+# wall and CPU time goes to a temporary directory; scripts/test_times.py prints each worker's busy time.
 times="$(mktemp -d "${TMPDIR:-/tmp}/attnflow-test-times.XXXXXX")"
 status=0
 if [ $# -eq 0 ]; then
   # the default tier: the docstring examples of src/attnflow in the same 2-worker run as the tests
-  ATTNFLOW_TEST_TIMES="$times" python -m pytest -n 2 --maxschedchunk 1 -q --durations=30 \
+  ATTNFLOW_TEST_TIMES="$times" python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=30 \
     --doctest-modules src/attnflow tests || status=$?
 else
   # a selection (-m slow, -k ...): the docstring examples first, on their own (a marker would deselect them)
   python -m pytest -q -p no:cacheprovider --doctest-modules src/attnflow
   _took "docstring examples"
-  ATTNFLOW_TEST_TIMES="$times" python -m pytest -n 2 --maxschedchunk 1 -q "$@" || status=$?
+  ATTNFLOW_TEST_TIMES="$times" python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q "$@" || status=$?
 fi
 _took "pytest"
 python scripts/test_times.py "$times" --top 10 || true
