@@ -10,6 +10,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 bash "$root/scripts/setup_browser.sh"  # headless Chromium for the browser tests (root with apt only)
 cd "$root"
+# Python may write its bytecode caches (__pycache__/*.pyc) in .venv and src/: a fresh .venv installed by uv
+# has none, and with PYTHONDONTWRITEBYTECODE set (as in some shells and CI images) every one of the suite's
+# Python subprocesses (tutorials, CLI runs, sweep and Dask workers, ...) compiled torch, transformers and
+# attnflow from source again: `import attnflow, attnflow.studies, attnflow.bridge` took 12.3 s CPU per
+# process without the caches, 6.3 s with them (fresh clone, 2026-12-03)
+unset PYTHONDONTWRITEBYTECODE
 # name the machine, so that a failure that depends on it (issue 28: round-off that differs between CPUs)
 # says where it ran: CPU model, cores, and the thread counts the tests run numba and torch with
 cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
