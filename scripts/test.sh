@@ -10,6 +10,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
 bash "$root/scripts/setup_browser.sh"  # headless Chromium for the browser tests (root with apt only)
 cd "$root"
+# Python may write its bytecode caches (__pycache__/*.pyc) in .venv and src/: a fresh .venv installed by uv
+# has none, and with PYTHONDONTWRITEBYTECODE set (as in some shells and CI images) every one of the suite's
+# Python subprocesses (tutorials, CLI runs, sweep and Dask workers, ...) compiled torch, transformers and
+# attnflow from source again: `import attnflow, attnflow.studies, attnflow.bridge` took 12.3 s CPU per
+# process without the caches, 6.3 s with them (fresh clone, 2026-12-03)
+unset PYTHONDONTWRITEBYTECODE
 # name the machine, so that a failure that depends on it (issue 28: round-off that differs between CPUs)
 # says where it ran: CPU model, cores, and the thread counts the tests run numba and torch with
 cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
@@ -37,11 +43,25 @@ _took "ruff and import contracts"
 # (else each compile lands in the first test that needs it, and both workers may compile the same one)
 python scripts/warm_numba.py --jobs 2
 _took "numba warm-up"
+# 2 workers, handed whole test files (--dist loadfile), the files with the most CPU time first
+# (tests/conftest.py orders them by tests/durations.json; --no-loadscope-reorder keeps that order): a worker
+# that finishes a file takes the next, and the run ends on the cheap files, not on one worker idle while the
+# other runs a long test it was handed last. Whole files: the tests of a file share its numba compiles and
+# module fixtures (handed out test by test, both workers compiled the same kernels at once). Each test's
+# wall and CPU time goes to a temporary directory; scripts/test_times.py prints each worker's busy time.
+times="$(mktemp -d "${TMPDIR:-/tmp}/attnflow-test-times.XXXXXX")"
+status=0
 if [ $# -eq 0 ]; then
   # the default tier: the docstring examples of src/attnflow in the same 2-worker run as the tests
-  exec python -m pytest -n 2 -q --durations=30 --doctest-modules src/attnflow tests
+  ATTNFLOW_TEST_TIMES="$times" python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=30 \
+    --doctest-modules src/attnflow tests || status=$?
+else
+  # a selection (-m slow, -k ...): the docstring examples first, on their own (a marker would deselect them)
+  python -m pytest -q -p no:cacheprovider --doctest-modules src/attnflow
+  _took "docstring examples"
+  ATTNFLOW_TEST_TIMES="$times" python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q "$@" || status=$?
 fi
-# a selection (-m slow, -k ...): the docstring examples first, on their own (a marker would deselect them)
-python -m pytest -q -p no:cacheprovider --doctest-modules src/attnflow
-_took "docstring examples"
-exec python -m pytest -n 2 -q "$@"
+_took "pytest"
+python scripts/test_times.py "$times" --top 10 || true
+rm -rf "$times"
+exit "$status"

@@ -101,3 +101,63 @@ def quick_study(tmp_path_factory):
         return out, StudySummary(summary, json.loads((out / "run_log.json").read_text()))
 
     return get
+
+
+# -- the longest test files first (pytest-xdist) --------------------------------------------------------
+#: ``tests/durations.json``: ``{file: CPU seconds}`` of the test files (and the modules of docstring examples)
+#: in a measured run of the default tier (``scripts/test_times.py DIR --table tests/durations.json``). Under
+#: pytest-xdist the collected tests are ordered file by file, the files with the most CPU time first (the
+#: tests of a file stay together and in pytest's order; files not in the table come last, in pytest's
+#: order), and scripts/test.sh hands out whole files in that order (``--dist loadfile
+#: --no-loadscope-reorder``): a worker that finishes a file takes the next, and the run ends on the cheap
+#: files instead of one worker idle while the other runs a long test it was handed last. The order is a pure
+#: function of the collection and the table, the same on every worker (pytest-xdist requires it).
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering (fixtures of higher scopes)
+def pytest_collection_modifyitems(session, config, items):
+    if not hasattr(config, "workerinput") or not DURATIONS.is_file():  # only in a pytest-xdist worker
+        return
+    import json
+
+    cpu = json.loads(DURATIONS.read_text())
+    items.sort(key=lambda item: -float(cpu.get(item.nodeid.split("::")[0], 0.0)))  # stable sort
+
+
+# -- per-test CPU time (scripts/test_times.py reads it) ---------------------------------------------------
+#: ``ATTNFLOW_TEST_TIMES=DIR``: each process (every pytest-xdist worker, or the one process) appends one JSON
+#: line per test to ``DIR/<worker>.jsonl``: its id, the worker, wall start and end (``time.time()``), and the
+#: CPU seconds of setup + call + teardown, of this process and of the child processes it waited for. Wall
+#: times on a shared machine are noisy; CPU time is what the test costs.
+_TIMES_DIR = os.environ.get("ATTNFLOW_TEST_TIMES")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _TIMES_DIR:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def children() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    t0, c0, k0 = time.time(), time.process_time(), children()
+    yield
+    t1, c1, k1 = time.time(), time.process_time(), children()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    Path(_TIMES_DIR).mkdir(parents=True, exist_ok=True)
+    row = {
+        "id": item.nodeid,
+        "worker": worker,
+        "start": t0,
+        "end": t1,
+        "cpu": c1 - c0,
+        "cpu_children": k1 - k0,
+    }
+    with open(Path(_TIMES_DIR) / f"{worker}.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
