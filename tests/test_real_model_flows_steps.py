@@ -141,8 +141,8 @@ def test_family_task_runs_the_records_and_the_variants_at_the_chosen_step(ladder
         assert choose_step(sub, tol, c.step_candidates)["chosen"] == K[f], f
     # the main statistics are the chosen rung's (the same code path, the same numbers)
     for f in STEP_FLOWS:
-        np.testing.assert_allclose(res["stats"]["sphere"][f]["cos"],
-                                   lad["levels"][str(K[f])]["sphere"][f]["cos"], rtol=0, atol=1e-12)  # fmt: skip
+        at_k = lad["levels"][str(K[f])]["sphere"][f]["cos"]
+        np.testing.assert_allclose(res["stats"]["sphere"][f]["cos"], at_k, rtol=0, atol=1e-12)
     K = K["attention"]
     # the null-seed variant: _lite at the chosen K through the seed-1 null (blocks permuted, embeddings kept)
     trained, tokenize, _ = load_family("tiny-llama", c.seed)

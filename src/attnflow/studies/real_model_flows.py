@@ -691,7 +691,7 @@ def _alt_steps(c: FlowsConfig) -> list[int]:
 
 
 def _ladder_level(w, fps: list, rhos: list, c: FlowsConfig, K: int, A: list[int], B: list[int],
-                  flows=None, keep: list | None = None) -> dict:
+                  flows=None, keep: list | None = None) -> dict:  # fmt: skip
     """One rung of the step rule's ladder (config ``step_candidates``): every flow of :data:`STEP_FLOWS` at
     ``K`` Euler steps per unit time on every sentence (forward passes ``fps``, sphere tokens) and flow (c)
     with T_l refitted at K (teacher-forced, grid step 1/K) on the fit half ``A`` of the main split and
@@ -930,7 +930,7 @@ def family_task(config: dict, family: str) -> dict:
             picks, vals, kept = step_ladder(
                 lambda Kc, run, kept: _ladder_level(w, fps, rhos, c, Kc, A, B, flows=run, keep=kept),
                 lambda Kc: step_values(probe, c, Kc), levels, _step_groups(probe, c), tol, c,
-            )
+            )  # fmt: skip
             if c.step_per_flow:
                 K = {f: int(p["chosen"]) for f, p in picks.items()}
                 moves, conv = {}, {}
@@ -1327,7 +1327,9 @@ def controls_of(kind: str, c: FlowsConfig) -> tuple[str, ...]:
 
 #: the margin field of the paired stand-still test of each quantity kind (review round 5)
 _MARGIN = {
-    "over": "control_margin_overcluster", "gap": "control_margin_cos_gap", "rel": "control_margin_rel_gap",
+    "over": "control_margin_overcluster",
+    "gap": "control_margin_cos_gap",
+    "rel": "control_margin_rel_gap",
 }
 
 
@@ -1528,8 +1530,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 watched = Kc in Ks
             if watched:
                 i = Ks.index(Kc)
-                lad_pair = ((Ks[i], Ks[i + 1]) if i + 1 < len(Ks) else (Ks[-2], Ks[-1]) if len(Ks) > 1
-                            else None)
+                lad_pair = (
+                    (Ks[i], Ks[i + 1]) if i + 1 < len(Ks) else (Ks[-2], Ks[-1]) if len(Ks) > 1 else None
+                )
             # review round 4, F4: the main value at the finest rung computed (the ladder's sphere tokens,
             # all sentences / the main split's fit); None: the stored flows at the run's step
             Kf = Ks[-1] if watched and lad_pair is not None and Ks[-1] != Kc else None
@@ -1712,9 +1715,14 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if out[-1].verdict == "holds" and spec:  # F8 (review round 5): the same claim in the nulls
                 also = [f"{nf}: {d[vid]['value']:.3f}" for nf, d in spec.items()
                         if d.get(vid, {}).get("verdict") == "holds"]  # fmt: skip
-                lab = ("holds, not specific to training (also holds in null " + ", ".join(also) + ")" if also
-                       else "holds; in the null(s): " + ", ".join(
-                           f"{nf} {d.get(vid, {}).get('verdict', 'no record')}" for nf, d in spec.items()))
+                lab = (
+                    "holds, not specific to training (also holds in null " + ", ".join(also) + ")"
+                    if also
+                    else "holds; in the null(s): "
+                    + ", ".join(
+                        f"{nf} {d.get(vid, {}).get('verdict', 'no record')}" for nf, d in spec.items()
+                    )
+                )
                 r = out[-1].to_json()
                 out[-1] = VerdictRecord.model_validate(
                     {**r, "result": {**r["result"], "null_specificity": lab},
@@ -1733,7 +1741,9 @@ def null_outcomes(records_json: list[dict], families: list[str]) -> dict:
         if fam is None or null_base(fam) is None:
             continue
         out.setdefault(fam, {})[r["id"].removeprefix(f"flows-{fam}-")] = {
-            "verdict": r["verdict"], "value": r.get("result", {}).get("value")}
+            "verdict": r["verdict"],
+            "value": r.get("result", {}).get("value"),
+        }
     return out
 
 

@@ -28,8 +28,11 @@ def _snapshot(root: Path) -> dict:
     out = {}
     for d in (*TRAINED, *NULLS):
         for r in json.loads((root / d / "summary.json").read_text()).get("verdicts", []):
-            out[r["id"]] = {"verdict": r["verdict"], "value": r.get("result", {}).get("value"),
-                            "flow_value": r.get("result", {}).get("value")}
+            out[r["id"]] = {
+                "verdict": r["verdict"],
+                "value": r.get("result", {}).get("value"),
+                "flow_value": r.get("result", {}).get("value"),
+            }
     return out
 
 
@@ -54,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         p = args.root / d / "summary.json"
         text = p.read_text()
         s = json.loads(text)
-        s["null_outcomes"] = {f: {nf: o for nf, o in outs.items() if null_base(nf) == f} for f in s["families"]}
+        s["null_outcomes"] = {
+            f: {nf: o for nf, o in outs.items() if null_base(nf) == f} for f in s["families"]
+        }
         lines = text.splitlines()
         indent = (len(lines[1]) - len(lines[1].lstrip(" "))) if len(lines) > 1 else 1
         p.write_text(json.dumps(s, indent=indent or 1) + ("\n" if text.endswith("\n") else ""))
