@@ -1985,21 +1985,25 @@ def tables(summary: dict) -> list[Table]:
                 columns=[Column("quantity"), *[Column(f"K{K}", f"K = {K}", ".3f") for K in Ks],
                          *[Column(f"m{K}", f"move {K} -> next", ".3f") for K in Ks[:-1]],
                          Column("tol", "tolerance", ".4f"), Column("conv", "converged at chosen K")],
-                rows=[*({"quantity": v, **{f"K{K}": lad["values"][str(K)][v] for K in Ks},
-                         **{f"m{K}": lad["moves"][str(K)][v] for K in Ks[:-1]},
+                rows=[*({"quantity": v, **{f"K{K}": lad["values"][str(K)].get(v) for K in Ks},
+                         **{f"m{K}": lad["moves"].get(str(K), {}).get(v) for K in Ks[:-1]},
                          "tol": lad["tolerance"][v], "conv": "yes" if lad["converged"][v] else "NO"}
                         for v in vids),
                       {"quantity": "CPU seconds of the rung (all flows, (c) refit)",
                        **{f"K{K}": lad["cpu_s"][str(K)] for K in Ks},
                        **{f"m{K}": None for K in Ks[:-1]}, "tol": None, "conv": None}],
-                title=f"{fam}: step rule, chosen K = {lad['chosen']} Euler steps per unit time",
+                title=f"{fam}: step rule, chosen K = " + (", ".join(
+                    f"{f} {K}" for f, K in lad["chosen"].items()) + " (per flow)" if isinstance(
+                    lad["chosen"], dict) else f"{lad['chosen']}") + " Euler steps per unit time",
                 id=f"{fam}-step-ladder",
                 note="The step rule (config step_candidates, step_tolerance_share; review round 3, F2): each "
                 "watched record's quantity (sphere tokens, declared depth summary) with the flows at K; the "
                 "family's K is the smallest whose move to the next candidate is below the tolerance (share x "
                 "criterion threshold) for every quantity; the ladder stops there. Every record and every "
                 "robustness variant uses the chosen K; the other rungs are reported only (K = 4: the cost "
-                "row of the runs before the rule).",
+                "row of the runs before the rule). Per flow (config step_per_flow, since review round 5): "
+                "each flow climbs on its own; an empty cell: the flow had converged at a lower rung and was "
+                "not run there.",
             ))  # fmt: skip
         for check, a in (s.get("variants") or {}).items():
             for v, d in a.items():
@@ -2051,12 +2055,19 @@ def verdict_tables(summary: dict) -> list[Table]:
             lad = res.get("step_ladder")
             ci = res.get("ci95") or [None, None]
             rows.append({
-                "claim": r["id"].removeprefix(f"flows-{fam}-"), "verdict": r["verdict"],
+                "claim": r["id"].removeprefix(f"flows-{fam}-"),
+                "verdict": r["verdict"] + (" (not specific to training)" if str(
+                    res.get("null_specificity", "")).startswith("holds, not specific") else "")
+                + (f" ({res['unmeasured_main'].split(':')[0]})" if res.get("unmeasured_main") else ""),
                 # a null's description whose stand-still does not fail keeps its value (not tested)
                 "value": res.get("value") if r["class"] == "test" or "stand_still" in res else None,
                 "lo": ci[0], "hi": ci[1],
                 "still": "" if "stand_still" not in res else "{:.3f} {}".format(
-                    res["stand_still"]["value"], res["stand_still"]["outcome"]),
+                    res["stand_still"]["value"], res["stand_still"]["outcome"]) + (
+                    "" if not (p := res["stand_still"].get("paired_test")) else
+                    f"; flow - still {p['value']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]: "
+                    f"{p['named']}"),
+                "unmeasured": "; ".join(x.split(":")[0] for x in res.get("unmeasured", [])),
                 "steps": "; ".join(
                     f"K = {k}: {v:.3f}" for k, v in zip(lad["K"], lad["values"], strict=True)
                 ) + "; chosen K = {}, {} (move {} < {:.3f})".format(
@@ -2085,14 +2096,19 @@ def verdict_tables(summary: dict) -> list[Table]:
                          Column("still", "stand-still control (tokens at z_0)"),
                          Column("steps", "step count (Euler steps per unit time)"),
                          Column("other", "joined sentences (per input) / null seed (z_0's mean cosine)"),
-                         Column("disagree", "checks not agreeing with the main outcome")],
+                         Column("disagree", "checks not agreeing with the main outcome"),
+                         Column("unmeasured", "unmeasured values (left out of the verdict)")],
                 rows=rows, title=f"{fam}: verdict records", id=f"{fam}-verdicts",
                 note="Built from the records (summary.json, key 'verdicts'); value and 95% percentile "
                 "bootstrap interval of the declared criterion on sphere tokens; identity and description "
                 "records have no tested value (a null's record whose stand-still control does not fail the "
                 "criterion is a description: its value is shown, not tested); stand-still control: the "
-                "record's quantity for the tokens left at z_0 at every depth and its outcome under the same "
-                "criterion (config stand_still_control).",
+                "record's quantity for the tokens left at z_0 at every depth, its outcome under the same "
+                "criterion (config stand_still_control) and the paired test that decides since review round "
+                "5: flow - stand-still with its interval against the margin (config control_margin_*). A "
+                "record whose main value is unmeasured (step not converged, collapse control) shows no value "
+                "(the reason beside the verdict); '(not specific to training)': the same claim holds in a "
+                "null (config null_specificity).",
             ))  # fmt: skip
     return out
 
