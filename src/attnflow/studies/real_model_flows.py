@@ -57,6 +57,16 @@ collapse control (``collapse_control``: every token equal from depth 1) are scor
 value, a value that a control does not fail is unmeasured, and the main outcome combined is inconclusive
 where a main control does not fail (F1, F2, F6); the paired flow - stand-still difference and, for
 'follows' records, gap(flow) / gap(stand-still) are kept in ``result.stand_still`` (F3, descriptive).
+
+Review round 5 (analysis, and the SmolLM2 rerun): every value is decided by its paired stand-still test
+(flow - stand-still against the declared ``control_margin_*``, :func:`paired_outcome`: 'better / no better /
+worse than standing still' for the 'follows' records) together with the criterion (F1-F3); values the
+collapse control makes unmeasured leave the combination and are listed, a record whose main value is
+unmeasured (collapse, step not converged) is inconclusive with that reason (F4, F6); a null's failing flow
+fails before the description rule (F5); ``combine`` names only the checks whose own values disagree (F7);
+trained 'holds' say whether a null holds the same claim and a null's over-clustering fail says 'too slow
+at T_l = 1' (``null_specificity``, F8). The step rule runs per flow (``step_per_flow``): only the flows not
+yet converged go to the next rung.
 """
 
 from __future__ import annotations
@@ -293,7 +303,13 @@ class FlowsConfig(StudyConfig):
         "criterion and bootstrap); a value whose own stand-still does not fail, and which does not fail "
         "itself, is unmeasured (None, inconclusive); and the main outcome the verdict combines is "
         "'inconclusive' where the main stand-still does not fail (the flow's own outcome is kept in "
-        "result.outcome_flow)",
+        "result.outcome_flow). Amended after review round 5 (F1-F5, 2026-12-03, before the SmolLM2 rerun): "
+        "the stand-still no longer makes a value unmeasured; every value (main and robustness) is decided "
+        "by its own paired test flow - stand-still against control_margin_* (see there) together with the "
+        "criterion; the null families' description rule applies only where the flow does not fail (a "
+        "failing flow fails first); values the collapse control makes unmeasured leave the combination and "
+        "are listed (result.unmeasured), and a record whose main value is unmeasured (collapse, or the step "
+        "not converged) is inconclusive with that reason",
     )
     collapse_control: bool = Field(
         True,
