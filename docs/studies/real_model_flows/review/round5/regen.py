@@ -51,11 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", nargs="?", type=Path, default=Path("docs/studies/real_model_flows"))
     ap.add_argument("--before", type=Path, default=None)
+    ap.add_argument("--trained-only", action="store_true", help="nulls' records as committed")
     ap.add_argument("--tables", action="store_true", help="then table.md, tables.json, explain.md's tables")
     args = ap.parse_args(argv)
     if args.before is not None:
         args.before.write_text(json.dumps(_snapshot(args.root), indent=1))
-    regen([str(args.root / d) for d in NULLS])
+    if not args.trained_only:
+        regen([str(args.root / d) for d in NULLS])
     outs = {}
     for d in NULLS:
         s = json.loads((args.root / d / "summary.json").read_text())
