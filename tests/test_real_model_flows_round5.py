@@ -41,10 +41,14 @@ def test_over_clusters_is_decided_by_flow_minus_stand_still_against_the_margin()
     assert ss["paired_test"]["named"] == "over-clusters more than standing still by the margin"
     assert a.result["outcome"] == "holds" and a.verdict == "holds"
     d = v["model-scores-overclusters"]
-    assert d.result["outcome_flow"] == "holds" and d.result["stand_still"]["paired_test"]["outcome"] == "fails"
+    assert (
+        d.result["outcome_flow"] == "holds" and d.result["stand_still"]["paired_test"]["outcome"] == "fails"
+    )
     assert d.result["outcome"] == "fails" and d.verdict == "fails"
     # the margin is the config's (declared): at 0.02 the main excess (0.06) holds
-    assert _recs(res, control_margin_overcluster=0.02)["model-scores-overclusters"].result["outcome"] == "holds"
+    assert (
+        _recs(res, control_margin_overcluster=0.02)["model-scores-overclusters"].result["outcome"] == "holds"
+    )
 
 
 def test_follows_records_name_better_no_better_worse_than_standing_still():
@@ -118,13 +122,16 @@ def test_trained_holds_say_whether_the_null_holds_too_and_null_fails_carry_their
     assert v["mlp-cos"].verdict == "holds"  # the verdict itself is the criterion's
     lab = v["mlp-cos"].result["null_specificity"]
     assert lab.startswith("holds, not specific to training (also holds in null tiny-bert-permuted: 0.000")
-    assert v["attention-overclusters"].result["null_specificity"] == (
-        "holds; in the null(s): tiny-bert-permuted holds"
-    ) or "not specific" in v["attention-overclusters"].result["null_specificity"]
+    assert (
+        v["attention-overclusters"].result["null_specificity"]
+        == ("holds; in the null(s): tiny-bert-permuted holds")
+        or "not specific" in v["attention-overclusters"].result["null_specificity"]
+    )
     # the rule off: no label
-    assert "null_specificity" not in _recs(
-        fake_family({"mlp": 0.0}), summary=summary, null_specificity=False
-    )["mlp-cos"].result
+    assert (
+        "null_specificity"
+        not in _recs(fake_family({"mlp": 0.0}), summary=summary, null_specificity=False)["mlp-cos"].result
+    )
 
 
 def test_step_rule_per_flow_runs_only_the_flows_not_converged():
@@ -191,3 +198,25 @@ def test_declared_rule_outcomes_in_the_shared_record_format():
     # F7: with an inconclusive main outcome only the check whose own values disagree is named
     ok = RobustnessCheck.from_values(c, "N", [8], [0.05])
     assert combine("inconclusive", [ok, chk]) == "depends on dt"
+
+
+def test_a_run_without_the_step_rule_is_not_reported_at_an_unconverged_step():
+    """F6: a run without the ladder (SmolLM2's nulls: K = 4 with the check 'step count' at 16): a record
+    whose value moves by >= 1/4 of its threshold between them is inconclusive 'step not converged at K =
+    16', not reported at K = 4; a converged one keeps its verdict and its check."""
+    from attnflow.studies.real_model_flows import STEP_FLOWS
+
+    res = fake_family({})
+    at16 = fake_family({"mlp": 0.05}, seed=0)  # the same noise draw: (e) moves by 0.05 >= 0.025
+    fit = at16["fitted"][0]
+    fitted = {"report": fit["report"], "stats": {"sphere": fit["stats"]["sphere"]}}
+    res["steps_alt"] = {
+        "16": {"sphere": {f: at16["stats"]["sphere"][f] for f in STEP_FLOWS}, "fitted": fitted}
+    }
+    v = _recs(res, step_candidates=[], steps_per_layer=4)
+    r = v["mlp-cos"]
+    assert r.verdict == "inconclusive" and r.result["value"] is None
+    assert r.result["unmeasured_main"].startswith("step not converged at K = 16: the run's K = 4 -> 16")
+    assert r.result["step_unconverged"]["values"] == pytest.approx([0.0, 0.05], abs=1e-9)
+    assert v["mlp-erank"].verdict == "holds"  # erank moves by 0.05 x 1 < 0.0625
+    assert any(x.choice == "step count" for x in v["mlp-erank"].robustness)

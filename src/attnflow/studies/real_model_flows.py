@@ -1645,6 +1645,20 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                         f"(hidden states, the other fits, joined sentences, null seeds, scale estimator) at "
                         f"K = {Kc}, so they may disagree with the main value by the step's move"
                         + ("" if move is None else f" ({move:.3f} here)"))  # fmt: skip
+            if step_bad is None and not lad and steps and flow in (*STEP_FLOWS, "fitted_time"):
+                # a run without the step rule (review round 5, F6): its check "step count" is the ladder it
+                # has; a value that moves by >= the tolerance, or changes outcome, to the largest step is
+                # not reported at the run's step: the record is inconclusive "step not converged"
+                K1 = max(steps)
+                v1, ci1 = _boot(q, *pair("sphere", steps=K1), c.bootstrap, seed)
+                tol1 = step_tolerances(c)[vid]
+                o0, o1 = crit.decide(v, ci), crit.decide(v1, ci1)
+                if abs(v1 - v) >= tol1 or o0 != o1:
+                    step_bad = (f"step not converged at K = {K1}: the run's K = {c.steps_per_layer} -> "
+                                f"{K1} moved the value {v:.3f} -> {v1:.3f} (tolerance {tol1:.3f}), outcome "
+                                f"{o0} -> {o1} (a run without the step rule; round 5, F6)")  # fmt: skip
+                    extra["step_unconverged"] = {"K": [c.steps_per_layer, K1], "values": [v, v1],
+                                                 "outcomes": [o0, o1], "tolerance": tol1}  # fmt: skip
             if flow == "fitted_time" and res.get("fitted_free") is not None:
                 fv, fci = _boot(q, *pair("sphere", free=True), c.bootstrap, seed)
                 extra["free_running_fit"] = {
