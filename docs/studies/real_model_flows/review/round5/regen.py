@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("root", nargs="?", type=Path, default=Path("docs/studies/real_model_flows"))
     ap.add_argument("--before", type=Path, default=None)
     ap.add_argument("--trained-only", action="store_true", help="nulls' records as committed")
+    ap.add_argument(
+        "--trained", nargs="+", default=list(TRAINED), help="the trained directories to regenerate"
+    )
     ap.add_argument("--tables", action="store_true", help="then table.md, tables.json, explain.md's tables")
     args = ap.parse_args(argv)
     if args.before is not None:
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     for d in NULLS:
         s = json.loads((args.root / d / "summary.json").read_text())
         outs |= null_outcomes(s["verdicts"], list(s["families"]))
-    for d in TRAINED:
+    for d in args.trained:
         p = args.root / d / "summary.json"
         text = p.read_text()
         s = json.loads(text)
@@ -72,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         lines = text.splitlines()
         indent = (len(lines[1]) - len(lines[1].lstrip(" "))) if len(lines) > 1 else 1
         p.write_text(json.dumps(s, indent=indent or 1) + ("\n" if text.endswith("\n") else ""))
-    rc = regen([str(args.root / d) for d in TRAINED])
+    rc = regen([str(args.root / d) for d in args.trained])
     if args.tables:
-        tables_main([*(str(args.root / d) for d in (*TRAINED, *NULLS)), "--allow-vanished"])
+        tables_main([*(str(args.root / d) for d in (*args.trained, *NULLS)), "--allow-vanished"])
         explain_tables(args.root)
     return rc
 
