@@ -1296,8 +1296,9 @@ def _verdict_data(res: dict) -> dict:
             "candidates": res["step_ladder"]["candidates"], "chosen": res["step_ladder"]["chosen"],
             "cpu_s": res["step_ladder"]["cpu_s"],
             "levels": {K: {"sphere": {v: rnd(x) for v, x in a["sphere"].items()},
-                           "fitted": {**{k: a["fitted"][k] for k in fit_keys},
-                                      "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
+                           **({} if "fitted" not in a else {  # per flow: (c) not run at every rung
+                               "fitted": {**{k: a["fitted"][k] for k in fit_keys},
+                                          "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}})}
                        for K, a in res["step_ladder"]["levels"].items()}},
         "variants": {check: {v: {"tokens": d["tokens"],
                                  "sphere": {src: rnd(x) for src, x in d["sphere"].items()},
