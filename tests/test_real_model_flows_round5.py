@@ -220,3 +220,24 @@ def test_a_run_without_the_step_rule_is_not_reported_at_an_unconverged_step():
     assert r.result["step_unconverged"]["values"] == pytest.approx([0.0, 0.05], abs=1e-9)
     assert v["mlp-erank"].verdict == "holds"  # erank moves by 0.05 x 1 < 0.0625
     assert any(x.choice == "step count" for x in v["mlp-erank"].robustness)
+
+
+def test_verdict_data_keeps_a_ladder_rung_without_the_refit():
+    """The step rule per flow: (c) converged at a lower rung is not run at the next one, so that rung has
+    no 'fitted' entry; the summary's verdict data keep it as it is (the SmolLM2 rerun's analysis failed on
+    it)."""
+    from attnflow.studies.real_model_flows import STEP_FLOWS, _verdict_data
+
+    res = fake_family({})
+    for f in res["fitted"]:
+        f["times"] = [1.0, 1.0, 1.0]
+    sph = {f: res["stats"]["sphere"][f] for f in STEP_FLOWS}
+    fit = {**res["fitted"][0], "stats": {"sphere": res["fitted"][0]["stats"]["sphere"]}}
+    res |= {"fitted_free": None, "scale_alt": {}, "steps_alt": {}, "variants": {}, "step": {"mlp": 16},
+            "step_ladder": {"candidates": [4, 16], "chosen": {"mlp": 16}, "cpu_s": {"4": 1.0, "16": 1.0},
+                            "levels": {"4": {"sphere": sph, "fitted": fit},
+                                       "16": {"sphere": {"mlp": sph["mlp"]}}}}}  # fmt: skip
+    levels = _verdict_data(res)["step_ladder"]["levels"]
+    assert (
+        "fitted" in levels["4"] and "fitted" not in levels["16"] and list(levels["16"]["sphere"]) == ["mlp"]
+    )
