@@ -22,3 +22,26 @@ def fake_profiles(rng: np.random.Generator, S: int, L: int, trend: float):
         }
 
     return base, shifted
+
+
+def fake_family(shift: dict[str, float], S=12, L=3, seed=0, trend=0.1) -> dict:
+    """Per-sentence arrays of a fake family (the layout of ``family_task``'s result): every flow is the
+    model plus ``shift[flow]`` in mean cosine (clusters, effective rank scaled by 1 + shift), noise 0.02."""
+    from attnflow.studies.real_model_flows import FLOWS, _halves
+
+    rng = np.random.default_rng(seed)
+    # the model moves with depth (cosine +0.1 a layer, rank and counts -15% a layer), so that the stand-still
+    # control (tokens left at z_0) fails every criterion here (stand_still_control; review round 3, F1)
+    base, shifted = fake_profiles(rng, S, L, trend)
+
+    flows = {f: shifted(shift.get(f, 0.0)) for f in (*FLOWS, "no_mlp") if f != "fitted_time"}
+    sphere = {"model": dict(base), **flows}
+    fitted = []
+    for s in (0, 1):
+        A, B = _halves(S, s)
+        for name, rep in (("A->B", B), ("B->A", A)):
+            st = {k: np.asarray(v)[rep] for k, v in shifted(shift.get("fitted_time", 0.0)).items()}
+            fitted.append({"split_seed": s, "direction": name, "report": rep,
+                           "stats": {"sphere": st, "hidden": st}})  # fmt: skip
+    return {"tokens": [10] * S, "model": {"name": "fake"}, "stats": {"sphere": sphere, "hidden": sphere},
+            "fitted": fitted}  # fmt: skip

@@ -5,33 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flows_helpers import fake_profiles
+from flows_helpers import fake_family
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 
-def _fake(shift: dict[str, float], S=12, L=3, seed=0, trend=0.1) -> dict:
-    """Per-sentence arrays of a fake family (the layout of ``family_task``'s result): every flow is the
-    model plus ``shift[flow]`` in mean cosine (clusters, effective rank scaled by 1 + shift), noise 0.02."""
-    from attnflow.studies.real_model_flows import FLOWS, _halves
-
-    rng = np.random.default_rng(seed)
-    # the model moves with depth (cosine +0.1 a layer, rank and counts -15% a layer), so that the stand-still
-    # control (tokens left at z_0) fails every criterion here (stand_still_control; review round 3, F1)
-    base, shifted = fake_profiles(rng, S, L, trend)
-
-    flows = {f: shifted(shift.get(f, 0.0)) for f in (*FLOWS, "no_mlp") if f != "fitted_time"}
-    sphere = {"model": dict(base), **flows}
-    fitted = []
-    for s in (0, 1):
-        A, B = _halves(S, s)
-        for name, rep in (("A->B", B), ("B->A", A)):
-            st = {k: np.asarray(v)[rep] for k, v in shifted(shift.get("fitted_time", 0.0)).items()}
-            fitted.append({"split_seed": s, "direction": name, "report": rep,
-                           "stats": {"sphere": st, "hidden": st}})  # fmt: skip
-    return {"tokens": [10] * S, "model": {"name": "fake"}, "stats": {"sphere": sphere, "hidden": sphere},
-            "fitted": fitted}  # fmt: skip
+_fake = fake_family
 
 
 def _variant(shift: dict[str, float], S=12) -> dict:
@@ -154,10 +134,11 @@ def test_check_errors():
         choose_step({16: {"x": 0.0}}, {"x": 0.1}, [4, 16, 64])
 
 
-def test_stand_still_control_is_scored_and_blocks_a_hold():
-    """Review round 3, F1: the stand-still (every depth = the depth-0 tokens z_0) is scored by the record's
-    own quantity; where it does not fail the criterion a record cannot hold (real family: the check
-    'stand-still control' makes it inconclusive; null family: a description); a failing flow still fails."""
+def test_stand_still_control_is_scored_and_decides_by_the_paired_difference():
+    """The stand-still (every depth = the depth-0 tokens z_0) is scored by the record's own quantity (review
+    round 3, F1) and, since review round 5 (F1-F3), decides by the paired difference flow - stand-still
+    against the declared margin; a failing flow still fails; a null's follows record whose stand-still does
+    not fail is a description."""
     from attnflow.studies.real_model_flows import FlowsConfig, records
 
     # 20 resamples: every tested value is >= 5 interval half-widths (noise 0.02 / sqrt(12)) from its threshold
@@ -173,33 +154,25 @@ def test_stand_still_control_is_scored_and_blocks_a_hold():
     # the model moves 0.1 a layer: the stand-still is 0.2 off it on average over depths 1..3
     assert ss["outcome"] == "fails" and ss["value"] == pytest.approx(0.2, abs=0.02)
     assert ss["flow_minus_stand_still"]["value"] == pytest.approx(v["mlp-cos"].result["value"] - ss["value"])
-    assert v["mlp-cos"].verdict == "holds"  # the stand-still fails: the hold stands
-    assert not any(x.choice == "stand-still control" for x in v["mlp-cos"].robustness)
-    # a model that does not move: the stand-still meets every 'follows' criterion -> no record holds
+    assert ss["paired_test"]["named"] == "better than standing still"
+    assert v["mlp-cos"].verdict == "holds"
+    # a model that does not move: no flow can be better than standing still by the margin -> inconclusive
     flat = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": _fake(close, trend=0.0)})}
     for k in ("mlp-cos", "mlp-erank", "mlp-clusters", "fitted-time-cos", "frames-mlp-cos"):
         r = flat[k]
         assert r.result["stand_still"]["outcome"] == "holds", k
-        ctl = next(x for x in r.robustness if x.choice == "stand-still control")
-        assert ctl.results == [None] and ctl.outcomes == ["inconclusive"], k
-        assert r.verdict == "inconclusive" and "cannot tell this flow from standing still" in r.notes, k
-    # a model that de-clusters (-0.1 a layer): the stand-still alone 'over-clusters' by 0.2 -> inconclusive
-    down = _fake({**close, "attention": 0.3}, trend=-0.1)
-    d = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": down})}
-    over = d["attention-overclusters"]
-    # review round 4, F2: the main outcome combined is inconclusive, the flow's own outcome is kept
-    assert over.result["outcome"] == "inconclusive" and over.result["outcome_flow"] == "holds"
-    assert over.result["stand_still"]["outcome"] == "holds"
-    assert over.verdict == "inconclusive"
-    assert over.result["stand_still"]["flow_minus_stand_still"]["value"] == pytest.approx(0.1, abs=0.02)
+        assert r.result["stand_still"]["paired_test"]["named"] == "no better than standing still", k
+        assert r.result["outcome_flow"] == "holds" and r.result["outcome"] == "inconclusive", k
+        assert r.verdict == "inconclusive", k
     # a flow that fails fails whatever the stand-still does (0.3 off a flat model)
     res_far = _fake({**close, "mlp": 0.3}, trend=0.0)
     far = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": res_far})}
-    assert far["mlp-cos"].verdict == "fails" and "fails the criterion whatever" in far["mlp-cos"].notes
+    assert far["mlp-cos"].verdict == "fails" and far["mlp-cos"].result["outcome_flow"] == "fails"
     # a null family whose model does not move: its 'follows' records are descriptions, its fails stay tests
     null = {r.id.split("tiny-bert-random-")[1]: r
             for r in records({}, c, {"tiny-bert-random": _fake(close, trend=0.0)})}  # fmt: skip
-    assert null["mlp-cos"].klass == "description" and null["mlp-cos"].result["outcome_if_tested"] == "holds"
+    assert null["mlp-cos"].klass == "description"
+    assert null["mlp-cos"].result["outcome_if_tested"] == "inconclusive"
     assert null["attention-overclusters"].klass == "test"
     assert null["attention-overclusters"].verdict == "fails"
     # the control off (config): the flat model's follows records hold again
@@ -214,47 +187,33 @@ def _flat_variant(shift: dict[str, float], trend: float) -> dict:
     return {"tokens": r["tokens"], "sphere": r["stats"]["sphere"], "fitted": r["fitted"][0]}
 
 
-def test_a_check_value_whose_own_stand_still_holds_is_unmeasured():
-    """Review round 4, F1: a robustness value that holds on a variant whose model does not move (its own
-    stand-still holds too) measures nothing: it is None, and cannot turn a failing record into 'depends on'.
-    F2: a main value whose stand-still holds is combined as inconclusive, so a failing check cannot make
-    'depends on' out of it either (the flow's own outcome is kept in result.outcome_flow)."""
+def test_a_check_value_is_decided_by_its_own_paired_stand_still():
+    """Review round 5 (F1, F3): each robustness value is decided with its own stand-still (the same
+    variant's z_0) by the paired difference; a value no better than standing still where standing still
+    does not fail is inconclusive (not unmeasured, not a hold), and it cannot make 'depends on'."""
     from attnflow.studies.real_model_flows import FlowsConfig, records, verdict_tables
 
     # 20 resamples: every value is exact (the flows are the model + a constant shift, paired) or >= 5
     # interval half-widths (noise 0.02 / sqrt(12)) from the threshold 0.1
     c = FlowsConfig(families=["tiny-bert"], bootstrap=20)
     close = {"attention": 0.0, "biases": 0.001, "model_scores": 0.0, "fitted_time": 0.0, "mlp": 0.0}
-    # F1: (e) misses the moving model by 0.3 (fails); on the joined inputs the model is flat and (e) is on
-    # it (0.0: holds), but standing still there holds too (gap of a flat profile ~ noise)
+    # (e) misses the moving model by 0.3 (fails); on the joined inputs the model is flat and (e) is on it
     res = _fake({**close, "mlp": 0.3})
     res["variants"] = {"joined sentences": {"3": _flat_variant(close, trend=0.0)}}
     r = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": res})}["mlp-cos"]
     joined = next(x for x in r.robustness if x.choice == "joined sentences")
     assert joined.values == [1, 3] and joined.outcomes == ["fails", "inconclusive"]
-    assert joined.results[0] == pytest.approx(0.3) and joined.results[1] is None
+    assert joined.results == pytest.approx([0.3, 0.0], abs=1e-12)
     log = r.result["controls_per_value"]["joined sentences"][1]
-    assert log["outcome"] == "holds" and log["measured"] is False
-    assert log["controls"]["stand-still"]["outcome"] == "holds"
-    assert r.result["outcome"] == "fails" and not r.verdict.startswith("depends on")
-    assert r.verdict == "inconclusive" and "unmeasured robustness values" in r.notes
+    assert log["outcome_flow"] == "holds" and log["outcome"] == "inconclusive" and log["measured"] is True
+    assert log["controls"]["stand-still"]["paired"]["named"] == "no better than standing still"
+    assert r.result["outcome"] == "fails" and r.verdict == "inconclusive"
     row = next(x for x in verdict_tables({"families": {"tiny-bert": {}}, "verdicts": [r.to_json()]})[0].rows)
-    assert row["other"] == "joined sentences 1: 0.300 fails; joined sentences 3: unmeasured inconclusive"
-    # the control off: the same value holds and the record reads 'depends on joined sentences' (before F1)
+    assert row["other"] == "joined sentences 1: 0.300 fails; joined sentences 3: 0.000 inconclusive"
+    # the control off: the same value holds and the record reads 'depends on joined sentences'
     off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, stand_still_control=False,
                                   collapse_control=False), {"tiny-bert": res})  # fmt: skip
     assert {x.id: x.verdict for x in off}["flows-tiny-bert-mlp-cos"] == "depends on joined sentences"
-    # F2: a flat model (main stand-still holds), (e) on it (holds), on the joined inputs (e) misses by 0.3
-    flat = _fake(close, trend=0.0)
-    flat["variants"] = {"joined sentences": {"3": _flat_variant({**close, "mlp": 0.3}, trend=0.1)}}
-    r = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": flat})}["mlp-cos"]
-    assert r.result["outcome"] == "inconclusive" and r.result["outcome_flow"] == "holds"
-    assert (
-        r.result["value"] == pytest.approx(0.0, abs=1e-12) and r.result["stand_still"]["outcome"] == "holds"
-    )
-    joined = next(x for x in r.robustness if x.choice == "joined sentences")
-    assert joined.outcomes == ["inconclusive", "fails"]
-    assert r.verdict == "inconclusive"  # before F2: main 'holds' against the joined 'fails': 'depends on'
 
 
 def test_a_value_the_collapse_control_passes_is_unmeasured():
@@ -273,15 +232,16 @@ def test_a_value_the_collapse_control_passes_is_unmeasured():
     assert mlp.result["collapse"]["value"] == pytest.approx(np.mean(np.abs(1 - m[1:])), abs=1e-12)
     assert mlp.result["collapse"]["outcome"] == "fails"
     depth = next(x for x in mlp.robustness if x.choice == "depth summary")
-    assert depth.results[0] == pytest.approx(0.05) and depth.results[1] is None and depth.results[2] is None
+    # review round 5, F4: the two last-depth values are unmeasured: out of the check, listed with the reason
+    assert depth.values == ["mean over depths 1..L, sphere tokens"] and depth.results == pytest.approx([0.05])
     log = mlp.result["controls_per_value"]["depth summary"][1]
-    assert (
-        log["controls"]["collapse"]["outcome"] == "holds"
-        and log["controls"]["stand-still"]["outcome"] == "fails"
-    )
-    # every measured value holds, but two are unmeasured: the record cannot be a robust 'holds'
-    assert mlp.result["outcome"] == "holds" and mlp.verdict == "inconclusive"
-    assert "unmeasured robustness values" in mlp.notes and "depth summary last depth L" in mlp.notes
+    assert log["measured"] is False and log["controls"]["collapse"]["outcome"] == "holds"
+    assert len(mlp.result["unmeasured"]) == 2
+    assert mlp.result["unmeasured"][0].startswith("depth summary last depth L, sphere tokens: 0.050")
+    assert "because the collapse control does not fail there" in mlp.result["unmeasured"][0]
+    # every measured value holds: the unmeasured ones are not entered as inconclusive
+    assert mlp.result["outcome"] == "holds" and mlp.verdict == "holds"
+    assert "unmeasured (left out of the combination" in mlp.notes
     assert "collapse" not in r["attention-overclusters"].result
     # the control off: the last depth is measured again
     off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, collapse_control=False),

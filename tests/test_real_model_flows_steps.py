@@ -89,10 +89,13 @@ def test_records_report_the_ladder_and_mark_a_quantity_not_converged():
     assert lad["K"] == [4, 16, 64] and lad["chosen"] == 64 and lad["converged"] is False
     assert lad["values"] == pytest.approx([0.02, 0.05, 0.08], abs=1e-9)
     assert lad["move"] == pytest.approx(0.03) and lad["tolerance"] == pytest.approx(0.025)
-    assert r.result["outcome"] == "holds" and r.result["value"] == pytest.approx(0.08, abs=1e-9)
-    step = next(x for x in r.robustness if x.choice == "step count")
-    assert step.results == [None] and "not converged: K = 16 -> 64" in step.values[0]
-    assert r.verdict == "inconclusive" and "step not converged" in r.notes
+    # review round 5 (F4, F6): the main value is unmeasured -- inconclusive with the reason, the value at
+    # the rung the rule rejects is not the record's value, the checks are not combined
+    assert r.result["value"] is None and r.result["outcome"] == "inconclusive"
+    assert r.result["unmeasured_value"] == pytest.approx(0.08, abs=1e-9)
+    assert r.result["outcome_if_measured"] == "holds" and r.robustness == []
+    assert r.result["unmeasured_main"].startswith("step not converged at K = 64: K = 16 -> 64")
+    assert r.verdict == "inconclusive" and r.notes.startswith("inconclusive: step not converged at K = 64")
     # the other records: converged, holding where they held, no step check
     for k in ("fitted-time-cos", "frames-mlp-cos", "mlp-erank"):
         assert v[k].result["step_ladder"]["converged"] is True, k
@@ -120,6 +123,7 @@ def test_family_task_runs_the_records_and_the_variants_at_the_chosen_step(ladder
     from attnflow.studies.real_model_flows import (
         STEP_FLOWS,
         _lite,
+        _step_groups,
         choose_step,
         load_family,
         step_tolerances,
@@ -127,15 +131,19 @@ def test_family_task_runs_the_records_and_the_variants_at_the_chosen_step(ladder
 
     c, res = ladder_run
     lad = res["step_ladder"]
-    K = lad["chosen"]
-    assert res["step"] == K and K in c.step_candidates
-    # the rule, recomputed from the stored values, gives the stored choice
+    K = lad["chosen"]  # the step rule per flow (step_per_flow, the default): flow -> K
+    assert res["step"] == K and set(K) == {*STEP_FLOWS, "fitted_time"} and set(K.values()) <= {1, 2}
+    # the rule, recomputed from the stored values flow by flow, gives the stored choice
     vals = {int(k): v for k, v in lad["values"].items()}
-    assert choose_step(vals, step_tolerances(c), c.step_candidates)["chosen"] == K
+    tol = step_tolerances(c)
+    for f, vids in _step_groups(res, c).items():
+        sub = {k: {v: x[v] for v in vids} for k, x in vals.items() if vids[0] in x}
+        assert choose_step(sub, tol, c.step_candidates)["chosen"] == K[f], f
     # the main statistics are the chosen rung's (the same code path, the same numbers)
     for f in STEP_FLOWS:
-        np.testing.assert_allclose(res["stats"]["sphere"][f]["cos"],
-                                   lad["levels"][str(K)]["sphere"][f]["cos"], rtol=0, atol=1e-12)  # fmt: skip
+        at_k = lad["levels"][str(K[f])]["sphere"][f]["cos"]
+        np.testing.assert_allclose(res["stats"]["sphere"][f]["cos"], at_k, rtol=0, atol=1e-12)
+    K = K["attention"]
     # the null-seed variant: _lite at the chosen K through the seed-1 null (blocks permuted, embeddings kept)
     trained, tokenize, _ = load_family("tiny-llama", c.seed)
     from attnflow.studies.real_model import load_corpus
@@ -209,13 +217,12 @@ def test_an_outcome_flip_between_rungs_is_not_converged_and_the_finest_rung_is_r
     assert lad["move"] == pytest.approx(0.02) and lad["move"] < lad["tolerance"]
     assert lad["outcomes"]["4"]["outcome"] == "holds" and lad["outcomes"]["16"]["outcome"] == "fails"
     assert lad["converged"] is False and lad["reported_K"] == 16
-    assert r.result["value"] == pytest.approx(0.11) and r.result["outcome"] == "fails"
-    step = next(x for x in r.robustness if x.choice == "step count")
-    assert step.results == [None] and "outcome holds -> fails" in step.values[0]
+    assert r.result["unmeasured_value"] == pytest.approx(0.11) and r.result["outcome_if_measured"] == "fails"
+    assert "outcome holds -> fails" in r.result["unmeasured_main"] and r.verdict == "inconclusive"
     assert "main value at the finest rung computed, K = 16" in r.notes
-    # the hidden states stay at the run's K = 4 (0.09): they now disagree with the main value
-    rep = next(x for x in r.robustness if x.choice == "representation")
-    assert rep.results == pytest.approx([0.11, 0.09])
+    # the hidden states stay at the run's K = 4 (0.09): they disagree with the main value (not combined)
+    rep = next(x for x in r.result["checks_not_combined"] if x["choice"] == "representation")
+    assert rep["results"] == pytest.approx([0.11, 0.09])
     # a quantity that moves within the tolerance without a flip is converged and reported at K = 16
     assert v["frames-mlp-cos"].result["step_ladder"]["converged"] is True
     assert v["frames-mlp-cos"].result["step_ladder"]["reported_K"] == 16

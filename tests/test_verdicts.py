@@ -82,7 +82,9 @@ def test_robustness_and_combination_only_weaken():
         combine("inconclusive", [vague, fail_rep, hold_len]) == "depends on representation, sentence length"
     )
     assert combine("inconclusive", [vague, hold_len]) == "inconclusive"
-    assert combine("inconclusive", [ok, mixed]) == "depends on dt, N"
+    # review round 5 (F7): only the check whose own values disagree is named
+    assert combine("inconclusive", [ok, mixed]) == "depends on N"
+    assert combine("inconclusive", [fail_rep, hold_len]) == "depends on representation, sentence length"
     with pytest.raises(ValueError, match="does not follow from the outcomes"):
         RobustnessCheck(choice="dt", values=[1], results=[0.05], outcomes=["holds"], verdict="fails")
     with pytest.raises(ValueError, match="len"):

@@ -249,15 +249,25 @@ class RobustnessCheck(BaseModel):
         results: Sequence[float | None],
         *,
         ci95: Sequence[Sequence[float] | None] | None = None,
+        outcomes: Sequence[str] | None = None,
     ) -> RobustnessCheck:
-        """Decide each result with ``criterion`` and record the choice's verdict."""
+        """Decide each result with ``criterion`` and record the choice's verdict. ``outcomes``: each
+        result's outcome where a rule declared with the criterion decides it (e.g. the criterion together
+        with a paired control); default: :meth:`Criterion.decide` of each result."""
         if ci95 is not None and len(ci95) != len(results):
             raise VerdictError(
                 f"robustness check {choice!r}: ci95 has {len(ci95)} entries for "
                 f"{len(results)} results; give one interval (or None) per result"
             )
         cis = list(ci95) if ci95 is not None else [None] * len(results)
-        outcomes = [criterion.decide(r, c) for r, c in zip(results, cis, strict=True)]
+        if outcomes is None:
+            outcomes = [criterion.decide(r, c) for r, c in zip(results, cis, strict=True)]
+        elif len(outcomes) != len(results) or any(o not in OUTCOMES for o in outcomes):
+            raise VerdictError(
+                f"robustness check {choice!r}: outcomes {list(outcomes)} must give one of {OUTCOMES} per "
+                f"result ({len(results)})"
+            )
+        outcomes = list(outcomes)
         clean = [None if r is None else float(r) for r in results]
         ci_out = None if ci95 is None else [None if c is None else _interval(c) for c in cis]
         return cls(
@@ -285,9 +295,10 @@ def combine(main: str, checks: Iterable[RobustnessCheck]) -> str:
     ``holds`` / ``fails`` only when the main outcome and every value of every check say so;
     ``depends on A, B`` naming the choices whose values disagree with each other or with the main
     outcome (holds against fails); otherwise ``inconclusive``. With an inconclusive main outcome, checks
-    of which some values hold and others fail (in the same check or in different ones) make the record
-    ``depends on`` every check with a decided value (review round 3 of ``real_model_flows``: such a record
-    was labelled ``inconclusive``, which says "too few data" where the choices disagree).
+    of which some values hold and others fail make the record ``depends on`` the checks whose own values
+    disagree (review round 5 of ``real_model_flows``, F7), or, where the disagreement is only between
+    checks, every check with a decided value (review round 3: such a record was labelled
+    ``inconclusive``, which says "too few data" where the choices disagree).
     """
     checks = list(checks)
     outcomes = [main] + [o for c in checks for o in c.outcomes]
@@ -297,7 +308,10 @@ def combine(main: str, checks: Iterable[RobustnessCheck]) -> str:
     if opposite is None:  # main inconclusive: the choices disagree when both decided outcomes occur
         decided = {"holds", "fails"}
         if decided <= set(outcomes):
-            depends = [c.choice for c in checks if decided & set(c.outcomes)]
+            # name the checks whose own values disagree (review round 5 of real_model_flows, F7); only
+            # where the disagreement is between checks, every check with a decided value
+            split = [c.choice for c in checks if decided <= set(c.outcomes)]
+            depends = split or [c.choice for c in checks if decided & set(c.outcomes)]
         else:
             depends = [c.choice for c in checks if c.verdict.startswith("depends on")]
     else:
@@ -375,6 +389,7 @@ def record_test(
     robustness: Sequence[RobustnessCheck] = (),
     extra: Mapping[str, Any] | None = None,
     notes: str = "",
+    outcome: str | None = None,
 ) -> VerdictRecord:
     """A record of class ``test``: the criterion decides ``value`` (with ``ci95``), the robustness checks
     can only weaken it (see :func:`combine`).
@@ -388,8 +403,14 @@ def record_test(
         over clouds, 2000 resamples"``; ``"none: deterministic"`` for a deterministic quantity).
     extra : mapping, optional
         Further numbers of the result (kept under ``result``).
+    outcome : str, optional
+        The main outcome where a rule declared with the criterion decides it (e.g. the criterion together
+        with a paired control; say which in ``notes``); default: :meth:`Criterion.decide` of ``value``.
     """
-    outcome = criterion.decide(value, ci95)
+    if outcome is None:
+        outcome = criterion.decide(value, ci95)
+    elif outcome not in OUTCOMES:
+        raise VerdictError(f"record {id!r}: outcome must be one of {OUTCOMES}: got {outcome!r}")
     result: dict[str, Any] = {"value": None if value is None else float(value), "outcome": outcome}
     if ci95 is not None:
         result["ci95"] = list(_interval(ci95, None if value is None else float(value)))

@@ -57,6 +57,16 @@ collapse control (``collapse_control``: every token equal from depth 1) are scor
 value, a value that a control does not fail is unmeasured, and the main outcome combined is inconclusive
 where a main control does not fail (F1, F2, F6); the paired flow - stand-still difference and, for
 'follows' records, gap(flow) / gap(stand-still) are kept in ``result.stand_still`` (F3, descriptive).
+
+Review round 5 (analysis, and the SmolLM2 rerun): every value is decided by its paired stand-still test
+(flow - stand-still against the declared ``control_margin_*``, :func:`paired_outcome`: 'better / no better /
+worse than standing still' for the 'follows' records) together with the criterion (F1-F3); values the
+collapse control makes unmeasured leave the combination and are listed, a record whose main value is
+unmeasured (collapse, step not converged) is inconclusive with that reason (F4, F6); a null's failing flow
+fails before the description rule (F5); ``combine`` names only the checks whose own values disagree (F7);
+trained 'holds' say whether a null holds the same claim and a null's over-clustering fail says 'too slow
+at T_l = 1' (``null_specificity``, F8). The step rule runs per flow (``step_per_flow``): only the flows not
+yet converged go to the next rung.
 """
 
 from __future__ import annotations
@@ -74,6 +84,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 from ..analysis.verdicts import (
     Criterion,
     RobustnessCheck,
+    VerdictRecord,
     record_description,
     record_identity,
     record_test,
@@ -172,6 +183,16 @@ class FlowsConfig(StudyConfig):
         "reported_K), and says in a note that the values of the checks the ladder does not compute "
         "(hidden states, other splits / fits, joined sentences, null seeds, scale estimator) are at the "
         "chosen K",
+    )
+    step_per_flow: bool = Field(
+        True,
+        description="(declared 2026-12-03, review round 5, before the SmolLM2 rerun) the step rule per flow: "
+        "each flow ((a), (b), (d), (e), (f), (g) and (c)'s refit) climbs the ladder on its own and stops at "
+        "the smallest candidate K whose move to the next candidate is < step_tolerance_share x margin for "
+        "every watched quantity OF THAT FLOW; only the flows not yet converged are run at the next rung. "
+        "The rule (tolerance, outcome, candidates) is otherwise unchanged; every record and robustness "
+        "variant then runs each flow at its own K (result.step_ladder.chosen: flow -> K). False: one K per "
+        "family (every flow at every rung; the runs before 2026-12-03)",
     )
     step_tolerance_share: PositiveFloat = Field(
         0.25,
@@ -282,7 +303,13 @@ class FlowsConfig(StudyConfig):
         "criterion and bootstrap); a value whose own stand-still does not fail, and which does not fail "
         "itself, is unmeasured (None, inconclusive); and the main outcome the verdict combines is "
         "'inconclusive' where the main stand-still does not fail (the flow's own outcome is kept in "
-        "result.outcome_flow)",
+        "result.outcome_flow). Amended after review round 5 (F1-F5, 2026-12-03, before the SmolLM2 rerun): "
+        "the stand-still no longer makes a value unmeasured; every value (main and robustness) is decided "
+        "by its own paired test flow - stand-still against control_margin_* (see there) together with the "
+        "criterion; the null families' description rule applies only where the flow does not fail (a "
+        "failing flow fails first); values the collapse control makes unmeasured leave the combination and "
+        "are listed (result.unmeasured), and a record whose main value is unmeasured (collapse, or the step "
+        "not converged) is inconclusive with that reason",
     )
     collapse_control: bool = Field(
         True,
@@ -294,6 +321,54 @@ class FlowsConfig(StudyConfig):
         "the stand-still: the criterion cannot tell the flow from a collapse there (the saturation rule of "
         "the cluster counts, extended to mean cosine and effective rank at each depth summary). Not applied "
         "to 'over-clusters' records, whose claim a collapsing flow meets by construction",
+    )
+
+    # -- review round 5 (2026-12-03), declared before the SmolLM2 rerun --
+    control_margin_overcluster: PositiveFloat = Field(
+        0.1,
+        description="post-review amendment of 2026-12-03, review round 5 (F1, F2); declared before the "
+        "SmolLM2 rerun; the MiniLM data had been seen by the reviewer, who proposed the rule, not a number "
+        "tuned to them: the margin of the paired stand-still test of an 'over-clusters' record. Each value "
+        "(main and every robustness value) is decided by its own paired difference d = q(flow) - "
+        "q(stand-still) = (mean over the depths of the flow's mean cosine) - (z_0's), same sentences, same "
+        "bootstrap resamples: it holds only if the flow's own criterion holds AND d >= this margin (its "
+        "whole interval); it fails if either fails; else inconclusive. The value: the criterion's own "
+        "threshold (criterion_overcluster), the size of effect the criterion calls over-clustering",
+    )
+    control_margin_cos_gap: PositiveFloat = Field(
+        0.1,
+        description="post-review amendment of 2026-12-03, review round 5 (F1, F3); declared before the "
+        "SmolLM2 rerun; the MiniLM data had been seen by the reviewer, who proposed the rule, not a number "
+        "tuned to them: the margin of the paired stand-still test of a 'follows' record in mean cosine "
+        "(criterion_cos_gap's own threshold). d = gap(flow) - gap(stand-still), paired: 'better than "
+        "standing still' when d <= -margin (whole interval), 'worse than standing still' when d > 0 (whole "
+        "interval), 'no better than standing still' when d > -margin (whole interval, not worse). A value "
+        "holds only if its own criterion holds and it is better than standing still; it fails if its own "
+        "criterion fails, if it is worse than standing still, or if it is no better than standing still "
+        "where the stand-still itself fails the criterion (the model moves from z_0 by more than the margin, "
+        "so a flow that follows it could have been better by the margin); where the stand-still does not "
+        "fail, 'no better' is inconclusive (no flow could be better by the margin: not evidence against "
+        "the flow)",
+    )
+    control_margin_rel_gap: PositiveFloat = Field(
+        0.25,
+        description="post-review amendment of 2026-12-03, review round 5 (F1, F3); declared before the "
+        "SmolLM2 rerun; the MiniLM data had been seen by the reviewer, who proposed the rule, not a number "
+        "tuned to them: as control_margin_cos_gap for the relative gaps of effective rank and cluster count "
+        "(criterion_rel_gap's own threshold). The collapse control ('follows' records) keeps the round-4 "
+        "rule (a value it does not fail, and that does not fail itself, is unmeasured): it is not a paired "
+        "test",
+    )
+    null_specificity: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-03, review round 5 (F8); declared before the SmolLM2 "
+        "rerun: a trained family's record that holds is labelled, in its result (null_specificity) and "
+        "notes, 'holds, not specific to training (also holds in null ...)' where the same record (same id "
+        "after the family name) also holds in one of its nulls ('-permuted', '-random') computed in the same "
+        "records() call; and a null's 'over-clusters' record that fails states its guard: the flow runs one "
+        "time unit per layer, and a flow that does not over-cluster in that time may still cluster later "
+        "(random MiniLM heads reach 0.561 with ten units), so the fail says 'too slow at T_l = 1', and is "
+        "not evidence that the null's heads cannot cluster",
     )
 
     saturation_tolerance: PositiveFloat = Field(
@@ -451,6 +526,12 @@ def _unit(y: torch.Tensor) -> torch.Tensor:
     return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)
 
 
+def _k_of(K, flow: str) -> int:
+    """The Euler steps per unit time of ``flow``: ``K`` itself (one step for every flow) or ``K[flow]`` (the
+    step rule per flow, config ``step_per_flow``)."""
+    return int(K[flow]) if isinstance(K, dict) else int(K)
+
+
 def _hidden(w, x: torch.Tensor) -> torch.Tensor:
     """The hidden-state representation of a flow's tokens at every depth, normalised row by row."""
     return _unit(torch.stack([hidden_readout(w, k, x[k]) for k in range(x.shape[0])]))
@@ -478,8 +559,11 @@ def _sink(w, tokens: torch.Tensor, special: list[int], *, biases: bool) -> np.nd
     return np.asarray(out)
 
 
-def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig, K: int) -> dict:
-    """Every statistic of one sentence, the flows at ``K`` Euler steps per unit time (the step rule's)."""
+def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig, K, known=None) -> dict:
+    """Every statistic of one sentence, the flows at ``K`` Euler steps per unit time (the step rule's: one
+    number, or flow -> K with ``step_per_flow``); ``known``: flow -> trajectory already computed at that
+    flow's K by the step ladder on this sentence (the same call, reused, not recomputed)."""
+    known = known or {}
     fp = forward(w, ids)
     z, L = fp.tokens, w.depth
     pre = w.arch == "pre_ln"
@@ -493,10 +577,12 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig, K:
     out["stats"]["hidden"]["no_mlp"] = _profile(_unit(nm.hidden_states), hid, c.thresholds)
     flows = {}
     for v in ("attention", "biases", "model_scores", "mlp", "frames", "frames_mlp"):
-        if v == "frames" and pre:  # pre-LN: (f) runs the code path of (a) (bridge.flows docstring; tested)
-            flows[v] = flows["attention"]
+        if v == "frames" and pre and _k_of(K, v) == _k_of(K, "attention"):
+            flows[v] = flows["attention"]  # pre-LN: (f) runs the code path of (a) (bridge.flows docstring)
+        elif v in known:
+            flows[v] = known[v]
         else:
-            flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K,
+            flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=_k_of(K, v),
                                   attentions=fp.attentions, residual_norms=rho)  # fmt: skip
         out["stats"]["sphere"][v] = _profile(flows[v], z, c.thresholds)
         out["stats"]["hidden"][v] = _profile(_hidden(w, flows[v]), hid, c.thresholds)
@@ -506,8 +592,10 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig, K:
             continue
         rho2, xs, alt = stream_scales(w, fp.hidden_states, est), {}, {}
         for v in SCALE_FLOWS:
-            xs[v] = xs["attention"] if v == "frames" else layer_flow(
-                w, z[0], variant=v, steps_per_layer=K, attentions=fp.attentions, residual_norms=rho2,
+            same = v == "frames" and _k_of(K, v) == _k_of(K, "attention")
+            xs[v] = xs["attention"] if same else layer_flow(
+                w, z[0], variant=v, steps_per_layer=_k_of(K, v), attentions=fp.attentions,
+                residual_norms=rho2,
             )  # fmt: skip
             alt[v] = _profile(xs[v], z, c.thresholds)
         out["scale_alt"][est] = {"rho": rho2, "sphere": alt}
@@ -531,7 +619,7 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig, K:
                 z[k],
                 z[k + 1],
                 k,
-                steps_per_layer=K,
+                steps_per_layer=_k_of(K, "fitted_time"),
                 max_time=c.max_time,
                 residual_norm=None if rho is None else rho[k],
             )  # fmt: skip
@@ -551,7 +639,8 @@ def _sentence(w, w_nomlp, ids: list[int], special: list[int], c: FlowsConfig, K:
 def _lite(w, ids: list[list[int]], c: FlowsConfig, K: int | None = None) -> dict:
     """The data of a robustness check that changes the inputs or the weights: on inputs ``ids``, the sphere
     tokens' statistics of the model, the no-MLP network (n) and every flow of :data:`STEP_FLOWS` at ``K``
-    Euler steps per unit time (the step rule's; None: ``steps_per_layer``), and flow (c) with T_l fitted
+    Euler steps per unit time (the step rule's: one number or flow -> K; None: ``steps_per_layer``), and
+    flow (c) with T_l fitted
     (teacher-forced) on the fit half of the main split seed's halves of these inputs and reported on the
     other half -- the same code paths as the main computation."""
     K = c.steps_per_layer if K is None else K
@@ -566,22 +655,23 @@ def _lite(w, ids: list[list[int]], c: FlowsConfig, K: int | None = None) -> dict
               "no_mlp": _profile(forward(w_nomlp, t).tokens, z, c.thresholds)}  # fmt: skip
         flows = {}
         for v in STEP_FLOWS:
-            if v == "frames" and pre:  # (f) is (a) for pre-LN (as in _sentence)
+            if v == "frames" and pre and _k_of(K, v) == _k_of(K, "attention"):  # (f) is (a) for pre-LN
                 flows[v] = flows["attention"]
             else:
-                flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K,
+                flows[v] = layer_flow(w, z[0], variant=v, steps_per_layer=_k_of(K, v),
                                       attentions=fp.attentions, residual_norms=rho)  # fmt: skip
             st[v] = _profile(flows[v], z, c.thresholds)
         stats.append(st)
         zs.append(z)
         rhos.append(rho)
     A, B = _halves(len(ids), c.split_seeds[0])
+    Kt = _k_of(K, "fitted_time")
     cur = np.stack([np.stack([
-        layer_time_curve(w, zs[i][k], zs[i][k + 1], k, steps_per_layer=K, max_time=c.max_time,
+        layer_time_curve(w, zs[i][k], zs[i][k + 1], k, steps_per_layer=Kt, max_time=c.max_time,
                          residual_norm=None if rhos[i] is None else rhos[i][k])
         for k in range(w.depth)]) for i in A])  # fmt: skip
-    T = fit_layer_times(cur, K)
-    st = [_profile(layer_flow(w, zs[i][0], variant="fitted_time", steps_per_layer=K,
+    T = fit_layer_times(cur, Kt)
+    st = [_profile(layer_flow(w, zs[i][0], variant="fitted_time", steps_per_layer=Kt,
                               layer_times=T.tolist(), residual_norms=rhos[i]), zs[i], c.thresholds)
           for i in B]  # fmt: skip
     return {
@@ -616,23 +706,33 @@ def _alt_steps(c: FlowsConfig) -> list[int]:
     return [K for K in c.steps_alternatives if K != c.steps_per_layer]
 
 
-def _ladder_level(w, fps: list, rhos: list, c: FlowsConfig, K: int, A: list[int], B: list[int]) -> dict:
+def _ladder_level(w, fps: list, rhos: list, c: FlowsConfig, K: int, A: list[int], B: list[int],
+                  flows=None, keep: list | None = None) -> dict:  # fmt: skip
     """One rung of the step rule's ladder (config ``step_candidates``): every flow of :data:`STEP_FLOWS` at
     ``K`` Euler steps per unit time on every sentence (forward passes ``fps``, sphere tokens) and flow (c)
     with T_l refitted at K (teacher-forced, grid step 1/K) on the fit half ``A`` of the main split and
-    reported on ``B`` -- the code paths of the main computation -- with the CPU seconds it took."""
+    reported on ``B`` -- the code paths of the main computation -- with the CPU seconds it took. ``flows``:
+    only these flows (names of :data:`STEP_FLOWS` and ``"fitted_time"``; None: all; the step rule per flow
+    runs only the flows not yet converged); ``keep``: a list that gets each sentence's trajectories."""
     t0 = time.process_time()
     pre = w.arch == "pre_ln"
+    flows = [*STEP_FLOWS, "fitted_time"] if flows is None else list(flows)
+    run = [v for v in STEP_FLOWS if v in flows]
     st = []
     for fp, rho in zip(fps, rhos, strict=True):
         z, xs = fp.tokens, {}
-        for v in STEP_FLOWS:
-            if v == "frames" and pre:  # (f) is (a) for pre-LN (as in _sentence)
+        for v in run:
+            if v == "frames" and pre and "attention" in xs:  # (f) is (a) for pre-LN (as in _sentence)
                 xs[v] = xs["attention"]
             else:
                 xs[v] = layer_flow(w, z[0], variant=v, steps_per_layer=K, attentions=fp.attentions,
                                    residual_norms=rho)  # fmt: skip
         st.append({v: _profile(x, z, c.thresholds) for v, x in xs.items()})
+        if keep is not None:
+            keep.append(xs)
+    out = {"sphere": {v: _stack([x[v] for x in st]) for v in run}} if run else {"sphere": {}}
+    if "fitted_time" not in flows:
+        return {**out, "cpu_s": time.process_time() - t0}
     cur = np.stack([np.stack([
         layer_time_curve(w, fps[i].tokens[k], fps[i].tokens[k + 1], k, steps_per_layer=K, max_time=c.max_time,
                          residual_norm=None if rhos[i] is None else rhos[i][k])
@@ -642,7 +742,7 @@ def _ladder_level(w, fps: list, rhos: list, c: FlowsConfig, K: int, A: list[int]
                                layer_times=T.tolist(), residual_norms=rhos[i]), fps[i].tokens, c.thresholds)
            for i in B]  # fmt: skip
     return {
-        "sphere": {v: _stack([x[v] for x in st]) for v in STEP_FLOWS},
+        **out,
         "fitted": {"split_seed": c.split_seeds[0], "direction": "A->B", "report": B, "times": T,
                    "stats": {"sphere": _stack(fst)}},
         "cpu_s": time.process_time() - t0,
@@ -660,10 +760,14 @@ def _step_verdicts(res: dict, c: FlowsConfig) -> list[tuple]:
 def step_values(res: dict, c: FlowsConfig, K: int) -> dict[str, float]:
     """The point estimate of every quantity the step rule watches (:func:`_step_verdicts`), with the flows
     at rung ``K`` of the ladder (``res["step_ladder"]["levels"]``): sphere tokens, all sentences ((c): the
-    report half of the main split), the declared depth summary -- each record's own quantity."""
+    report half of the main split), the declared depth summary -- each record's own quantity; only the
+    flows run at that rung (config ``step_per_flow``)."""
     k_main = c.thresholds.index(min(c.thresholds, key=lambda t: abs(t - c.cluster_threshold)))
     out = {}
+    lv = _level(res, K)
     for vid, flow, ref, stat, kind, _, _ in _step_verdicts(res, c):
+        if ("fitted" not in lv) if flow == "fitted_time" else (flow not in lv["sphere"]):
+            continue  # the step rule per flow: this flow converged at a lower rung, not run at K
         m, f = _pair(res, flow, stat, "sphere", k=k_main if stat == "clusters" else None, ref=ref, steps=K)
         out[vid] = _quantity(kind)(m, f)
     return out
@@ -710,6 +814,75 @@ def choose_step(values: dict[int, dict[str, float]], tolerance: dict[str, float]
         return {"chosen": Ks[0], "moves": {}, "converged": dict.fromkeys(values[Ks[0]], False)}
     last = moves[Ks[-2]]
     return {"chosen": Ks[-1], "moves": moves, "converged": {v: last[v] < tolerance[v] for v in last}}
+
+
+def _step_groups(res: dict, c: FlowsConfig) -> dict[str, list[str]]:
+    """Flow -> the verdict ids the step rule watches for it (:func:`_step_verdicts`); every flow of
+    :data:`STEP_FLOWS` and ``"fitted_time"`` is a key (an empty list: nothing watched)."""
+    out = {f: [] for f in (*STEP_FLOWS, "fitted_time")}
+    for v in _step_verdicts(res, c):
+        out[v[1]].append(v[0])
+    return out
+
+
+def step_ladder(level, values, levels: dict, groups: dict[str, list[str]], tol: dict[str, float],
+                c: FlowsConfig):  # fmt: skip
+    """Climb the step ladder (config ``step_candidates``) with :func:`choose_step`.
+
+    Parameters
+    ----------
+    level : callable
+        ``level(K, flows, kept)``: the rung K for those flows (:func:`_ladder_level`), appending each
+        sentence's trajectories to the list ``kept``.
+    values : callable
+        ``values(K)``: verdict id -> point estimate at rung K of the flows run there (:func:`step_values`).
+    levels : dict
+        Filled with str(K) -> the rung's data.
+    groups : dict
+        Flow -> watched verdict ids (:func:`_step_groups`).
+    tol : dict
+        Verdict id -> tolerance (:func:`step_tolerances`).
+    c : FlowsConfig
+        ``step_per_flow``: each flow climbs on its own and only the flows not yet decided run at the next
+        rung; else every flow runs at every rung until every quantity is decided (one K).
+
+    Returns
+    -------
+    picks, vals, keep
+        Flow -> :func:`choose_step`'s answer for its quantities (per family: the same answer for every
+        flow); K -> values; K -> per sentence {flow: trajectory} of the flows whose chosen K is K.
+    """
+    flows = list(groups)
+    pending, picks, vals, keep = list(flows), {}, {}, {}
+    for Kc in c.step_candidates:
+        keep[Kc] = []
+        levels[str(Kc)] = level(Kc, pending, keep[Kc])
+        vals[Kc] = values(Kc)
+        if not c.step_per_flow:
+            pick = choose_step(vals, tol, c.step_candidates)
+            if pick is not None:
+                picks = dict.fromkeys(flows, pick)
+        else:
+            for f in list(pending):
+                if not groups[f]:  # nothing watched: the first rung
+                    picks[f] = {"chosen": Kc, "moves": {}, "converged": {}}
+                else:
+                    gv = {K: {v: x[v] for v in groups[f]} for K, x in vals.items() if groups[f][0] in x}
+                    pick = choose_step(gv, tol, c.step_candidates)
+                    if pick is None:
+                        continue
+                    picks[f] = pick
+                pending.remove(f)
+        done = set(picks) == set(flows)
+        last2 = list(keep)[-2:]
+        for K, per in keep.items():  # keep only the trajectories that may still be chosen
+            for xs in per:
+                for f in list(xs):
+                    if (f in picks and int(picks[f]["chosen"]) != K) or (f not in picks and K not in last2):
+                        del xs[f]
+        if done:
+            break
+    return picks, vals, keep
 
 
 def _halves(S: int, seed: int) -> tuple[list[int], list[int]]:
@@ -770,30 +943,42 @@ def family_task(config: dict, family: str) -> dict:
                 "step_ladder": {"levels": levels},
             }
             tol = step_tolerances(c)
-            for Kc in c.step_candidates:
-                levels[str(Kc)] = _ladder_level(w, fps, rhos, c, Kc, A, B)
-                vals = {int(x): step_values(probe, c, int(x)) for x in levels}
-                pick = choose_step(vals, tol, c.step_candidates)
-                if pick is not None:
-                    break
-            K = pick["chosen"]
-            ladder = {"candidates": c.step_candidates, "chosen": K, "values": vals,
-                      "moves": pick["moves"], "converged": pick["converged"],
-                      "tolerance": {v: tol[v] for v in vals[K]},
+            picks, vals, kept = step_ladder(
+                lambda Kc, run, kept: _ladder_level(w, fps, rhos, c, Kc, A, B, flows=run, keep=kept),
+                lambda Kc: step_values(probe, c, Kc), levels, _step_groups(probe, c), tol, c,
+            )  # fmt: skip
+            if c.step_per_flow:
+                K = {f: int(p["chosen"]) for f, p in picks.items()}
+                moves, conv = {}, {}
+                for p in picks.values():
+                    for a, mv in p["moves"].items():
+                        moves.setdefault(a, {}).update(mv)
+                    conv |= p["converged"]
+            else:
+                pick = next(iter(picks.values()))
+                K, moves, conv = pick["chosen"], pick["moves"], pick["converged"]
+            ladder = {"candidates": c.step_candidates, "chosen": K, "per_flow": c.step_per_flow,
+                      "values": vals, "moves": moves, "converged": conv,
+                      "tolerance": {v: tol[v] for v in vals[c.step_candidates[0]]},
                       "cpu_s": {x: lv.pop("cpu_s") for x, lv in levels.items()},
                       "levels": levels}  # fmt: skip
-            del fps
-        rows = [_sentence(w, w_nomlp, t, special(len(t)), c, K) for t in ids]
+            known = [{f: kept[_k_of(K, f)][i][f] for f in STEP_FLOWS if f in kept[_k_of(K, f)][i]}
+                     for i in range(len(ids))]  # fmt: skip
+            del fps, kept
+        else:
+            known = [None] * len(ids)
+        rows = [_sentence(w, w_nomlp, t, special(len(t)), c, K, kn) for t, kn in zip(ids, known, strict=True)]
+        Kt = _k_of(K, "fitted_time")
         curves = np.stack([r["curves"] for r in rows])  # (S, L, M + 1)
         fitted = []
         for s in c.split_seeds:
             A, B = _halves(len(rows), s)
             for name, fit, rep in (("A->B", A, B), ("B->A", B, A)):
-                T = fit_layer_times(curves[fit], K)
+                T = fit_layer_times(curves[fit], Kt)
                 stats = {r: [] for r in REPS}
                 for i in rep:
                     fp = forward(w, ids[i])
-                    x = layer_flow(w, fp.tokens[0], variant="fitted_time", steps_per_layer=K,
+                    x = layer_flow(w, fp.tokens[0], variant="fitted_time", steps_per_layer=Kt,
                                    layer_times=T.tolist(), residual_norms=rows[i]["rho"])  # fmt: skip
                     stats["sphere"].append(_profile(x, fp.tokens, c.thresholds))
                     stats["hidden"].append(_profile(_hidden(w, x), _unit(fp.hidden_states), c.thresholds))
@@ -805,12 +990,12 @@ def family_task(config: dict, family: str) -> dict:
             zs = {i: forward(w, ids[i]) for i in (*A, *B)}
             target = np.mean([rows[i]["stats"]["sphere"]["model"]["cos"] for i in A], axis=0)
             T = fit_free_running_times(
-                w, [zs[i].tokens[0] for i in A], target.tolist(), steps_per_layer=K,
+                w, [zs[i].tokens[0] for i in A], target.tolist(), steps_per_layer=Kt,
                 max_time=c.max_time, residual_norms=None if not pre else [rows[i]["rho"] for i in A],
             )  # fmt: skip
             stats = {r: [] for r in REPS}
             for i in B:
-                x = layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=K,
+                x = layer_flow(w, zs[i].tokens[0], variant="fitted_time", steps_per_layer=Kt,
                                layer_times=T.tolist(), residual_norms=rows[i]["rho"])  # fmt: skip
                 stats["sphere"].append(_profile(x, zs[i].tokens, c.thresholds))
                 stats["hidden"].append(_profile(_hidden(w, x), _unit(zs[i].hidden_states), c.thresholds))
@@ -882,7 +1067,7 @@ def family_task(config: dict, family: str) -> dict:
             "tokens": [len(t) for t in ids],
             "stats": stats,
             "curves_mean": curves.mean(0),
-            "curve_grid": np.arange(curves.shape[-1]) / K,
+            "curve_grid": np.arange(curves.shape[-1]) / Kt,
             "step": K,
             "step_ladder": ladder,
             "permuted_embeddings": c.permuted_embeddings if family.endswith("-permuted") else None,
@@ -1052,6 +1237,22 @@ _IDENTITIES = {
 }  # fmt: skip
 
 
+#: why (f) is (a) in a post-LN model whose LayerNorms are the identity (review rounds 4, 5: the random-init
+#: MiniLM records gave the pre-LN reason)
+_FRAMES_POST_LN_IDENTITY = (
+    "post-LN with every LayerNorm gain 1 and shift 0 (transformers' random initialisation of BERT): the "
+    "LayerNorm affine maps are the identity, so flow (f) is flow (a) (bridge.flows module docstring)"
+)
+
+
+def _identity_why(res: dict, flow: str) -> str:
+    """Why ``flow`` equals its :data:`_IDENTITIES` partner in this family: for (f) the reason depends on the
+    architecture (pre-LN: no frame on the attention's path; post-LN: identity LayerNorms)."""
+    if flow == "frames" and (res.get("model") or {}).get("arch") == "post_ln":
+        return _FRAMES_POST_LN_IDENTITY
+    return _IDENTITIES[flow][1]
+
+
 def _same_flow(res: dict, flow: str, other: str) -> bool:
     """Whether ``flow`` and ``other`` gave bit-identical statistics on every sentence and representation
     (a Llama model has no biases and no norm shift: flow (b) is flow (a) by construction)."""
@@ -1095,8 +1296,9 @@ def _verdict_data(res: dict) -> dict:
             "candidates": res["step_ladder"]["candidates"], "chosen": res["step_ladder"]["chosen"],
             "cpu_s": res["step_ladder"]["cpu_s"],
             "levels": {K: {"sphere": {v: rnd(x) for v, x in a["sphere"].items()},
-                           "fitted": {**{k: a["fitted"][k] for k in fit_keys},
-                                      "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
+                           **({} if "fitted" not in a else {  # per flow: (c) not run at every rung
+                               "fitted": {**{k: a["fitted"][k] for k in fit_keys},
+                                          "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}})}
                        for K, a in res["step_ladder"]["levels"].items()}},
         "variants": {check: {v: {"tokens": d["tokens"],
                                  "sphere": {src: rnd(x) for src, x in d["sphere"].items()},
@@ -1140,44 +1342,127 @@ def controls_of(kind: str, c: FlowsConfig) -> tuple[str, ...]:
     return out + (("collapse",) if c.collapse_control and kind in ("gap", "rel") else ())
 
 
-def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls) -> dict:
+#: the margin field of the paired stand-still test of each quantity kind (review round 5)
+_MARGIN = {
+    "over": "control_margin_overcluster",
+    "gap": "control_margin_cos_gap",
+    "rel": "control_margin_rel_gap",
+}
+
+
+def paired_outcome(kind: str, d: float, dci, margin: float, still_outcome: str) -> dict:
+    """The paired stand-still test of one value (config ``control_margin_*``; review round 5, F1-F3):
+    ``d`` = q(flow) - q(stand-still) with its paired interval ``dci``.
+
+    'over-clusters' (kind ``over``): holds when the whole interval is >= ``margin`` (the flow raises the
+    mean cosine above z_0 by at least the margin), fails when all of it is below, else inconclusive.
+    'follows' (``gap``, ``rel``): 'better than standing still' (holds) when the whole interval is <=
+    -margin; 'worse than standing still' (fails) when all of it is > 0; 'no better than standing still'
+    when all of it is > -margin: fails where the stand-still itself fails the criterion
+    (``still_outcome``; a flow could have been better by the margin), inconclusive where it does not (no
+    flow could: not evidence against the flow); else inconclusive.
+    """
+    lo, hi = float(dci[0]), float(dci[1])
+    if kind == "over":
+        out = "holds" if lo >= margin else "fails" if hi < margin else "inconclusive"
+        named = {"holds": "over-clusters more than standing still by the margin",
+                 "fails": "no more than standing still by the margin",
+                 "inconclusive": "not decided against standing still"}[out]  # fmt: skip
+    elif hi <= -margin:
+        out, named = "holds", "better than standing still"
+    elif lo > 0:
+        out, named = "fails", "worse than standing still"
+    elif lo > -margin:
+        out = "fails" if still_outcome == "fails" else "inconclusive"
+        named = "no better than standing still"
+    else:
+        out, named = "inconclusive", "not decided against standing still"
+    return {"value": float(d), "ci95": [lo, hi], "margin": float(margin), "outcome": out, "named": named}
+
+
+def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
+           kind: str = "over", margin: float | None = None) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
-    outcome, and each control of ``controls`` (:func:`controls_of`) scored on the same reference ``m`` by
-    the same q, criterion and resamples. ``measured`` is False where a control does not fail the criterion
-    and the value does not fail either (review round 4, F1, F6: the criterion cannot tell the flow from
-    the control there); a reference without a finite depth-0 statistic cannot be controlled: its controls
-    are None and the value is treated as before the amendment (``missing_depth0``)."""
+    the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
+    scored on the same reference ``m`` by the same q, criterion and resamples.
+
+    The stand-still control decides by the paired difference (review round 5, F1-F3; ``margin``, config
+    ``control_margin_*``; :func:`paired_outcome`): the value's ``outcome`` is ``fails`` if the criterion
+    or the paired test fails, ``holds`` if both hold, else ``inconclusive``. The collapse control ('follows'
+    records) keeps the round-4 rule: ``measured`` is False where it does not fail the criterion and the
+    value does not fail either (``blocked_by``). A reference without a finite depth-0 statistic cannot be
+    controlled (``missing_depth0``: the criterion alone decides)."""
     v, ci = _boot(q, m, f, B, seed)
-    out = {"value": v, "ci95": list(ci), "outcome": crit.decide(v, ci), "controls": {}}
+    own = crit.decide(v, ci)
+    out = {"value": v, "ci95": list(ci), "outcome": own, "outcome_flow": own, "controls": {},
+           "blocked_by": [], "measured": True}  # fmt: skip
     if controls and not np.all(np.isfinite(np.asarray(m, float)[:, 0])):
         out["missing_depth0"] = True
-        out["measured"] = True
         return out
     for name in controls:
         x = (_still if name == "stand-still" else _collapse)(m)
         cv, cci = _boot(q, m, x, B, seed)
-        out["controls"][name] = {"value": cv, "ci95": list(cci), "outcome": crit.decide(cv, cci)}
-    blocked = [n for n, x in out["controls"].items() if x["outcome"] != "fails"]
-    out["blocked_by"] = blocked
-    out["measured"] = not blocked or out["outcome"] == "fails"
+        ctl = {"value": cv, "ci95": list(cci), "outcome": crit.decide(cv, cci)}
+        if name == "stand-still" and margin is not None:
+            both = np.stack([np.asarray(f, float), x], axis=-1)
+            dv, dci = _boot(lambda a, b: q(a, b[..., 0]) - q(a, b[..., 1]), m, both, B, seed)
+            ctl["paired"] = paired_outcome(kind, dv, dci, margin, ctl["outcome"])
+        out["controls"][name] = ctl
+    paired = out["controls"].get("stand-still", {}).get("paired")
+    if paired is not None:
+        po = paired["outcome"]
+        out["outcome"] = ("fails" if "fails" in (own, po) else "holds" if own == po == "holds"
+                          else "inconclusive")  # fmt: skip
+    col = out["controls"].get("collapse")
+    if col is not None and col["outcome"] != "fails" and out["outcome"] != "fails":
+        out["blocked_by"] = ["collapse"]
+        out["measured"] = False
     return out
 
 
+def _describe(x: dict) -> str:
+    """One value's controls in words (the notes and the 'unmeasured' list)."""
+    parts = []
+    for n, y in x["controls"].items():
+        t = f"{n} {y['value']:.3f} [{y['ci95'][0]:.3f}, {y['ci95'][1]:.3f}] {y['outcome']}"
+        if "paired" in y:
+            p = y["paired"]
+            t += (f"; flow - stand-still {p['value']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]: "
+                  f"{p['named']} (margin {p['margin']:g})")  # fmt: skip
+        parts.append(t)
+    return "; ".join(parts)
+
+
 def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs, controls=(),
-           log: dict | None = None, qs=None) -> None:  # fmt: skip
+           log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
+           unmeasured: list | None = None) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
-    interval for each (ref, flow) pair; a value that its own controls make unmeasured (:func:`scored`) is
-    None. ``log`` (choice -> per value: value, outcome, controls) keeps what the controls did."""
+    interval for each (ref, flow) pair, each value's outcome decided with its own controls
+    (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
+    check (it is listed in ``unmeasured`` with its reason, not entered as inconclusive); a check with no
+    measured value is left out. ``log`` (choice -> per value: value, outcomes, controls) keeps what the
+    controls did."""
     qs = [q] * len(pairs) if qs is None else qs
-    xs = [scored(qq, *p, crit, B, seed, controls) for qq, p in zip(qs, pairs, strict=True)]
-    rob.append(RobustnessCheck.from_values(
-        crit, choice, list(values), [x["value"] if x["measured"] else None for x in xs],
-        ci95=[x["ci95"] if x["measured"] else None for x in xs]))  # fmt: skip
+    xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin) for qq, p in
+          zip(qs, pairs, strict=True)]  # fmt: skip
+    keep = [i for i, x in enumerate(xs) if x["measured"]]
+    if unmeasured is not None:
+        unmeasured.extend(
+            f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion), because "
+            f"the collapse control does not fail there ({_describe(xs[i])}): the criterion cannot tell the "
+            "flow from a collapse"
+            for i in range(len(xs)) if i not in keep
+        )  # fmt: skip
+    if keep:
+        rob.append(RobustnessCheck.from_values(
+            crit, choice, [values[i] for i in keep], [xs[i]["value"] for i in keep],
+            ci95=[xs[i]["ci95"] for i in keep], outcomes=[xs[i]["outcome"] for i in keep]))  # fmt: skip
     if log is not None and controls:
         log[choice] = [
-            {"choice_value": val, "value": x["value"], "outcome": x["outcome"], "measured": x["measured"],
+            {"choice_value": val, "value": x["value"], "outcome": x["outcome"],
+             "outcome_flow": x["outcome_flow"], "measured": x["measured"],
              **({"missing_depth0": True} if x.get("missing_depth0") else {}),
-             "controls": {n: {"value": y["value"], "outcome": y["outcome"]}
+             "controls": {n: {k: y[k] for k in ("value", "outcome", "paired") if k in y}
                           for n, y in x["controls"].items()}}
             for val, x in zip(values, xs, strict=True)
         ]  # fmt: skip
@@ -1202,12 +1487,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         steps = [int(K) for K in res.get("steps_alt") or {}]
         lad = res.get("step_ladder")
         if lad:  # the step rule (F2): the rungs computed, their values, the chosen K (what the run used)
-            Ks = sorted(int(K) for K in lad["levels"])
-            Kc = int(lad["chosen"])
-            lad_vals = {K: step_values(res, c, K) for K in Ks}
+            Ks_all = sorted(int(K) for K in lad["levels"])
+            lad_vals = {K: step_values(res, c, K) for K in Ks_all}
             lad_tol = step_tolerances(c)
-            i = Ks.index(Kc)
-            lad_pair = (Ks[i], Ks[i + 1]) if i + 1 < len(Ks) else (Ks[-2], Ks[-1]) if len(Ks) > 1 else None
         z0 = {}
         for choice, vals in (res.get("variants") or {}).items():  # a null's seeds: z_0's mean cosine each
             if choice in NULL_CHECK.values():
@@ -1225,7 +1507,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 continue  # a summary older than the flow (round-2 random SmolLM2 predates (n), (f), (g))
             q = _quantity(kind)
             if f_is_a and flow in ("frames", "frames_mlp") and not (flow in _IDENTITIES and ref == "model"):
-                why = _IDENTITIES["frames"][1].split(", so")[0]
+                why = _identity_why(res, "frames").split(", so")[0]
                 what += f" -- here flow (f) is flow (a) bit for bit (no LayerNorm frame acts: {why})"
                 if flow == "frames_mlp":
                     what += "; (g) is flow (a) then the MLP flow in each layer"
@@ -1233,7 +1515,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 out.append(record_identity(
                     id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
                     why=f"flow {LABELS[flow][:3]} is flow {LABELS[_IDENTITIES[flow][0]][:3]} bit for bit on "
-                    f"every sentence and representation: {_IDENTITIES[flow][1]}",
+                    f"every sentence and representation: {_identity_why(res, flow)}",
                     result={"same_as": f"flows-{fam}-{_IDENTITIES[flow][0]}-overclusters"},
                 ))  # fmt: skip
                 continue
@@ -1258,7 +1540,16 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             k = k_main if stat == "clusters" else None
             seed = c.seed + len(out)
             ctl = controls_of(kind, c)
-            watched = bool(lad) and flow in (*STEP_FLOWS, "fitted_time") and vid in lad_vals[Kc]
+            watched, lad_pair = bool(lad) and flow in (*STEP_FLOWS, "fitted_time"), None
+            if watched:  # the step rule per flow (config step_per_flow): this flow's K and rungs
+                Kc = _k_of(lad["chosen"], flow)
+                Ks = [K for K in Ks_all if vid in lad_vals[K]]
+                watched = Kc in Ks
+            if watched:
+                i = Ks.index(Kc)
+                lad_pair = (
+                    (Ks[i], Ks[i + 1]) if i + 1 < len(Ks) else (Ks[-2], Ks[-1]) if len(Ks) > 1 else None
+                )
             # review round 4, F4: the main value at the finest rung computed (the ladder's sphere tokens,
             # all sentences / the main split's fit); None: the stored flows at the run's step
             Kf = Ks[-1] if watched and lad_pair is not None and Ks[-1] != Kc else None
@@ -1274,7 +1565,10 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             v, ci = _boot(q, *main_pair, c.bootstrap, seed)
             rob, ctl_log = [], {}
 
-            check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log)
+            margin = float(getattr(c, _MARGIN[kind])) if c.stand_still_control else None
+            unmeasured = []
+            check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log, kind=kind,
+                            margin=margin, unmeasured=unmeasured)  # fmt: skip
 
             check("representation", REPS, [pair(r) for r in REPS])
             if flow == "fitted_time":
@@ -1311,6 +1605,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                          "saturation_rule": "model's mean count <= 1 + saturation_tolerance or >= (1 - "
                          "saturation_tolerance) n at more than saturation_depth_share of the depths 1..L: "
                          "reported, not tested (declared after the review)"}  # fmt: skip
+            step_bad = None
             if watched:
                 a, b = lad_pair if lad_pair is not None else (Kc, None)
                 move = None if b is None else abs(lad_vals[b][vid] - lad_vals[a][vid])
@@ -1339,11 +1634,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                            f"moved the value by {move:.3f}" + (" >=" if move >= lad_tol[vid] else " <")
                            + f" {lad_tol[vid]:.3f}" + ("" if same else f", outcome {outs[a]['outcome']} -> "
                                                        f"{outs[b]['outcome']}"))  # fmt: skip
-                    rob.append(RobustnessCheck.from_values(
-                        crit, "step count", [f"not converged: K = {a} -> {b} {why}"], [None]))  # fmt: skip
-                    notes.append(f"step not converged: K = {a} -> {b} {why} (tolerance {lad_tol[vid]:.3f}; "
-                                 "review round 4, F4: the outcome must not change either), so the record is "
-                                 "at best inconclusive")  # fmt: skip
+                    step_bad = (f"step not converged at K = {b if b is not None else a}: K = {a} -> {b} "
+                                f"{why} (tolerance {lad_tol[vid]:.3f}; review round 4, F4: the outcome must "
+                                "not change either; config step_candidates)")  # fmt: skip
                 if Kf is not None:
                     notes.append(
                         f"main value at the finest rung computed, K = {Kf} (review round 4, F4; the run's "
@@ -1353,6 +1646,20 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                         f"(hidden states, the other fits, joined sentences, null seeds, scale estimator) at "
                         f"K = {Kc}, so they may disagree with the main value by the step's move"
                         + ("" if move is None else f" ({move:.3f} here)"))  # fmt: skip
+            if step_bad is None and not lad and steps and flow in (*STEP_FLOWS, "fitted_time"):
+                # a run without the step rule (review round 5, F6): its check "step count" is the ladder it
+                # has; a value that moves by >= the tolerance, or changes outcome, to the largest step is
+                # not reported at the run's step: the record is inconclusive "step not converged"
+                K1 = max(steps)
+                v1, ci1 = _boot(q, *pair("sphere", steps=K1), c.bootstrap, seed)
+                tol1 = step_tolerances(c)[vid]
+                o0, o1 = crit.decide(v, ci), crit.decide(v1, ci1)
+                if abs(v1 - v) >= tol1 or o0 != o1:
+                    step_bad = (f"step not converged at K = {K1}: the run's K = {c.steps_per_layer} -> "
+                                f"{K1} moved the value {v:.3f} -> {v1:.3f} (tolerance {tol1:.3f}), outcome "
+                                f"{o0} -> {o1} (a run without the step rule; round 5, F6)")  # fmt: skip
+                    extra["step_unconverged"] = {"K": [c.steps_per_layer, K1], "values": [v, v1],
+                                                 "outcomes": [o0, o1], "tolerance": tol1}  # fmt: skip
             if flow == "fitted_time" and res.get("fitted_free") is not None:
                 fv, fci = _boot(q, *pair("sphere", free=True), c.bootstrap, seed)
                 extra["free_running_fit"] = {
@@ -1361,84 +1668,113 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "note": "T_l fitted to the mean cosine profile on the fit half of the same sentences, "
                     "the quantity this record tests: a description, not a robustness value (review 3, F3)",
                 }  # fmt: skip
-            main = crit.decide(v, ci)
-            unmeasured = False
+            ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, kind=kind, margin=margin)
+            main, main_flow = ms["outcome"], ms["outcome_flow"]
             if ctl:
-                ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl)
                 if c.stand_still_control:
                     ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
                     ss["outcome"] = crit.decide(ss["value"], ss["ci95"])
-                    if kind != "over":  # F3 (review round 4): descriptive, no verdict change
+                    if "paired" in ms["controls"].get("stand-still", {}):
+                        ss["paired_test"] = ms["controls"]["stand-still"]["paired"]
+                    if kind != "over":  # F3 (review round 4): descriptive
                         ss["gap_ratio_flow_over_stand_still"] = v / ss["value"] if ss["value"] else None
                     extra["stand_still"] = ss
                 if "collapse" in ms["controls"]:
                     extra["collapse"] = ms["controls"]["collapse"]
                 extra["controls_per_value"] = ctl_log
-                blocked = [] if ms.get("missing_depth0") else ms["blocked_by"]
-                like = " or ".join(
-                    {"stand-still": "standing still", "collapse": "a collapse"}[n] for n in blocked
-                )
-                if blocked:
-                    txt = "; ".join(
-                        f"{n} control: {ms['controls'][n]['value']:.3f} [{ms['controls'][n]['ci95'][0]:.3f}, "
-                        f"{ms['controls'][n]['ci95'][1]:.3f}], {ms['controls'][n]['outcome']} under the "
-                        f"criterion ({crit.op} {crit.threshold:g})" for n in blocked)  # fmt: skip
-                    if "stand_still" in extra:
-                        d = extra["stand_still"]["flow_minus_stand_still"]
-                        txt += (
-                            f"; flow - stand-still {d['value']:+.3f} [{d['ci95'][0]:+.3f}, "
-                            f"{d['ci95'][1]:+.3f}]"
-                        )
-                    if null_base(fam) is not None:
-                        out.append(record_description(
-                            id=f"flows-{fam}-{vid}", statement=f"{name}: {what} -- not tested: in this "
-                            f"null the {' and '.join(blocked)} control does not fail the criterion (config "
-                            "stand_still_control, collapse_control)",
-                            source=src_text, result={"value": v, "ci95": list(ci), "outcome_if_tested": main,
-                                                     **extra},
-                            notes=txt + f": the criterion cannot tell this null's flow from {like}",
-                        ))  # fmt: skip
-                        continue
-                    if main != "fails":
-                        rob.append(RobustnessCheck.from_values(
-                            crit, " and ".join(blocked) + (" control" if len(blocked) == 1 else " controls"),
-                            ["; ".join(f"{n} {ms['controls'][n]['outcome']} "
-                                       f"({ms['controls'][n]['value']:.3f})" for n in blocked)
-                             + ": the flow's own effect is not measured by this "
-                             "criterion"], [None]))  # fmt: skip
-                        txt += (
-                            f": the criterion cannot tell this flow from {like}, so it cannot hold; "
-                            "the main outcome combined is inconclusive (review round 4, F2; the flow's "
-                            f"own outcome: {main})"
-                        )
-                        unmeasured = True
-                    else:
-                        txt += ": the flow fails the criterion whatever the control does"
-                    notes.append(txt)
-                dropped = [f"{ch} {x['choice_value']}" for ch, xs in ctl_log.items() for x in xs
-                           if not x["measured"] and x["outcome"] != "inconclusive"]  # fmt: skip
-                if dropped:
-                    notes.append(
-                        "unmeasured robustness values (their own stand-still / collapse control "
-                        "does not fail; review round 4, F1, F6): " + ", ".join(dropped)
-                    )
+                extra["outcome_flow"] = main_flow
+                if not ms.get("missing_depth0"):
+                    notes.append(f"controls of the main value: {_describe(ms)}; the value {v:.3f} is "
+                                 f"{main_flow} by the criterion alone, {main} with its controls (review "
+                                 "round 5: the paired stand-still test decides)")  # fmt: skip
                 missing = [f"{ch} {x['choice_value']}" for ch, xs in ctl_log.items() for x in xs
                            if x.get("missing_depth0")]  # fmt: skip
-                if missing:
-                    notes.append(
-                        "no finite depth-0 statistic stored for "
-                        + ", ".join(missing)
-                        + ": those values are not controlled (treated as before review round 4)"
-                    )
+                if missing or ms.get("missing_depth0"):
+                    notes.append("no finite depth-0 statistic stored for " + ", ".join(
+                        missing + (["the main value"] if ms.get("missing_depth0") else []))
+                        + ": those values are decided by the criterion alone")  # fmt: skip
+            # F5 (review round 5): a flow that fails fails before the null's description rule
+            if null_base(fam) is not None and main != "fails" and ctl and not ms.get("missing_depth0"):
+                blocked = [n for n, y in ms["controls"].items() if y["outcome"] != "fails"]
+                if blocked:
+                    like = " or ".join({"stand-still": "standing still", "collapse": "a collapse"}[n]
+                                       for n in blocked)  # fmt: skip
+                    out.append(record_description(
+                        id=f"flows-{fam}-{vid}", statement=f"{name}: {what} -- not tested: in this "
+                        f"null the {' and '.join(blocked)} control does not fail the criterion (config "
+                        "stand_still_control, collapse_control)",
+                        source=src_text, result={"value": v, "ci95": list(ci), "outcome_if_tested": main,
+                                                 **extra},
+                        notes=_describe(ms) + f": the criterion cannot tell this null's flow from {like}"
+                        + ("; " + "; ".join(notes) if notes else ""),
+                    ))  # fmt: skip
+                    continue
+            # F4 (review round 5): an unmeasured main value makes the record inconclusive with its reason;
+            # unmeasured robustness values leave the combination and are listed
+            why_main = step_bad
+            if why_main is None and not ms["measured"]:
+                why_main = (f"main value unmeasured: {v:.3f} ({main_flow} by the criterion), the collapse "
+                            f"control does not fail there ({_describe(ms)}): the criterion cannot tell the "
+                            "flow from a collapse")  # fmt: skip
             if unmeasured:
-                extra = {"value": v, "ci95": list(ci), "outcome_flow": main, **extra}
+                extra["unmeasured"] = unmeasured
+                notes.append("unmeasured (left out of the combination; review round 5, F4): "
+                             + "; ".join(unmeasured))  # fmt: skip
+            if why_main is not None:
+                extra = {"unmeasured_value": v, "unmeasured_ci95": list(ci), "outcome_if_measured": main,
+                         **extra, "unmeasured_main": why_main,
+                         "checks_not_combined": [x.model_dump(mode="json") for x in rob]}  # fmt: skip
+                notes.insert(0, f"inconclusive: {why_main}")
+                rob = []
+            if null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity:
+                extra["null_fail_guard"] = (
+                    "the flow runs one time unit per layer (T_l = 1): a null flow that does not over-cluster "
+                    "in that time may still cluster later (review round 5, F8: random MiniLM heads reach "
+                    "0.561 with ten units per layer), so this fail says 'too slow at T_l = 1', not that the "
+                    "null's heads cannot cluster; not evidence against clustering (config null_specificity)"
+                )  # fmt: skip
+                notes.append(extra["null_fail_guard"])
+            spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
             out.append(record_test(
                 id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
-                criterion=crit, value=None if unmeasured else v, ci95=None if unmeasured else ci,
+                criterion=crit, value=None if why_main else v, ci95=None if why_main else ci,
                 samples=n_used,
                 method=f"percentile bootstrap over sentences ({c.bootstrap} paired resamples, {how})",
                 robustness=rob, extra=extra or None, notes="; ".join(notes),
+                outcome=None if why_main else main,
             ))  # fmt: skip
+            if out[-1].verdict == "holds" and spec:  # F8 (review round 5): the same claim in the nulls
+                also = [f"{nf}: {d[vid]['value']:.3f}" for nf, d in spec.items()
+                        if d.get(vid, {}).get("verdict") == "holds"]  # fmt: skip
+                lab = (
+                    "holds, not specific to training (also holds in null " + ", ".join(also) + ")"
+                    if also
+                    else "holds; in the null(s): "
+                    + ", ".join(
+                        f"{nf} {d.get(vid, {}).get('verdict', 'no record')}" for nf, d in spec.items()
+                    )
+                )
+                r = out[-1].to_json()
+                out[-1] = VerdictRecord.model_validate(
+                    {**r, "result": {**r["result"], "null_specificity": lab},
+                     "notes": f"{lab} (config null_specificity); {r['notes']}"})  # fmt: skip
+    return out
+
+
+def null_outcomes(records_json: list[dict], families: list[str]) -> dict:
+    """Per null family of ``families``: verdict id (without the family prefix) -> its verdict and value, from
+    that null's records (JSON): what :func:`records` of a trained family reads from its summary's key
+    ``null_outcomes`` (config ``null_specificity``; review round 5, F8)."""
+    fams = sorted(families, key=len, reverse=True)
+    out = {}
+    for r in records_json:
+        fam = next((f for f in fams if r["id"].startswith(f"flows-{f}-")), None)
+        if fam is None or null_base(fam) is None:
+            continue
+        out.setdefault(fam, {})[r["id"].removeprefix(f"flows-{fam}-")] = {
+            "verdict": r["verdict"],
+            "value": r.get("result", {}).get("value"),
+        }
     return out
 
 
@@ -1680,21 +2016,25 @@ def tables(summary: dict) -> list[Table]:
                 columns=[Column("quantity"), *[Column(f"K{K}", f"K = {K}", ".3f") for K in Ks],
                          *[Column(f"m{K}", f"move {K} -> next", ".3f") for K in Ks[:-1]],
                          Column("tol", "tolerance", ".4f"), Column("conv", "converged at chosen K")],
-                rows=[*({"quantity": v, **{f"K{K}": lad["values"][str(K)][v] for K in Ks},
-                         **{f"m{K}": lad["moves"][str(K)][v] for K in Ks[:-1]},
+                rows=[*({"quantity": v, **{f"K{K}": lad["values"][str(K)].get(v) for K in Ks},
+                         **{f"m{K}": lad["moves"].get(str(K), {}).get(v) for K in Ks[:-1]},
                          "tol": lad["tolerance"][v], "conv": "yes" if lad["converged"][v] else "NO"}
                         for v in vids),
                       {"quantity": "CPU seconds of the rung (all flows, (c) refit)",
                        **{f"K{K}": lad["cpu_s"][str(K)] for K in Ks},
                        **{f"m{K}": None for K in Ks[:-1]}, "tol": None, "conv": None}],
-                title=f"{fam}: step rule, chosen K = {lad['chosen']} Euler steps per unit time",
+                title=f"{fam}: step rule, chosen K = " + (", ".join(
+                    f"{f} {K}" for f, K in lad["chosen"].items()) + " (per flow)" if isinstance(
+                    lad["chosen"], dict) else f"{lad['chosen']}") + " Euler steps per unit time",
                 id=f"{fam}-step-ladder",
                 note="The step rule (config step_candidates, step_tolerance_share; review round 3, F2): each "
                 "watched record's quantity (sphere tokens, declared depth summary) with the flows at K; the "
                 "family's K is the smallest whose move to the next candidate is below the tolerance (share x "
                 "criterion threshold) for every quantity; the ladder stops there. Every record and every "
                 "robustness variant uses the chosen K; the other rungs are reported only (K = 4: the cost "
-                "row of the runs before the rule).",
+                "row of the runs before the rule). Per flow (config step_per_flow, since review round 5): "
+                "each flow climbs on its own; an empty cell: the flow had converged at a lower rung and was "
+                "not run there.",
             ))  # fmt: skip
         for check, a in (s.get("variants") or {}).items():
             for v, d in a.items():
@@ -1746,12 +2086,19 @@ def verdict_tables(summary: dict) -> list[Table]:
             lad = res.get("step_ladder")
             ci = res.get("ci95") or [None, None]
             rows.append({
-                "claim": r["id"].removeprefix(f"flows-{fam}-"), "verdict": r["verdict"],
+                "claim": r["id"].removeprefix(f"flows-{fam}-"),
+                "verdict": r["verdict"] + (" (not specific to training)" if str(
+                    res.get("null_specificity", "")).startswith("holds, not specific") else "")
+                + (f" ({res['unmeasured_main'].split(':')[0]})" if res.get("unmeasured_main") else ""),
                 # a null's description whose stand-still does not fail keeps its value (not tested)
                 "value": res.get("value") if r["class"] == "test" or "stand_still" in res else None,
                 "lo": ci[0], "hi": ci[1],
                 "still": "" if "stand_still" not in res else "{:.3f} {}".format(
-                    res["stand_still"]["value"], res["stand_still"]["outcome"]),
+                    res["stand_still"]["value"], res["stand_still"]["outcome"]) + (
+                    "" if not (p := res["stand_still"].get("paired_test")) else
+                    f"; flow - still {p['value']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]: "
+                    f"{p['named']}"),
+                "unmeasured": "; ".join(x.split(":")[0] for x in res.get("unmeasured", [])),
                 "steps": "; ".join(
                     f"K = {k}: {v:.3f}" for k, v in zip(lad["K"], lad["values"], strict=True)
                 ) + "; chosen K = {}, {} (move {} < {:.3f})".format(
@@ -1780,14 +2127,19 @@ def verdict_tables(summary: dict) -> list[Table]:
                          Column("still", "stand-still control (tokens at z_0)"),
                          Column("steps", "step count (Euler steps per unit time)"),
                          Column("other", "joined sentences (per input) / null seed (z_0's mean cosine)"),
-                         Column("disagree", "checks not agreeing with the main outcome")],
+                         Column("disagree", "checks not agreeing with the main outcome"),
+                         Column("unmeasured", "unmeasured values (left out of the verdict)")],
                 rows=rows, title=f"{fam}: verdict records", id=f"{fam}-verdicts",
                 note="Built from the records (summary.json, key 'verdicts'); value and 95% percentile "
                 "bootstrap interval of the declared criterion on sphere tokens; identity and description "
                 "records have no tested value (a null's record whose stand-still control does not fail the "
                 "criterion is a description: its value is shown, not tested); stand-still control: the "
-                "record's quantity for the tokens left at z_0 at every depth and its outcome under the same "
-                "criterion (config stand_still_control).",
+                "record's quantity for the tokens left at z_0 at every depth, its outcome under the same "
+                "criterion (config stand_still_control) and the paired test that decides since review round "
+                "5: flow - stand-still with its interval against the margin (config control_margin_*). A "
+                "record whose main value is unmeasured (step not converged, collapse control) shows no value "
+                "(the reason beside the verdict); '(not specific to training)': the same claim holds in a "
+                "null (config null_specificity).",
             ))  # fmt: skip
     return out
 
