@@ -112,6 +112,17 @@ def quick_study(tmp_path_factory):
 #: --no-loadscope-reorder``): a worker that finishes a file takes the next, and the run ends on the cheap
 #: files instead of one worker idle while the other runs a long test it was handed last. The order is a pure
 #: function of the collection and the table, the same on every worker (pytest-xdist requires it).
+def load_script(path: Path, name: str | None = None):
+    """The Python file ``path`` (a script under ``scripts/`` or ``docs/``) loaded as a module named ``name``
+    (default: the file's stem), for the tests that call its functions."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
 

@@ -4,7 +4,6 @@ that scripts/test_times.py reads and turns into that table."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -17,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _test_times():
-    spec = importlib.util.spec_from_file_location("test_times", ROOT / "scripts" / "test_times.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return conftest.load_script(ROOT / "scripts" / "test_times.py")
 
 
 def test_every_file_of_the_durations_table_exists():

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "scripts" / "docs_hooks.py"
@@ -24,10 +25,7 @@ BUILD_LIMIT_S = 900
 
 
 def _hooks():
-    spec = importlib.util.spec_from_file_location("docs_hooks", HOOKS)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(HOOKS, "docs_hooks")
 
 
 def test_split_cells_and_render(tmp_path):

@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from attnflow.studies.render import markdown, table_from_json
 
@@ -27,10 +27,7 @@ PAGES = (
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("regen_tables", ROOT / "scripts/regen_tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "scripts" / "regen_tables.py")
 
 
 def assert_rendered_from_specs(out: Path) -> list:

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from attnflow.studies import available_studies, get_study, run_study
 
@@ -450,10 +451,7 @@ RENDERED = sorted(d.name for d in (ROOT / "docs" / "studies").iterdir() if (d / 
 
 def _regen_tables():
     """``scripts/regen_tables.py`` as a module."""
-    spec = importlib.util.spec_from_file_location("regen_tables", ROOT / "scripts" / "regen_tables.py")
-    regen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(regen)
-    return regen
+    return load_script(ROOT / "scripts" / "regen_tables.py")
 
 
 def test_committed_tables_are_rendered_from_the_committed_summaries():

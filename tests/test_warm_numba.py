@@ -4,19 +4,16 @@ by name instead of hiding it."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _warm():
-    spec = importlib.util.spec_from_file_location("warm_numba", ROOT / "scripts" / "warm_numba.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "scripts" / "warm_numba.py")
 
 
 def test_every_job_runs():
