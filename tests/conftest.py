@@ -103,15 +103,6 @@ def quick_study(tmp_path_factory):
     return get
 
 
-# -- the longest test files first (pytest-xdist) --------------------------------------------------------
-#: ``tests/durations.json``: ``{file: CPU seconds}`` of the test files (and the modules of docstring examples)
-#: in a measured run of the default tier (``scripts/test_times.py DIR --table tests/durations.json``). Under
-#: pytest-xdist the collected tests are ordered file by file, the files with the most CPU time first (the
-#: tests of a file stay together and in pytest's order; files not in the table come last, in pytest's
-#: order), and scripts/test.sh hands out whole files in that order (``--dist loadfile
-#: --no-loadscope-reorder``): a worker that finishes a file takes the next, and the run ends on the cheap
-#: files instead of one worker idle while the other runs a long test it was handed last. The order is a pure
-#: function of the collection and the table, the same on every worker (pytest-xdist requires it).
 def load_script(path: Path, name: str | None = None):
     """The Python file ``path`` (a script under ``scripts/`` or ``docs/``) loaded as a module named ``name``
     (default: the file's stem), for the tests that call its functions."""
@@ -123,6 +114,15 @@ def load_script(path: Path, name: str | None = None):
     return mod
 
 
+# -- the longest test files first (pytest-xdist) --------------------------------------------------------
+#: ``tests/durations.json``: ``{file: CPU seconds}`` of the test files (and the modules of docstring examples)
+#: in a measured run of the default tier (``scripts/test_times.py DIR --table tests/durations.json``). Under
+#: pytest-xdist the collected tests are ordered file by file, the files with the most CPU time first (the
+#: tests of a file stay together and in pytest's order; files not in the table come last, in pytest's
+#: order), and scripts/test.sh hands out whole files in that order (``--dist loadfile
+#: --no-loadscope-reorder``): a worker that finishes a file takes the next, and the run ends on the cheap
+#: files instead of one worker idle while the other runs a long test it was handed last. The order is a pure
+#: function of the collection and the table, the same on every worker (pytest-xdist requires it).
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
 
