@@ -23,6 +23,7 @@ import ot
 import torch
 from scipy.spatial.distance import cdist
 
+from ..observables.dissipation import mobility_from_lse
 from ..observables.inputs import field_eval
 from .fits import fit_power_law
 
@@ -331,15 +332,16 @@ def _velocities_and_mobility(
     x: torch.Tensor, D: torch.Tensor, beta: float, chunk: int = 256
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`per_head_velocities` and the head mobilities (:func:`~attnflow.observables.mobility`,
-    Cor. 4.8) from one field evaluation per chunk of heads: the mobility is ``exp(lse) / n`` of the same
-    evaluation (the same numbers as a separate ``mobility`` call, bit for bit: tests/test_theorems.py),
+    Cor. 4.8) from one field evaluation per chunk of heads: the mobility from the lse of the same
+    evaluation (:func:`~attnflow.observables.dissipation.mobility_from_lse`; the same numbers as a separate
+    ``mobility`` call, bit for bit: tests/test_theorems_mean_field.py),
     float64."""
     V, m = [], []
     for Dc in torch.split(D, chunk):
         xs = x.unsqueeze(0).expand(Dc.shape[0], -1, -1).contiguous()
         fe = field_eval(xs, Dc.unsqueeze(1), beta, ledger=False)[2]
         V.append(fe.velocity)
-        m.append(torch.exp(fe.lse.to(torch.float64))[:, 0] / x.shape[0])
+        m.append(mobility_from_lse(fe.lse, x.shape[0])[:, 0])
     return torch.cat(V).double(), torch.cat(m).double()
 
 

@@ -57,7 +57,14 @@ def mobility(x: torch.Tensor, D: torch.Tensor, beta: float = 1.0, *, causal: boo
     """
     x = check_tokens(x)
     _, _, fe = field_eval(x, D, beta, causal=causal, ledger=False)
-    return torch.exp(fe.lse.to(torch.float64)) / x.shape[1]
+    return mobility_from_lse(fe.lse, x.shape[1])
+
+
+def mobility_from_lse(lse: torch.Tensor, n: int) -> torch.Tensor:
+    r"""Head mobilities (Cor. 4.8) from the log-sum-exp of a field evaluation that already ran:
+    :math:`m_h(x_i) = \exp(\mathrm{lse}_{h,i}) / n`, ``lse`` of any shape, float64 (the one home of the
+    formula: :func:`mobility` and :func:`attnflow.analysis.theorems.gradient_mc_decomposition` call it)."""
+    return torch.exp(lse.to(torch.float64)) / n
 
 
 def effective_mobility(
