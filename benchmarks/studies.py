@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,11 @@ def _cpu() -> float:
 def child(name: str, out: Path, workers: int | None) -> dict:
     """Run one study's quick variant with its phases timed (the body of the subprocess)."""
     from attnflow.studies import runner
+
+    try:
+        from attnflow.studies import job as phases  # the runner's phases (plan, analyse) since run-all
+    except ImportError:  # an older revision: they lived in the runner
+        phases = runner
 
     try:
         from attnflow.plot.studies import figures_for
@@ -87,8 +93,8 @@ def child(name: str, out: Path, workers: int | None) -> dict:
 
         return wrapper
 
-    orig_plan, orig_tasks, orig_analyse = runner._plan, runner.run_tasks, runner._analyse
-    runner._plan = timed("plan", orig_plan)
+    orig_plan, orig_tasks, orig_analyse = phases._plan, runner.run_tasks, phases._analyse
+    phases._plan = timed("plan", orig_plan)
 
     def run_tasks(specs, root, **kw):
         chosen["workers"] = kw.get("workers")
@@ -96,7 +102,7 @@ def child(name: str, out: Path, workers: int | None) -> dict:
         return orig_tasks(specs, root, **kw)
 
     runner.run_tasks = timed("tasks", run_tasks)
-    runner._analyse = timed("analyse", orig_analyse)
+    phases._analyse = timed("analyse", orig_analyse)
     render = timed("render", figures) if figures is not None else None
     w0, c0 = time.perf_counter(), _cpu()
     summary = runner.run_study(name, out, quick=True, workers=workers, figures=render)
@@ -131,10 +137,19 @@ def child(name: str, out: Path, workers: int | None) -> dict:
     }
 
 
-def measure(name: str, workers: int | None, timeout: float) -> dict:
-    """Run :func:`child` for ``name`` in a fresh interpreter; a failure or timeout is recorded, not raised."""
+def measure(name: str, workers: int | None, timeout: float, keep: Path | None = None) -> dict:
+    """Run :func:`child` for ``name`` in a fresh interpreter; a failure or timeout is recorded, not raised.
+
+    ``keep``: write the study directory to ``keep/<name>`` (replaced if there) and keep it, e.g. to compare
+    the summaries of two revisions with ``benchmarks/compare_summaries.py``; None: a temporary directory.
+    """
     with tempfile.TemporaryDirectory(prefix=f"bench_{name}_") as tmp:
-        cmd = [sys.executable, __file__, "--child", name, "--out", str(Path(tmp) / name)]
+        out = Path(tmp) / name
+        if keep is not None:
+            out = keep / name
+            if out.exists():
+                shutil.rmtree(out)
+        cmd = [sys.executable, __file__, "--child", name, "--out", str(out)]
         if workers is not None:
             cmd += ["--workers", str(workers)]
         t0 = time.perf_counter()
@@ -287,6 +302,9 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"), help="print two results side by side"
     )
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="keep each measured study directory as KEEP/<study>"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -316,7 +334,7 @@ def main(argv=None) -> None:
         for name in names:
             if any(r["study"] == name for r in measured):
                 continue
-            row = measure(name, args.workers, args.timeout)
+            row = measure(name, args.workers, args.timeout, args.keep)
             row["load_after"] = os.getloadavg()
             measured.append(row)
             what = row.get("error") or f"{row['wall_s']:.1f} s, CPU util. {row['cpu_utilisation']:.2f}"

@@ -1,4 +1,4 @@
-"""``attnflow study list | run | show``: the registered studies (and any ``path/file.py:Class``)."""
+"""``attnflow study list | run | run-all | show``: the registered studies (and any ``path/file.py:Class``)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,113 @@ def study_run(
         )
     if not quiet:
         typer.echo(f"done: {out} (summary.json, table.md) in {summary['wall_time_s']:.0f} s")
+
+
+def split_names(text: str | None, option: str) -> list[str] | None:
+    """``"a,b"`` -> ``["a", "b"]`` (None stays None); an empty name is refused."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise fail(
+            f"{option} takes comma-separated study names: got {text!r}; e.g. {option} longtime,real_model", 2
+        )
+    return names
+
+
+def run_all_table(record: dict) -> str:
+    """The per-study lines of a run-all (status, tasks, when done, the tasks' wall and CPU, the analysis'
+    CPU) and the total, as aligned text."""
+    head = (
+        "study",
+        "status",
+        "tasks",
+        "skipped",
+        "done at s",
+        "tasks wall s",
+        "tasks CPU s",
+        "analysis CPU s",
+    )
+    lines = [head]
+    for name, r in record["studies"].items():
+        num = [r.get(k) for k in ("done_after_s", "tasks_wall_s", "tasks_cpu_s", "analysis_cpu_s")]
+        lines.append(
+            (name, r["status"], str(r.get("tasks", "-")), str(r.get("skipped", "-")))
+            + tuple("-" if v is None else f"{v:.1f}" for v in num)
+        )
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    text = [
+        "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in lines
+    ]
+    for name, r in record["studies"].items():
+        if r.get("error"):
+            text.append(f"{name}: {r['error']}")
+    cpu_tasks = sum(r.get("tasks_cpu_s", 0.0) for r in record["studies"].values())
+    text.append(
+        f"total: {len(record['done'])} of {len(record['studies'])} studies done in "
+        f"{record['wall_s']:.1f} s wall, "
+        f"{record['cpu_s']:.1f} s CPU (this process and its local workers; the tasks {cpu_tasks:.1f} s), "
+        f"workers {record['workers']}"
+    )
+    return "\n".join(text)
+
+
+@study_app.command("run-all")
+def study_run_all(
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory of the study directories and run_all.json.")
+    ],
+    quick: Annotated[bool, typer.Option("--quick", help="Every study's quick variant.")] = False,
+    only: Annotated[
+        str | None,
+        typer.Option("--only", help="Comma-separated studies to run (default: every registered one)."),
+    ] = None,
+    exclude: Annotated[
+        str | None, typer.Option("--exclude", help="Comma-separated studies to leave out.")
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", "-j", min=1, help="Local worker processes shared by all tasks (default: the cores)."
+        ),
+    ] = None,
+    scheduler: SchedulerOption = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume/--no-resume", help="Reuse finished runs, continue interrupted ones (default)."
+        ),
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")] = False,
+) -> None:
+    """Run every registered study (or --only a,b / --exclude a,b), the tasks of all in one pool, the longest
+    first; each study is analysed as soon as its tasks are done. OUT/<study> is what `study run` makes."""
+    with reported("the run-all failed", note=runs_note(out)):
+        check_out_dir(out)
+        if workers is not None and scheduler is not None:
+            raise fail(
+                f"give --workers or --scheduler, not both: got -j {workers} and --scheduler {scheduler}", 2
+            )
+        from ..plot.studies import figures_for
+        from ..studies import run_all
+
+        record = run_all(
+            out,
+            only=split_names(only, "--only"),
+            exclude=split_names(exclude, "--exclude"),
+            quick=quick,
+            scheduler=scheduler,
+            workers=workers,
+            resume=resume,
+            progress=not quiet,
+            figures=figures_for,
+        )
+    typer.echo(run_all_table(record))
+    if record["failed"]:
+        raise typer.Exit(1)
 
 
 @study_app.command("show")

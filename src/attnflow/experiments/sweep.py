@@ -391,7 +391,7 @@ def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, prog
     the thread count). ducc0 runs on its default of one thread. Without the limits, ``pde_particles``'
     ``s2.pde_error_sup_vs_refined`` changed by 4e-9 relative between a local run and Dask.
     """
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     if "kind" not in spec:
         spec = {"kind": "particle", "config": spec}
     import torch
@@ -407,13 +407,18 @@ def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, prog
         _load_blas()
         with threadpool_limits(limits=1, user_api="blas"):
             _execute(spec, task_dir, resume, progress)
-        return {"status": "done", "elapsed_s": round(time.monotonic() - t0, 3)}
+        return {
+            "status": "done",
+            "elapsed_s": round(time.monotonic() - t0, 3),
+            "cpu_s": round(time.process_time() - c0, 3),
+        }
     except Exception as exc:  # noqa: BLE001 - one failing task must not lose the others
         return {
             "status": "failed",
             "error": f"{type(exc).__name__}: {exc}",
             "traceback": traceback.format_exc(),
             "elapsed_s": round(time.monotonic() - t0, 3),
+            "cpu_s": round(time.process_time() - c0, 3),
         }
     finally:
         if torch.get_num_threads() != old_torch:
@@ -615,7 +620,8 @@ def run_tasks(
     Returns
     -------
     dict
-        Name -> result: ``status`` (``done`` or ``failed``), ``elapsed_s``, ``skipped``, ``rerun``,
+        Name -> result: ``status`` (``done`` or ``failed``), ``elapsed_s``, ``cpu_s`` (CPU seconds of
+        the process that ran it, every thread, during the task), ``skipped``, ``rerun``,
         ``attempts`` (local pools rebuilt after a worker died), ``error`` and ``traceback`` of a failure.
 
     Raises

@@ -7,6 +7,7 @@
     study_info("out/q")["status"]                          # "done"
 
 The command line: ``attnflow study list``, ``attnflow study run NAME --out DIR [--quick]``,
+``attnflow study run-all --out DIR [--quick]`` (every study, their tasks in one pool: :func:`run_all`),
 ``attnflow study show DIR``. A new study is one file: a :class:`Study` subclass decorated with
 :func:`study` whose ``plan`` declares tasks (:mod:`attnflow.studies.tasks`) and whose ``analyse`` returns
 a :class:`StudyResult`; ``attnflow study run path/to/file.py:ClassName`` runs it (see
@@ -84,6 +85,7 @@ from .registry import (
     unregister as unregister,
 )
 from .render import Column as Column, Table as Table
+from .run_all import run_all as run_all, select_studies as select_studies
 from .runner import StudySummary as StudySummary, run_study as run_study, study_info as study_info
 from .stability_input import (  # registers it
     StabilityInputConfig as StabilityInputConfig,
@@ -162,7 +164,9 @@ __all__ = [
     "markdown_tables",
     "register",
     "reproduce",
+    "run_all",
     "run_study",
+    "select_studies",
     "study_info",
     "unregister",
     "validate_params",
