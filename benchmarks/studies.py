@@ -33,6 +33,7 @@ Under load compare the CPU seconds: the wall time of a shared machine mostly mea
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import resource
@@ -59,10 +60,10 @@ def child(name: str, out: Path, workers: int | None) -> dict:
     """Run one study's quick variant with its phases timed (the body of the subprocess)."""
     from attnflow.studies import runner
 
-    try:
-        from attnflow.studies import job as phases  # the runner's phases (plan, analyse) since run-all
-    except ImportError:  # an older revision: they lived in the runner
-        phases = runner
+    try:  # the runner's phases (plan, analyse) live in studies.job since run-all
+        steps = importlib.import_module("attnflow.studies.job")
+    except ModuleNotFoundError:  # an older revision: they lived in the runner
+        steps = runner
 
     try:
         from attnflow.plot.studies import figures_for
@@ -93,8 +94,8 @@ def child(name: str, out: Path, workers: int | None) -> dict:
 
         return wrapper
 
-    orig_plan, orig_tasks, orig_analyse = phases._plan, runner.run_tasks, phases._analyse
-    phases._plan = timed("plan", orig_plan)
+    orig_plan, orig_tasks, orig_analyse = steps._plan, runner.run_tasks, steps._analyse
+    steps._plan = timed("plan", orig_plan)
 
     def run_tasks(specs, root, **kw):
         chosen["workers"] = kw.get("workers")
@@ -102,7 +103,7 @@ def child(name: str, out: Path, workers: int | None) -> dict:
         return orig_tasks(specs, root, **kw)
 
     runner.run_tasks = timed("tasks", run_tasks)
-    phases._analyse = timed("analyse", orig_analyse)
+    steps._analyse = timed("analyse", orig_analyse)
     render = timed("render", figures) if figures is not None else None
     w0, c0 = time.perf_counter(), _cpu()
     summary = runner.run_study(name, out, quick=True, workers=workers, figures=render)
