@@ -24,6 +24,14 @@ Two sources, kept apart in the output (``source`` = ``measured`` or ``read``):
 
 The load average before and after is recorded; per-study lines and the totals are printed.
 
+``python benchmarks/studies.py --run-all [--quick] --json FILE [--studies a,b] [--workers N] [--keep DIR]``
+times ONE ``attnflow study run-all`` (every study's tasks in one pool of local workers, each study analysed
+as its tasks finish) in a fresh subprocess: its wall time, CPU time (the process and its reaped workers)
+and CPU utilisation, and per study its status, when it was done, its tasks' wall and CPU seconds inside the
+workers and its analysis' CPU seconds (from ``run_all.json``). It is recorded under ``run_all`` in the
+JSON file, beside a one-after-the-other measurement (``measured``) the file holds already, or the one of
+``--against FILE``; both totals are printed side by side.
+
 ``python benchmarks/studies.py --compare BEFORE.json AFTER.json`` prints the measured quick variants of two
 such files side by side (wall s, CPU s, CPU utilisation, the load average after each study, and the CPU
 ratio before / after): a change measured at two revisions (``PYTHONPATH`` pointing at each one's ``src``).
@@ -288,6 +296,79 @@ def compare(before: dict, after: dict) -> str:
     return "\n".join(lines)
 
 
+def run_all(quick: bool, studies: str | None, workers: int | None, keep: Path | None, timeout: float) -> dict:
+    """One ``attnflow study run-all`` in a subprocess, timed; its ``run_all.json`` rows per study."""
+    with tempfile.TemporaryDirectory(prefix="bench_run_all_") as tmp:
+        out = Path(tmp) / "run_all"
+        if keep is not None:
+            out = keep  # a run-all directory: a rerun into it resumes, so it must be new
+            if out.exists() and any(out.iterdir()):
+                raise SystemExit(
+                    f"--keep {out} is not empty: a run-all into it would resume; give a new directory"
+                )
+        cmd = [sys.executable, "-m", "attnflow.cli", "study", "run-all", "--out", str(out), "-q"]
+        cmd += ["--quick"] if quick else []
+        cmd += ["--only", studies] if studies else []
+        cmd += ["-j", str(workers)] if workers else []
+        load_before = os.getloadavg()
+        kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {"error": f"timeout > {timeout:g} s", "command": " ".join(cmd)}
+        wall = time.perf_counter() - t0
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (kids.ru_utime - kids0.ru_utime) + (kids.ru_stime - kids0.ru_stime)
+        try:
+            record = json.loads((out / "run_all.json").read_text())
+        except (OSError, ValueError) as exc:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            return {"error": f"exit {done.returncode}, no run_all.json ({exc}): {tail[0][:300]}"}
+    cores = os.cpu_count() or 1
+    return {
+        "variant": "quick" if quick else "full",
+        "command": " ".join(cmd),
+        "exit_code": done.returncode,
+        "workers": record.get("workers"),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_utilisation": cpu / wall / cores if wall > 0 else None,
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "run_all_wall_s": record.get("wall_s"),
+        "studies": record.get("studies", {}),
+        "output": done.stdout[-4000:],
+    }
+
+
+def run_all_table(row: dict, sequential: list[dict]) -> str:
+    """Markdown: per study the run-all's status, done-at, tasks' wall and CPU, analysis CPU, beside the
+    one-after-the-other run's wall and CPU; then both totals."""
+    seq = {r["study"]: r for r in sequential if "error" not in r}
+    lines = [
+        "| study | status | tasks | done at s | tasks wall s | tasks CPU s | analysis CPU s "
+        "| alone: wall s | alone: CPU s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in sorted(row["studies"].items()):
+        a = seq.get(name, {})
+        lines.append(
+            f"| {name} | {r.get('status')} | {r.get('tasks', '-')} | {fmt(r.get('done_after_s'))} "
+            f"| {fmt(r.get('tasks_wall_s'))} | {fmt(r.get('tasks_cpu_s'))} | {fmt(r.get('analysis_cpu_s'))} "
+            f"| {fmt(a.get('wall_s'))} | {fmt(a.get('cpu_s'))} |"
+        )
+    both = [seq[n] for n in row["studies"] if n in seq]
+    lines.append(
+        f"| **total** | {sum(r.get('status') == 'done' for r in row['studies'].values())} done | "
+        f"| **{fmt(row['wall_s'])}** (run-all wall) | "
+        f"| **{fmt(row['cpu_s'])}** (run-all CPU, util. {fmt(row['cpu_utilisation'], '.2f')}) | "
+        f"| **{fmt(sum(r['wall_s'] for r in both))}** ({len(both)} studies) "
+        f"| **{fmt(sum(r['cpu_s'] for r in both))}** |"
+    )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the results here")
@@ -306,6 +387,14 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--keep", type=Path, default=None, help="keep each measured study directory as KEEP/<study>"
     )
+    ap.add_argument("--run-all", action="store_true", help="time one `attnflow study run-all` (see above)")
+    ap.add_argument("--quick", action="store_true", help="with --run-all: the quick variants")
+    ap.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="with --run-all: the one-after-the-other measurement to compare",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -318,6 +407,32 @@ def main(argv=None) -> None:
         return
     if args.json is None:
         ap.error("--json FILE is required")
+    if args.run_all:
+        payload = json.loads(args.json.read_text()) if args.json.exists() else {"benchmark": "studies"}
+        against = json.loads(args.against.read_text()) if args.against else payload
+        row = run_all(args.quick, args.studies, args.workers, args.keep, args.timeout)
+        sequential = against.get("measured", [])
+        if "error" not in row:
+            row["sequential"] = {
+                "from": str(args.against or args.json),
+                "wall_s": sum(
+                    r["wall_s"] for r in sequential if "error" not in r and r["study"] in row["studies"]
+                ),
+                "cpu_s": sum(
+                    r["cpu_s"] for r in sequential if "error" not in r and r["study"] in row["studies"]
+                ),
+                "studies": sorted(
+                    r["study"] for r in sequential if "error" not in r and r["study"] in row["studies"]
+                ),
+            }
+            row["table"] = run_all_table(row, sequential)
+            print(row["table"])
+        else:
+            print(f"run-all failed: {row['error']}")
+        payload["run_all"] = row
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(payload, indent=1))
+        return
     from attnflow.studies import available_studies
 
     names = args.studies.split(",") if args.studies else sorted(available_studies())
