@@ -409,8 +409,8 @@ def main(argv=None) -> None:
         ap.error("--json FILE is required")
     if args.run_all:
         payload = json.loads(args.json.read_text()) if args.json.exists() else {"benchmark": "studies"}
-        against = json.loads(args.against.read_text()) if args.against else payload
         row = run_all(args.quick, args.studies, args.workers, args.keep, args.timeout)
+        against = json.loads(args.against.read_text()) if args.against else payload  # read once it ran
         sequential = against.get("measured", [])
         if "error" not in row:
             row["sequential"] = {
