@@ -1,6 +1,7 @@
 """Key-by-key comparison of two study summaries.
 
-``python benchmarks/compare_summaries.py OLD NEW [--skip K ...]``
+``python benchmarks/compare_summaries.py OLD NEW [--skip K ...]``; with two directories of study
+directories (``OLD/<study>/summary.json``), one line per study found in both, then what moved.
 
 Walks every key of the two ``summary.json`` files except the runner's record and the timing keys
 (``--skip`` adds more), prints how many numbers are equal bit for bit, every number that moved with its
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 #: the runner's record and wall-clock keys: not results
 RUNNER = {
@@ -56,6 +58,50 @@ def compare(a, b, skip: set[str]) -> tuple[int, list, list]:
     return same, moved, other
 
 
+def timing_keys(study: str) -> set[str]:
+    """The keys the study declares wall-clock (``Study.timing_keys``), if attnflow knows the study."""
+    try:
+        from attnflow.studies import get_study
+
+        return set(get_study(study).timing_keys)
+    except Exception:  # noqa: BLE001 - an unknown study or no attnflow: only the common timing keys
+        return set()
+
+
+def compare_dirs(old: Path, new: Path, skip: set[str], show: int) -> None:
+    """One line per study directory found in both ``old`` and ``new`` (e.g. two runs of every quick variant),
+    then the numbers that moved in each study where some did."""
+    names = sorted(
+        p.name
+        for p in old.iterdir()
+        if (p / "summary.json").is_file() and (new / p.name / "summary.json").is_file()
+    )
+    only = sorted(
+        {p.name for p in old.iterdir() if (p / "summary.json").is_file()}
+        ^ {p.name for p in new.iterdir() if (p / "summary.json").is_file()}
+    )
+    print(f"{len(names)} studies in both; only in one: {', '.join(only) or 'none'}")
+    details = []
+    for name in names:
+        a, b = (json.loads((d / name / "summary.json").read_text()) for d in (old, new))
+        same, moved, other = compare(a, b, skip | timing_keys(name))
+        vo = {r["id"]: r.get("verdict") for r in a.get("verdicts", [])}
+        vn = {r["id"]: r.get("verdict") for r in b.get("verdicts", [])}
+        changed = sum(vo.get(k) != vn.get(k) for k in set(vo) | set(vn))
+        top = f", largest relative change {moved[0][3]:.3g}" if moved else ""
+        print(
+            f"{name}: {same} equal, {len(moved)} moved{top}, {len(other)} other, {changed} verdicts changed"
+        )
+        if moved or other:
+            details.append((name, moved, other))
+    for name, moved, other in details:
+        print(f"-- {name}")
+        for p, x, y, rel in moved[:show]:
+            print(f"  {rel:.3g}  {p}: {x!r} -> {y!r}")
+        for p, what in other[:show]:
+            print(f"  {p}: {what}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("old")
@@ -63,6 +109,9 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[])
     ap.add_argument("--show", type=int, default=30, help="moved numbers to print")
     a = ap.parse_args()
+    if Path(a.old).is_dir() and Path(a.new).is_dir():
+        compare_dirs(Path(a.old), Path(a.new), RUNNER | TIMING | set(a.skip), a.show)
+        return
     with open(a.old) as f:
         old = json.load(f)
     with open(a.new) as f:
