@@ -375,7 +375,11 @@ def main(argv=None) -> None:
     ap.add_argument("--studies", default=None, help="comma-separated names (default: every registered study)")
     ap.add_argument("--workers", type=int, default=None, help="local workers (default: the runner's choice)")
     ap.add_argument("--timeout", type=float, default=600.0, help="per-study limit of the quick runs, seconds")
-    ap.add_argument("--no-run", action="store_true", help="only read the committed full variants")
+    ap.add_argument(
+        "--no-run",
+        action="store_true",
+        help="only read the committed full variants (with --run-all: compare the recorded run-all again)",
+    )
     ap.add_argument(
         "--resume",
         action="store_true",
@@ -409,7 +413,10 @@ def main(argv=None) -> None:
         ap.error("--json FILE is required")
     if args.run_all:
         payload = json.loads(args.json.read_text()) if args.json.exists() else {"benchmark": "studies"}
-        row = run_all(args.quick, args.studies, args.workers, args.keep, args.timeout)
+        if args.no_run:  # compare the run-all recorded in --json again (e.g. with a finished --against)
+            row = payload["run_all"]
+        else:
+            row = run_all(args.quick, args.studies, args.workers, args.keep, args.timeout)
         against = json.loads(args.against.read_text()) if args.against else payload  # read once it ran
         sequential = against.get("measured", [])
         if "error" not in row:
