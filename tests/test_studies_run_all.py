@@ -97,6 +97,8 @@ def test_run_all_gives_each_study_the_directory_of_run_study(quick_study, tmp_pa
             p.name for p in clean.iterdir() if p.suffix in (".json", ".md")
         )
         assert study_info(out)["status"] == "done"
+    shown = runner.invoke(app, ["study", "show", str(tmp_path / "all" / "entropy")])
+    assert shown.exit_code == 0 and "status: done" in shown.output, shown.output
     # a single-study run on a run-all's study directory resumes: every task found complete, same numbers
     again = run_study(
         "sufficient_condition", tmp_path / "all" / "sufficient_condition", quick=True, workers=1
