@@ -2001,8 +2001,12 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
             return f"main {main}; undecided: {', '.join(und)}"
     if verdict == "fails" and unmeasured_outcomes:
         k, j = len(unmeasured_outcomes), sum(o == "holds" for o in unmeasured_outcomes)
-        tail = ("which would hold on their own" if j == k else "none of which would hold on its own" if j == 0
-                else f"of which {j} would hold on their own")  # fmt: skip
+        if j == k:
+            tail = "which would hold on its own" if k == 1 else "which would hold on their own"
+        else:
+            tail = (
+                "none of which would hold on its own" if j == 0 else f"of which {j} would hold on their own"
+            )
         return f"fails where measurable ({k} value{'s' * (k != 1)} unmeasured, {tail})"
     return verdict
 
@@ -2023,9 +2027,9 @@ def specificity(vid: str, spec: dict) -> str:
     if also:
         return "holds, not specific to training (also holds in null " + ", ".join(also) + ")" + excl
     present = [e for e in use.values() if e is not None]
-    if present and all(e["verdict"] == "description" or e.get("guard") for e in present):
+    if present and all(e["verdict"] in ("description", "identity") or e.get("guard") for e in present):
         return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
-                f"description: {named})" + excl)  # fmt: skip
+                f"description or an identity: {named})" + excl)  # fmt: skip
     return "holds; in the null(s): " + named + excl
 
 
@@ -2376,7 +2380,8 @@ def verdict_tables(summary: dict) -> list[Table]:
                     res["stand_still"]["value"], res["stand_still"]["outcome"]) + (
                     "" if not (p := res["stand_still"].get("paired_test")) else
                     f"; flow - still {p['value']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]: "
-                    f"{p['named']}"),
+                    f"{p['named']}") + ("; paired test uninformative here (review round 6, F5)" if res.get(
+                    "paired_test_uninformative") else ""),
                 "unmeasured": "; ".join(x.split(":")[0] for x in res.get("unmeasured", [])),
                 "steps": "; ".join(
                     f"K = {k}: {v:.3f}" for k, v in zip(lad["K"], lad["values"], strict=True)
