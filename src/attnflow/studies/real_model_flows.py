@@ -67,6 +67,15 @@ fails before the description rule (F5); ``combine`` names only the checks whose 
 trained 'holds' say whether a null holds the same claim and a null's over-clustering fail says 'too slow
 at T_l = 1' (``null_specificity``, F8). The step rule runs per flow (``step_per_flow``): only the flows not
 yet converged go to the next rung.
+
+Review round 6 (analysis of the stored data; the lead's decisions, declared 2026-12-04): the paired test's
+margin is also a robustness check at x0.5 and x1.5 (``control_margin_variants``, F1); 'worse than standing
+still' needs the margin as 'better' does (``control_paired_rule``, F2); each test record says its verdict in
+words (``verdict_reading``: 'main fails; undecided: ...', 'fails where measurable (...)', F3, F6); a flow is
+converged only when every quantity of it is (F4); a 'follows' value that is the collapse reads 'collapses',
+whatever the step, every 'follows' value is paired against the collapse too, and an over-clusters paired
+test that cannot fail says so (``collapse_outcome``, ``collapse_depth1_cos``, F4, F5); 'specificity untested'
+where the nulls cannot speak, and a null run without the step ladder never labels a trained record (F7).
 """
 
 from __future__ import annotations

@@ -54,9 +54,9 @@ def main(argv: list[str]) -> int:
             if a["dir"] != d:
                 continue
             b = before.get(rid, {})
-            if (b.get("verdict"), b.get("value"), b.get("null_specificity")) == (
-                a["verdict"], a["value"], a.get("null_specificity")) and not a.get("reading", "").startswith(
-                    ("main ", "fails where", "collapses")):  # fmt: skip
+            same = (b.get("verdict"), b.get("value"), b.get("null_specificity")) == (
+                a["verdict"], a["value"], a.get("null_specificity"))  # fmt: skip
+            if same and not (a.get("reading") or "").startswith(("main ", "fails where", "collapses")):
                 continue
             bv = b.get("value") if b.get("value") is not None else b.get("unmeasured_value")
             av = a["value"] if a["value"] is not None else a.get("unmeasured_value")
