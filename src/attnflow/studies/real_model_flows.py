@@ -2434,7 +2434,9 @@ def verdict_tables(summary: dict) -> list[Table]:
                 "5: flow - stand-still with its interval against the margin (config control_margin_*). A "
                 "record whose main value is unmeasured (step not converged, collapse control) shows no value "
                 "(the reason beside the verdict); '(not specific to training)': the same claim holds in a "
-                "null (config null_specificity).",
+                "null (config null_specificity). Since review round 6 the verdict is followed by its reading "
+                "where it says more ('main fails; undecided: ...', 'collapses: ...', 'fails where measurable "
+                "(...)'; config verdict_reading), and '(specificity untested)' where no null can tell.",
             ))  # fmt: skip
     return out
 
