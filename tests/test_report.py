@@ -115,14 +115,7 @@ def test_run_report_is_self_contained_and_matches_the_store(run_dir):
     assert not re.search(r'<(script|img|link|iframe)[^>]+(src|href)="(https?:)?//', text)
     assert "<script src" not in text and "Plotly.newPlot" in text and "plotly.js" in text.lower()
     assert _section_ids(text) == [
-        "notes",
-        "overview",
-        "config",
-        "metadata",
-        "ledger",
-        "clustering",
-        "tokens",
-        "data",
+        "notes", "overview", "config", "metadata", "ledger", "clustering", "tokens", "data"
     ]
     figs = _embedded(text, "af-figures")
     g2 = _stored(run_dir, "G2")  # (path, time)
@@ -170,14 +163,7 @@ def test_run_report_thinned_as_stated(run_dir, tmp_path):
 def test_sweep_report(sweep_dir):
     text = write_report(sweep_dir).read_text()
     assert _section_ids(text) == [
-        "notes",
-        "overview",
-        "config",
-        "tasks",
-        "ledger",
-        "clustering",
-        "tokens",
-        "data",
+        "notes", "overview", "config", "tasks", "ledger", "clustering", "tokens", "data"
     ]
     tasks = sorted(p.name for p in sweep_dir.iterdir() if p.name.startswith("task-"))
     assert len(tasks) == 2
@@ -189,12 +175,7 @@ def test_sweep_report(sweep_dir):
         np.testing.assert_allclose(tr["y"], _stored(sweep_dir / task, "G2").mean(axis=0), rtol=1e-5)
     # several runs: one figure per variable, one mean line (and band) per run
     assert list(figs) == [
-        "fig-g2",
-        "fig-ghat2",
-        "fig-energy",
-        "fig-residual-paper",
-        "fig-residual-exact",
-        "fig-clustering",
+        "fig-g2", "fig-ghat2", "fig-energy", "fig-residual-paper", "fig-residual-exact", "fig-clustering"
     ]
     for task in tasks:
         tr = next(tr for tr in figs["fig-residual-exact"]["data"] if tr["name"] == f"{task}: residual_exact")
