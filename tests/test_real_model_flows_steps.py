@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flows_helpers import fake_profiles
+from flows_helpers import fake_ladder, with_chosen
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -32,46 +32,6 @@ def test_choose_step_picks_the_smallest_converged_rung_and_flags_the_rest():
     assert pick["chosen"] == 64 and pick["converged"] == {"a": True, "b": False}
 
 
-def _fake_ladder(S=12, L=3, trend=0.1, drift=None, Ks=(4, 16, 64)) -> dict:
-    """A fake family whose every flow is the model + 0.02 in mean cosine (holds every 'follows' criterion);
-    at rung K the flow ``drift[0]`` is shifted further by ``drift[1](K)`` (a quantity that moves with the
-    step). Main statistics = the chosen rung's (set by the caller)."""
-    from attnflow.studies.real_model_flows import STEP_FLOWS, _halves
-
-    rng = np.random.default_rng(0)
-    base, shifted = fake_profiles(rng, S, L, trend)
-
-    def level(K):
-        extra = {} if drift is None else {drift[0]: drift[1](K)}
-        A, B = _halves(S, 0)
-        fit = shifted(0.02 + extra.get("fitted_time", 0.0))
-        return {"sphere": {f: shifted(0.02 + extra.get(f, 0.0)) for f in STEP_FLOWS},
-                "fitted": {"split_seed": 0, "direction": "A->B", "report": B,
-                           "stats": {"sphere": {k: v[B] for k, v in fit.items()}}}}  # fmt: skip
-
-    levels = {str(K): level(K) for K in Ks}
-    fitted = []
-    for s in (0, 1):
-        A, B = _halves(S, s)
-        for name, rep in (("A->B", B), ("B->A", A)):
-            st = {k: np.asarray(v)[rep] for k, v in shifted(0.02).items()}
-            fitted.append({"split_seed": s, "direction": name, "report": rep,
-                           "stats": {"sphere": st, "hidden": st}})  # fmt: skip
-    return {"tokens": [10] * S, "model": {"name": "fake"}, "base": base, "levels": levels, "fitted": fitted}
-
-
-def _with_chosen(fake: dict, K: int, cpu=None) -> dict:
-    sphere = {"model": fake["base"], "no_mlp": fake["levels"][str(K)]["sphere"]["attention"],
-              **fake["levels"][str(K)]["sphere"]}  # fmt: skip
-    fitted = [dict(f) for f in fake["fitted"]]
-    fitted[0] = {**fitted[0], "stats": {r: fake["levels"][str(K)]["fitted"]["stats"]["sphere"] for r in
-                                        ("sphere", "hidden")}}  # fmt: skip
-    return {"tokens": fake["tokens"], "model": fake["model"], "stats": {"sphere": sphere, "hidden": sphere},
-            "fitted": fitted, "step": K,
-            "step_ladder": {"candidates": [4, 16, 64], "chosen": K, "levels": fake["levels"],
-                            "cpu_s": cpu or {k: 1.0 for k in fake["levels"]}}}  # fmt: skip
-
-
 def test_records_report_the_ladder_and_mark_a_quantity_not_converged():
     """The records carry every rung's value and the chosen K; a record whose quantity still moves by >= 1/4
     of its threshold between the last two rungs is inconclusive ('step count: not converged'), however
@@ -81,8 +41,8 @@ def test_records_report_the_ladder_and_mark_a_quantity_not_converged():
     c = FlowsConfig(families=["tiny-bert"], bootstrap=20)  # 20 resamples: values 0.02 vs threshold 0.1
     # (e)'s cosine gap: 0.02 + 0.0, 0.02 + 0.03, 0.02 + 0.06 -> moves 0.03 between every rung (>= 0.025);
     # the relative gaps of (e) move by 0.03 x 1 too (shift x), under their tolerance 0.0625
-    fake = _fake_ladder(drift=("mlp", lambda K: {4: 0.0, 16: 0.03, 64: 0.06}[K]))
-    res = _with_chosen(fake, 64)
+    fake = fake_ladder(drift=("mlp", lambda K: {4: 0.0, 16: 0.03, 64: 0.06}[K]))
+    res = with_chosen(fake, 64)
     v = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": res})}
     r = v["mlp-cos"]
     lad = r.result["step_ladder"]
@@ -97,10 +57,14 @@ def test_records_report_the_ladder_and_mark_a_quantity_not_converged():
     assert r.result["unmeasured_main"].startswith("step not converged at K = 64: K = 16 -> 64")
     assert r.verdict == "inconclusive" and r.notes.startswith("inconclusive: step not converged at K = 64")
     # the other records: converged, holding where they held, no step check
-    for k in ("fitted-time-cos", "frames-mlp-cos", "mlp-erank"):
+    for k in ("fitted-time-cos", "frames-mlp-cos"):
         assert v[k].result["step_ladder"]["converged"] is True, k
         assert not any(x.choice == "step count" for x in v[k].robustness), k
         assert v[k].verdict == "holds", k
+    # (e)'s rank record converged in its own quantity, but flow (e) has not (review round 6, F4)
+    assert v["mlp-erank"].result["step_ladder"]["converged"] is True
+    assert v["mlp-erank"].verdict == "inconclusive"
+    assert "flow (e) has not converged (mlp-cos: K = 16 -> 64" in v["mlp-erank"].result["unmeasured_main"]
     row = next(x for x in verdict_tables({"families": {"tiny-bert": {}},
                                           "verdicts": [x.to_json() for x in v.values()]})[0].rows
                if x["claim"] == "mlp-cos")  # fmt: skip
@@ -210,8 +174,8 @@ def test_an_outcome_flip_between_rungs_is_not_converged_and_the_finest_rung_is_r
     from attnflow.studies.real_model_flows import FlowsConfig, records
 
     c = FlowsConfig(families=["tiny-bert"], bootstrap=20)  # paired constant shifts: degenerate intervals
-    fake = _fake_ladder(drift=("mlp", lambda K: {4: 0.07, 16: 0.09}[K]), Ks=(4, 16))
-    v = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": _with_chosen(fake, 4)})}
+    fake = fake_ladder(drift=("mlp", lambda K: {4: 0.07, 16: 0.09}[K]), Ks=(4, 16))
+    v = {r.id.split("tiny-bert-")[1]: r for r in records({}, c, {"tiny-bert": with_chosen(fake, 4)})}
     r = v["mlp-cos"]
     lad = r.result["step_ladder"]
     assert lad["move"] == pytest.approx(0.02) and lad["move"] < lad["tolerance"]

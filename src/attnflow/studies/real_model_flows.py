@@ -67,6 +67,15 @@ fails before the description rule (F5); ``combine`` names only the checks whose 
 trained 'holds' say whether a null holds the same claim and a null's over-clustering fail says 'too slow
 at T_l = 1' (``null_specificity``, F8). The step rule runs per flow (``step_per_flow``): only the flows not
 yet converged go to the next rung.
+
+Review round 6 (analysis of the stored data; the lead's decisions, declared 2026-12-04): the paired test's
+margin is also a robustness check at x0.5 and x1.5 (``control_margin_variants``, F1); 'worse than standing
+still' needs the margin as 'better' does (``control_paired_rule``, F2); each test record says its verdict in
+words (``verdict_reading``: 'main fails; undecided: ...', 'fails where measurable (...)', F3, F6); a flow is
+converged only when every quantity of it is (F4); a 'follows' value that is the collapse reads 'collapses',
+whatever the step, every 'follows' value is paired against the collapse too, and an over-clusters paired
+test that cannot fail says so (``collapse_outcome``, ``collapse_depth1_cos``, F4, F5); 'specificity untested'
+where the nulls cannot speak, and a null run without the step ladder never labels a trained record (F7).
 """
 
 from __future__ import annotations
@@ -85,6 +94,7 @@ from ..analysis.verdicts import (
     Criterion,
     RobustnessCheck,
     VerdictRecord,
+    combine,
     record_description,
     record_identity,
     record_test,
@@ -192,7 +202,11 @@ class FlowsConfig(StudyConfig):
         "every watched quantity OF THAT FLOW; only the flows not yet converged are run at the next rung. "
         "The rule (tolerance, outcome, candidates) is otherwise unchanged; every record and robustness "
         "variant then runs each flow at its own K (result.step_ladder.chosen: flow -> K). False: one K per "
-        "family (every flow at every rung; the runs before 2026-12-03)",
+        "family (every flow at every rung; the runs before 2026-12-03). Applied in the records since review "
+        "round 6 (F4, 2026-12-04, the lead's decision): a flow is converged at its K only when EVERY "
+        "quantity of that flow (every record of it the rule watches) has converged (move < tolerance, "
+        "outcome unchanged); every record of a flow that has not is inconclusive 'step not converged' (also "
+        "in the runs without the ladder, whose check 'step count' is the ladder they have)",
     )
     step_tolerance_share: PositiveFloat = Field(
         0.25,
@@ -364,11 +378,71 @@ class FlowsConfig(StudyConfig):
         description="post-review amendment of 2026-12-03, review round 5 (F8); declared before the SmolLM2 "
         "rerun: a trained family's record that holds is labelled, in its result (null_specificity) and "
         "notes, 'holds, not specific to training (also holds in null ...)' where the same record (same id "
-        "after the family name) also holds in one of its nulls ('-permuted', '-random') computed in the same "
-        "records() call; and a null's 'over-clusters' record that fails states its guard: the flow runs one "
-        "time unit per layer, and a flow that does not over-cluster in that time may still cluster later "
-        "(random MiniLM heads reach 0.561 with ten units), so the fail says 'too slow at T_l = 1', and is "
-        "not evidence that the null's heads cannot cluster",
+        "after the family name) also holds in one of its nulls ('-permuted', '-random') computed in the "
+        "same records() call; and a null's 'over-clusters' record that fails states its guard: the flow "
+        "runs one time unit per layer, and a flow that does not over-cluster in that time may still cluster "
+        "later (random MiniLM heads reach 0.561 with ten units), so the fail says 'too slow at T_l = 1', "
+        "and is not evidence that the null's heads cannot cluster. Amended 2026-12-04 (review round 6, F7, "
+        "the lead's decision): 'specificity untested' where every null's record of the claim fails only by "
+        "that guard or is a description; a null run without the step ladder (SmolLM2's nulls at K = 4) "
+        "never labels a trained record: 'specificity untested (nulls not run under the step ladder)' where "
+        "no laddered null is left",
+    )
+
+    # -- review round 6 (2026-12-04), the lead's decisions on notes6.md, applied to the stored data --
+    control_margin_variants: list[PositiveFloat] = Field(
+        [0.5, 1.5],
+        description="post-review amendment of 2026-12-04, review round 6 (F1); the lead's decision, applied "
+        "to the stored data (no rerun): the margin of the paired stand-still test (control_margin_*) stays "
+        "the criterion's threshold for the main decision and is also a declared robustness check, 'stand-"
+        "still margin': the main value decided again with the margin times each factor here (its own "
+        "criterion, the paired test at that margin, the collapse pairing). A record holds only if it "
+        "survives them, as every other robustness check (verdicts.combine); the whole record's verdict at "
+        "each factor (every value re-decided) is reported in result.margin_variants. Empty: no check",
+    )
+    control_paired_rule: Literal["symmetric", "asymmetric"] = Field(
+        "symmetric",
+        description="post-review amendment of 2026-12-04, review round 6 (F2); the lead's decision, applied "
+        "to the stored data: the 'follows' records' paired stand-still test d = gap(flow) - "
+        "gap(stand-still). 'symmetric': 'better than standing still' (holds) when d <= -margin (whole "
+        "interval), 'worse than standing still' (fails) when d >= +margin (whole interval), 'no better than "
+        "standing still' (inconclusive) when the whole interval is above -margin but not worse, else 'not "
+        "decided against standing still' (inconclusive). 'asymmetric': the round-5 rule (worse when d > 0; "
+        "'no better' fails where the stand-still itself fails the criterion), kept to report the verdicts "
+        "under it beside the new ones (review/round6_applied.md)",
+    )
+    collapse_outcome: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 6 (F4, F5); the lead's decision, "
+        "applied to the stored data: (i) a flow 'collapses' when its mean cosine (sphere tokens, mean over "
+        "the sentences) at depth 1 is >= collapse_depth1_cos (1.000 to 3 decimals) at the step its value is "
+        "reported at; a 'follows' record whose flow collapses and whose value's 95% interval overlaps the "
+        "collapse control's is reported as 'collapses: the flow drives every token to one point', whatever "
+        "the step (the value cannot move past the collapse): outcome 'fails' where the collapse control "
+        "fails the criterion (a flow that collapses does not follow a model that does not), else "
+        "'inconclusive'; its checks are kept apart (result.checks_not_combined). A 'follows' record whose "
+        "flow collapses cannot hold (a main 'holds' becomes inconclusive). (ii) every 'follows' value is "
+        "paired against the collapse as against the stand-still (d = gap(flow) - gap(collapse), same "
+        "resamples, the record's margin): the value holds only if it is also 'better than a collapse' (d <= "
+        "-margin, whole interval); otherwise the pairing cannot make it fail. 'better than standing still' "
+        "is named only where the collapse itself is not better than standing still by the same test. "
+        "(iii) an 'over-clusters' value whose stand-still lies at or below criterion - margin (whole "
+        "interval) says 'paired test uninformative here' (wherever the criterion holds the paired test "
+        "holds too). False: the round-5 records",
+    )
+    collapse_depth1_cos: PositiveFloat = Field(
+        0.9995,
+        description="post-review amendment of 2026-12-04, review round 6 (F4): the depth-1 mean cosine at or "
+        "above which a flow collapses (config collapse_outcome): 1.000 to three decimals",
+    )
+    verdict_reading: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 6 (F3, F6); the lead's decision: each "
+        "test record gets result.reading, its verdict in words, the class unchanged (combine's): where "
+        "combine gives 'inconclusive' from a decided main outcome and undecided values, 'main fails; "
+        "undecided: joined sentences 3' (every undecided value named); where a record fails and values the "
+        "collapse control cannot measure were left out, 'fails where measurable (k values unmeasured, which "
+        "would hold on their own)' (counted apart in the summary counts)",
     )
 
     saturation_tolerance: PositiveFloat = Field(
@@ -1350,18 +1424,23 @@ _MARGIN = {
 }
 
 
-def paired_outcome(kind: str, d: float, dci, margin: float, still_outcome: str) -> dict:
-    """The paired stand-still test of one value (config ``control_margin_*``; review round 5, F1-F3):
-    ``d`` = q(flow) - q(stand-still) with its paired interval ``dci``.
+def paired_outcome(kind: str, d: float, dci, margin: float, still_outcome: str, *,
+                   rule: str = "symmetric", against: str = "standing still") -> dict:  # fmt: skip
+    """The paired test of one value against a trivial flow (config ``control_margin_*``; review rounds 5,
+    6): ``d`` = q(flow) - q(``against``: the stand-still, or the collapse) with its paired interval ``dci``.
 
     'over-clusters' (kind ``over``): holds when the whole interval is >= ``margin`` (the flow raises the
     mean cosine above z_0 by at least the margin), fails when all of it is below, else inconclusive.
-    'follows' (``gap``, ``rel``): 'better than standing still' (holds) when the whole interval is <=
-    -margin; 'worse than standing still' (fails) when all of it is > 0; 'no better than standing still'
-    when all of it is > -margin: fails where the stand-still itself fails the criterion
-    (``still_outcome``; a flow could have been better by the margin), inconclusive where it does not (no
-    flow could: not evidence against the flow); else inconclusive.
+    'follows' (``gap``, ``rel``), ``rule`` (config ``control_paired_rule``) 'symmetric' (review round 6, F2):
+    'better than ...' (holds) when the whole interval is <= -margin; 'worse than ...' (fails) when it is
+    >= +margin; 'no better than ...' (inconclusive) when it is above -margin, not worse; else 'not decided
+    against ...' (inconclusive). 'asymmetric' (round 5): worse when all of it is > 0, and 'no better' fails
+    where the stand-still itself fails the criterion (``still_outcome``).
     """
+    if rule not in ("symmetric", "asymmetric"):
+        raise ValueError(
+            f"rule must be 'symmetric' or 'asymmetric' (config control_paired_rule): got {rule!r}"
+        )
     lo, hi = float(dci[0]), float(dci[1])
     if kind == "over":
         out = "holds" if lo >= margin else "fails" if hi < margin else "inconclusive"
@@ -1369,51 +1448,94 @@ def paired_outcome(kind: str, d: float, dci, margin: float, still_outcome: str) 
                  "fails": "no more than standing still by the margin",
                  "inconclusive": "not decided against standing still"}[out]  # fmt: skip
     elif hi <= -margin:
-        out, named = "holds", "better than standing still"
-    elif lo > 0:
-        out, named = "fails", "worse than standing still"
+        out, named = "holds", f"better than {against}"
+    elif (lo >= margin) if rule == "symmetric" else (lo > 0):
+        out, named = "fails", f"worse than {against}"
     elif lo > -margin:
-        out = "fails" if still_outcome == "fails" else "inconclusive"
-        named = "no better than standing still"
+        out = "fails" if rule == "asymmetric" and still_outcome == "fails" else "inconclusive"
+        named = f"no better than {against}"
     else:
-        out, named = "inconclusive", "not decided against standing still"
+        out, named = "inconclusive", f"not decided against {against}"
     return {"value": float(d), "ci95": [lo, hi], "margin": float(margin), "outcome": out, "named": named}
 
 
+def _paired_boot(q, m: np.ndarray, f: np.ndarray, x: np.ndarray, B: int, seed: int):
+    """q(m, f) - q(m, x) on all sentences with its paired bootstrap interval (the same resamples)."""
+    both = np.stack([np.asarray(f, float), np.asarray(x, float)], axis=-1)
+    return _boot(lambda a, b: q(a, b[..., 0]) - q(a, b[..., 1]), m, both, B, seed)
+
+
+def _value_outcome(own: str, tests: list[str]) -> str:
+    """A value's outcome from its criterion's (``own``) and the paired tests' outcomes that may fail it."""
+    return "fails" if "fails" in (own, *tests) else "holds" if all(t == "holds" for t in (own, *tests)) else (
+        "inconclusive")  # fmt: skip
+
+
 def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
-           kind: str = "over", margin: float | None = None) -> dict:  # fmt: skip
+           kind: str = "over", margin: float | None = None, rule: str = "symmetric",
+           margin_factors=(), collapse_pair: bool = False) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
     the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
     scored on the same reference ``m`` by the same q, criterion and resamples.
 
     The stand-still control decides by the paired difference (review round 5, F1-F3; ``margin``, config
-    ``control_margin_*``; :func:`paired_outcome`): the value's ``outcome`` is ``fails`` if the criterion
-    or the paired test fails, ``holds`` if both hold, else ``inconclusive``. The collapse control ('follows'
-    records) keeps the round-4 rule: ``measured`` is False where it does not fail the criterion and the
-    value does not fail either (``blocked_by``). A reference without a finite depth-0 statistic cannot be
-    controlled (``missing_depth0``: the criterion alone decides)."""
+    ``control_margin_*``; :func:`paired_outcome` under ``rule``, config ``control_paired_rule``): the
+    value's ``outcome`` is ``fails`` if the criterion or the paired test fails, ``holds`` if both hold, else
+    ``inconclusive``. With ``collapse_pair`` (config ``collapse_outcome``; review round 6, F5) a 'follows'
+    value is also paired against the collapse: it holds only if it is better than a collapse too, and the
+    stand-still test is named 'better than standing still' only where the collapse is not (the collapse's
+    own test against the stand-still, ``controls['collapse']['vs_stand_still']``). ``margin_factors``
+    (config ``control_margin_variants``; F1): the outcome with the margin times each factor, in
+    ``outcome_margin``. The collapse control keeps the round-4 rule: ``measured`` is False where it does
+    not fail the criterion and the value does not fail either (``blocked_by``). A reference without a
+    finite depth-0 statistic cannot be controlled (``missing_depth0``: the criterion alone decides)."""
     v, ci = _boot(q, m, f, B, seed)
     own = crit.decide(v, ci)
     out = {"value": v, "ci95": list(ci), "outcome": own, "outcome_flow": own, "controls": {},
-           "blocked_by": [], "measured": True}  # fmt: skip
+           "blocked_by": [], "measured": True,
+           "outcome_margin": {s: own for s in margin_factors}}  # fmt: skip
     if controls and not np.all(np.isfinite(np.asarray(m, float)[:, 0])):
         out["missing_depth0"] = True
         return out
+    diffs = {}
     for name in controls:
         x = (_still if name == "stand-still" else _collapse)(m)
         cv, cci = _boot(q, m, x, B, seed)
         ctl = {"value": cv, "ci95": list(cci), "outcome": crit.decide(cv, cci)}
-        if name == "stand-still" and margin is not None:
-            both = np.stack([np.asarray(f, float), x], axis=-1)
-            dv, dci = _boot(lambda a, b: q(a, b[..., 0]) - q(a, b[..., 1]), m, both, B, seed)
-            ctl["paired"] = paired_outcome(kind, dv, dci, margin, ctl["outcome"])
+        if margin is not None and (name == "stand-still" or collapse_pair):
+            diffs[name] = _paired_boot(q, m, f, x, B, seed)
+            ctl["paired"] = paired_outcome(
+                kind,
+                *diffs[name],
+                margin,
+                ctl["outcome"],
+                rule=rule,
+                against="standing still" if name == "stand-still" else "a collapse",
+            )
         out["controls"][name] = ctl
-    paired = out["controls"].get("stand-still", {}).get("paired")
-    if paired is not None:
-        po = paired["outcome"]
-        out["outcome"] = ("fails" if "fails" in (own, po) else "holds" if own == po == "holds"
-                          else "inconclusive")  # fmt: skip
-    col = out["controls"].get("collapse")
+    ss, col = out["controls"].get("stand-still"), out["controls"].get("collapse")
+    if ss is not None and col is not None and "paired" in col and "paired" in ss:
+        # the collapse's own paired test against the stand-still (F5): where it is 'better than standing
+        # still' too, the flow's 'better than standing still' says nothing about following
+        x_ss, x_col = _still(m), _collapse(m)
+        cs = paired_outcome(kind, *_paired_boot(q, m, x_col, x_ss, B, seed), margin, ss["outcome"], rule=rule)
+        col["vs_stand_still"] = cs
+        if ss["paired"]["outcome"] == "holds" and cs["outcome"] == "holds":
+            ss["paired"]["named"] = "closer than standing still, but so is a collapse"
+
+    def decide(mg: float, names=("stand-still", "collapse")) -> str:
+        tests = []
+        for name, (dv, dci) in ((n, d) for n, d in diffs.items() if n in names):
+            y = out["controls"][name]
+            p = paired_outcome(kind, dv, dci, mg, y["outcome"], rule=rule)
+            tests.append(p["outcome"] if name == "stand-still" else
+                         "holds" if p["outcome"] == "holds" else "inconclusive")  # fmt: skip
+        return _value_outcome(own, tests)
+
+    if diffs:
+        out["outcome"] = decide(margin)
+        out["outcome_without_collapse"] = decide(margin, ("stand-still",))  # F6: 'would hold on its own'
+        out["outcome_margin"] = {s: decide(margin * s) for s in margin_factors}
     if col is not None and col["outcome"] != "fails" and out["outcome"] != "fails":
         out["blocked_by"] = ["collapse"]
         out["measured"] = False
@@ -1427,7 +1549,7 @@ def _describe(x: dict) -> str:
         t = f"{n} {y['value']:.3f} [{y['ci95'][0]:.3f}, {y['ci95'][1]:.3f}] {y['outcome']}"
         if "paired" in y:
             p = y["paired"]
-            t += (f"; flow - stand-still {p['value']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]: "
+            t += (f"; flow - {n} {p['value']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]: "
                   f"{p['named']} (margin {p['margin']:g})")  # fmt: skip
         parts.append(t)
     return "; ".join(parts)
@@ -1435,16 +1557,20 @@ def _describe(x: dict) -> str:
 
 def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs, controls=(),
            log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
-           unmeasured: list | None = None) -> None:  # fmt: skip
+           unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
+           collapse_pair: bool = False, unmeasured_outcomes: list | None = None) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
     interval for each (ref, flow) pair, each value's outcome decided with its own controls
     (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
-    check (it is listed in ``unmeasured`` with its reason, not entered as inconclusive); a check with no
-    measured value is left out. ``log`` (choice -> per value: value, outcomes, controls) keeps what the
+    check (it is listed in ``unmeasured`` with its reason, its outcome without the collapse rule in
+    ``unmeasured_outcomes``, not entered as inconclusive); a check with no measured value is left out.
+    ``rob_alt`` (margin factor -> list; review round 6, F1): the same check with every value decided at the
+    margin times that factor. ``log`` (choice -> per value: value, outcomes, controls) keeps what the
     controls did."""
     qs = [q] * len(pairs) if qs is None else qs
-    xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin) for qq, p in
-          zip(qs, pairs, strict=True)]  # fmt: skip
+    factors = tuple(rob_alt or ())
+    xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin, rule=rule, margin_factors=factors,
+                 collapse_pair=collapse_pair) for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
         unmeasured.extend(
@@ -1453,16 +1579,27 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
             "flow from a collapse"
             for i in range(len(xs)) if i not in keep
         )  # fmt: skip
+    if unmeasured_outcomes is not None:
+        unmeasured_outcomes.extend(
+            xs[i].get("outcome_without_collapse", xs[i]["outcome"]) for i in range(len(xs)) if i not in keep
+        )
     if keep:
         rob.append(RobustnessCheck.from_values(
             crit, choice, [values[i] for i in keep], [xs[i]["value"] for i in keep],
             ci95=[xs[i]["ci95"] for i in keep], outcomes=[xs[i]["outcome"] for i in keep]))  # fmt: skip
+        for s, lst in (rob_alt or {}).items():
+            lst.append(RobustnessCheck.from_values(
+                crit, choice, [values[i] for i in keep], [xs[i]["value"] for i in keep],
+                ci95=[xs[i]["ci95"] for i in keep],
+                outcomes=[xs[i]["outcome_margin"][s] for i in keep]))  # fmt: skip
     if log is not None and controls:
         log[choice] = [
             {"choice_value": val, "value": x["value"], "outcome": x["outcome"],
              "outcome_flow": x["outcome_flow"], "measured": x["measured"],
              **({"missing_depth0": True} if x.get("missing_depth0") else {}),
-             "controls": {n: {k: y[k] for k in ("value", "outcome", "paired") if k in y}
+             **({"outcome_margin": {f"x{s:g}": o for s, o in x["outcome_margin"].items()}}
+                if x["outcome_margin"] else {}),
+             "controls": {n: {k: y[k] for k in ("value", "outcome", "paired", "vs_stand_still") if k in y}
                           for n, y in x["controls"].items()}}
             for val, x in zip(values, xs, strict=True)
         ]  # fmt: skip
@@ -1478,7 +1615,13 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
     out = []
     src_text = ("issue 26 part 3 (flows that explain the layers); flows: docs/real_models.md; 2605.18870, "
                 "eq. (10) for the attention flow")  # fmt: skip
-    for fam, res in results.items():
+    # review round 6, F4: a flow is converged only when every quantity of it is; where a family's first build
+    # finds a flow converged in some records and not in others, the family is built again with that flow
+    # marked (the same records in the same order, so the same bootstrap seeds)
+    todo = [(fam, res, {}) for fam, res in results.items()]
+    while todo:
+        fam, res, flow_bad = todo.pop(0)
+        n0 = len(out)
         S = len(res["tokens"])
         A, B = _halves(S, c.split_seeds[0])
         name = res["model"]["name"]
@@ -1502,6 +1645,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
         # pre-LN: (f) is (a) bit for bit, so the records that still test (f) -- against (n), or inside (g) --
         # must say that no LayerNorm frame acts (review 2 of issue 26 part 3: their statements claimed frames)
         f_is_a = "frames" in res["stats"]["sphere"] and _same_flow(res, "frames", "attention")
+        flow_conv: dict[str, dict[str, tuple | None]] = {}  # flow -> vid -> None / (K, why not)
         for vid, flow, ref, stat, kind, field, what in VERDICTS:
             if any(src not in res["stats"]["sphere"] for src in (flow, ref) if src != "fitted_time"):
                 continue  # a summary older than the flow (round-2 random SmolLM2 predates (n), (f), (g))
@@ -1566,9 +1710,15 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             rob, ctl_log = [], {}
 
             margin = float(getattr(c, _MARGIN[kind])) if c.stand_still_control else None
-            unmeasured = []
-            check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log, kind=kind,
-                            margin=margin, unmeasured=unmeasured)  # fmt: skip
+            unmeasured, unmeasured_o = [], []
+            factors = tuple(c.control_margin_variants) if margin is not None else ()
+            rob_alt = {s: [] for s in factors}  # F1 (review round 6): every value at margin x factor
+            cpair = c.collapse_outcome and kind in ("gap", "rel")
+            scoring = {"kind": kind, "margin": margin, "rule": c.control_paired_rule,
+                       "collapse_pair": cpair}  # fmt: skip
+            check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
+                            unmeasured=unmeasured, unmeasured_outcomes=unmeasured_o, rob_alt=rob_alt,
+                            **scoring)  # fmt: skip
 
             check("representation", REPS, [pair(r) for r in REPS])
             if flow == "fitted_time":
@@ -1629,14 +1779,23 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "is also the same at K and at the next rung; the main value is reported at the finest "
                     "rung computed (reported_K)",
                 }  # fmt: skip
+                flow_conv.setdefault(flow, {})[vid] = None
                 if not conv:
                     why = ("no next rung" if move is None else
                            f"moved the value by {move:.3f}" + (" >=" if move >= lad_tol[vid] else " <")
-                           + f" {lad_tol[vid]:.3f}" + ("" if same else f", outcome {outs[a]['outcome']} -> "
-                                                       f"{outs[b]['outcome']}"))  # fmt: skip
+                           + f" {lad_tol[vid]:g}" + ("" if same else f", outcome {outs[a]['outcome']} -> "
+                                                     f"{outs[b]['outcome']}"))  # fmt: skip
                     step_bad = (f"step not converged at K = {b if b is not None else a}: K = {a} -> {b} "
-                                f"{why} (tolerance {lad_tol[vid]:.3f}; review round 4, F4: the outcome must "
+                                f"{why} (tolerance {lad_tol[vid]:g}; review round 4, F4: the outcome must "
                                 "not change either; config step_candidates)")  # fmt: skip
+                    flow_conv[flow][vid] = (b if b is not None else a, f"{vid}: K = {a} -> {b} {why}")
+                extra["robustness_K"] = {
+                    "main value": Kf or Kc,
+                    "checks on the ladder's data (sphere tokens: corpus halves, depth summaries on sphere "
+                    "tokens, cluster radii, the main fit)": Kf or Kc,
+                    "the other checks (hidden states, other fits, joined sentences, null seeds, scale "
+                    "estimator, stand-still margin)": Kc,
+                }  # fmt: skip
                 if Kf is not None:
                     notes.append(
                         f"main value at the finest rung computed, K = {Kf} (review round 4, F4; the run's "
@@ -1654,12 +1813,20 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 v1, ci1 = _boot(q, *pair("sphere", steps=K1), c.bootstrap, seed)
                 tol1 = step_tolerances(c)[vid]
                 o0, o1 = crit.decide(v, ci), crit.decide(v1, ci1)
+                flow_conv.setdefault(flow, {})[vid] = None
                 if abs(v1 - v) >= tol1 or o0 != o1:
                     step_bad = (f"step not converged at K = {K1}: the run's K = {c.steps_per_layer} -> "
-                                f"{K1} moved the value {v:.3f} -> {v1:.3f} (tolerance {tol1:.3f}), outcome "
+                                f"{K1} moved the value {v:.3f} -> {v1:.3f} (tolerance {tol1:g}), outcome "
                                 f"{o0} -> {o1} (a run without the step rule; round 5, F6)")  # fmt: skip
+                    flow_conv[flow][vid] = (K1, f"{vid}: K = {c.steps_per_layer} -> {K1} moved the value "
+                                                f"{v:.3f} -> {v1:.3f} (tolerance {tol1:g})")  # fmt: skip
                     extra["step_unconverged"] = {"K": [c.steps_per_layer, K1], "values": [v, v1],
                                                  "outcomes": [o0, o1], "tolerance": tol1}  # fmt: skip
+            if step_bad is None and flow in flow_bad:  # F4 (review round 6): per flow, as declared
+                Kb, other = flow_bad[flow]
+                step_bad = (f"step not converged at K = {Kb}: flow {LABELS[flow][:3]} has not converged "
+                            f"({other}); review round 6, F4: a flow is converged only when every quantity "
+                            "of it is (config step_per_flow)")  # fmt: skip
             if flow == "fitted_time" and res.get("fitted_free") is not None:
                 fv, fci = _boot(q, *pair("sphere", free=True), c.bootstrap, seed)
                 extra["free_running_fit"] = {
@@ -1668,8 +1835,37 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "note": "T_l fitted to the mean cosine profile on the fit half of the same sentences, "
                     "the quantity this record tests: a description, not a robustness value (review 3, F3)",
                 }  # fmt: skip
-            ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, kind=kind, margin=margin)
+            ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, margin_factors=factors, **scoring)
             main, main_flow = ms["outcome"], ms["outcome_flow"]
+            collapsed = None
+            if cpair and "collapse" in ms["controls"]:  # F4 (review round 6): the outcome 'collapses'
+                Kr = Kf or (Kc if watched else res.get("step", c.steps_per_layer))
+                fcos = np.asarray(_pair(res, flow, "cos", "sphere", k=None, ref=ref,
+                                        **({"steps": Kf} if Kf else {}))[1], float)  # fmt: skip
+                d1 = float(np.mean(fcos[:, 1]))
+                if d1 >= c.collapse_depth1_cos:
+                    cc = ms["controls"]["collapse"]
+                    same_as = ci[0] <= cc["ci95"][1] and cc["ci95"][0] <= ci[1]
+                    extra["flow_collapses"] = {
+                        "depth1_mean_cos": d1, "K": Kr if not isinstance(Kr, dict) else _k_of(Kr, flow),
+                        "value_equals_collapse": bool(same_as), "collapse": cc["value"],
+                        "collapse_ci95": cc["ci95"],
+                        "rule": "config collapse_outcome, collapse_depth1_cos (review round 6, F4)",
+                    }  # fmt: skip
+                    if same_as:
+                        collapsed = "fails" if cc["outcome"] == "fails" else "inconclusive"
+                        notes.append(
+                            f"collapses: the flow drives every token to one point (depth-1 mean cosine "
+                            f"{d1:.3f}; the value {v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] is the collapse "
+                            f"control's {cc['value']:.3f} [{cc['ci95'][0]:.3f}, {cc['ci95'][1]:.3f}], "
+                            f"which {cc['outcome']} the criterion): reported whatever the step (a value "
+                            "cannot move past the collapse); the record's checks are kept apart "
+                            "(review round 6, F4)")  # fmt: skip
+                        main = collapsed
+                    elif main == "holds":
+                        main = "inconclusive"
+                        notes.append(f"the flow collapses (depth-1 mean cosine {d1:.3f}): a 'follows' record "
+                                     "whose flow collapses cannot hold (review round 6, F4)")  # fmt: skip
             if ctl:
                 if c.stand_still_control:
                     ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
@@ -1710,22 +1906,59 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     ))  # fmt: skip
                     continue
             # F4 (review round 5): an unmeasured main value makes the record inconclusive with its reason;
-            # unmeasured robustness values leave the combination and are listed
-            why_main = step_bad
-            if why_main is None and not ms["measured"]:
+            # unmeasured robustness values leave the combination and are listed. Review round 6, F4: a
+            # value that is the collapse is reported as such whatever the step
+            why_main = step_bad if collapsed is None else None
+            if step_bad is not None and collapsed is not None:
+                notes.append(f"the step rule alone would say: {step_bad}")
+            if why_main is None and collapsed is None and not ms["measured"]:
                 why_main = (f"main value unmeasured: {v:.3f} ({main_flow} by the criterion), the collapse "
                             f"control does not fail there ({_describe(ms)}): the criterion cannot tell the "
                             "flow from a collapse")  # fmt: skip
             if unmeasured:
                 extra["unmeasured"] = unmeasured
+                extra["unmeasured_outcomes"] = unmeasured_o
                 notes.append("unmeasured (left out of the combination; review round 5, F4): "
                              + "; ".join(unmeasured))  # fmt: skip
-            if why_main is not None:
-                extra = {"unmeasured_value": v, "unmeasured_ci95": list(ci), "outcome_if_measured": main,
-                         **extra, "unmeasured_main": why_main,
+            if why_main is not None or collapsed is not None:
+                extra = {**({"unmeasured_value": v, "unmeasured_ci95": list(ci), "outcome_if_measured": main,
+                             "unmeasured_main": why_main} if why_main is not None else
+                            {"collapses": "the flow drives every token to one point"}),
+                         **extra,
                          "checks_not_combined": [x.model_dump(mode="json") for x in rob]}  # fmt: skip
-                notes.insert(0, f"inconclusive: {why_main}")
+                if why_main is not None:
+                    notes.insert(0, f"inconclusive: {why_main}")
                 rob = []
+            elif factors and ctl and not ms.get("missing_depth0"):
+                # F1 (review round 6): the margin is a robustness check of the main value; the whole record
+                # at each factor (every value re-decided) is reported
+                cap = "flow_collapses" in extra  # a 'follows' record whose flow collapses cannot hold
+
+                def at(s, cap=cap, ms=ms):
+                    o = ms["outcome_margin"][s]
+                    return "inconclusive" if cap and o == "holds" else o
+
+                labels = [f"x{s:g} ({margin * s:g})" for s in factors]
+                extra["margin_variants"] = {
+                    x: combine(at(s), rob_alt[s]) for x, s in zip(labels, factors, strict=True)
+                }
+                rob.append(RobustnessCheck.from_values(
+                    crit, "stand-still margin", labels, [v] * len(factors), ci95=[list(ci)] * len(factors),
+                    outcomes=[at(s) for s in factors]))  # fmt: skip
+            if kind == "over" and "stand_still" in extra and margin is not None:
+                ssx = extra["stand_still"]
+                extra["paired_test_tests"] = (
+                    f"the flow raises the mean cosine above the stand-still's (z_0's) by >= {margin:g} (flow "
+                    f"- stand-still, whole 95% interval); the criterion itself tests flow - {_REF[ref]} >= "
+                    f"{crit.threshold:g}")  # fmt: skip
+                notes.append(f"the paired test tests: {extra['paired_test_tests']} (review round 6, F1)")
+                if c.collapse_outcome and ssx["ci95"][1] <= crit.threshold - margin:
+                    extra["paired_test_uninformative"] = (
+                        f"paired test uninformative here: the stand-still {ssx['value']:.3f} "
+                        f"[{ssx['ci95'][0]:.3f}, {ssx['ci95'][1]:.3f}] lies at or below criterion - margin = "
+                        f"{crit.threshold - margin:g}, so wherever the criterion holds the paired test holds "
+                        "too: it cannot fail (review round 6, F5)")  # fmt: skip
+                    notes.append(extra["paired_test_uninformative"])
             if null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity:
                 extra["null_fail_guard"] = (
                     "the flow runs one time unit per layer (T_l = 1): a null flow that does not over-cluster "
@@ -1734,6 +1967,12 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "null's heads cannot cluster; not evidence against clustering (config null_specificity)"
                 )  # fmt: skip
                 notes.append(extra["null_fail_guard"])
+            outcome = None if why_main else main
+            if c.verdict_reading:  # F3, F6 (review round 6): the verdict in words, the class combine's
+                extra["reading"] = _reading(combine(outcome or "inconclusive", rob), outcome, rob,
+                                            unmeasured_o, collapsed, why_main)  # fmt: skip
+                if why_main is None and extra["reading"] != combine(outcome, rob):
+                    notes.insert(0, f"reading: {extra['reading']}")
             spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
             out.append(record_test(
                 id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
@@ -1741,30 +1980,76 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 samples=n_used,
                 method=f"percentile bootstrap over sentences ({c.bootstrap} paired resamples, {how})",
                 robustness=rob, extra=extra or None, notes="; ".join(notes),
-                outcome=None if why_main else main,
+                outcome=outcome,
             ))  # fmt: skip
-            if out[-1].verdict == "holds" and spec:  # F8 (review round 5): the same claim in the nulls
-                also = [f"{nf}: {d[vid]['value']:.3f}" for nf, d in spec.items()
-                        if d.get(vid, {}).get("verdict") == "holds"]  # fmt: skip
-                lab = (
-                    "holds, not specific to training (also holds in null " + ", ".join(also) + ")"
-                    if also
-                    else "holds; in the null(s): "
-                    + ", ".join(
-                        f"{nf} {d.get(vid, {}).get('verdict', 'no record')}" for nf, d in spec.items()
-                    )
-                )
+            if out[-1].verdict == "holds" and spec:  # F8 (round 5), F7 (round 6): the claim in the nulls
+                lab = specificity(vid, spec)
                 r = out[-1].to_json()
                 out[-1] = VerdictRecord.model_validate(
                     {**r, "result": {**r["result"], "null_specificity": lab},
                      "notes": f"{lab} (config null_specificity); {r['notes']}"})  # fmt: skip
+        bad = {fl: next(w for w in d.values() if w is not None) for fl, d in flow_conv.items()
+               if any(w is not None for w in d.values()) and any(w is None for w in d.values())}  # fmt: skip
+        if bad and not flow_bad:  # build the family again with the flows marked (same records, same seeds)
+            del out[n0:]
+            todo.insert(0, (fam, res, bad))
     return out
 
 
-def null_outcomes(records_json: list[dict], families: list[str]) -> dict:
-    """Per null family of ``families``: verdict id (without the family prefix) -> its verdict and value, from
-    that null's records (JSON): what :func:`records` of a trained family reads from its summary's key
-    ``null_outcomes`` (config ``null_specificity``; review round 5, F8)."""
+def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collapsed, why_main) -> str:
+    """A test record's verdict in words (config ``verdict_reading``; review round 6, F3, F6): the class stays
+    ``combine``'s; this says why."""
+    if why_main is not None:
+        return f"inconclusive: {why_main.split(':')[0]}"
+    if collapsed is not None:
+        return f"collapses: the flow drives every token to one point ({verdict})"
+    if verdict == "inconclusive" and main in ("holds", "fails"):
+        und = [f"{ch.choice} {val}" for ch in checks
+               for val, o in zip(ch.values, ch.outcomes, strict=True) if o == "inconclusive"]  # fmt: skip
+        if und:
+            return f"main {main}; undecided: {', '.join(und)}"
+    if verdict == "fails" and unmeasured_outcomes:
+        k, j = len(unmeasured_outcomes), sum(o == "holds" for o in unmeasured_outcomes)
+        if j == k:
+            tail = "which would hold on its own" if k == 1 else "which would hold on their own"
+        else:
+            tail = (
+                "none of which would hold on its own" if j == 0 else f"of which {j} would hold on their own"
+            )
+        return f"fails where measurable ({k} value{'s' * (k != 1)} unmeasured, {tail})"
+    return verdict
+
+
+def specificity(vid: str, spec: dict) -> str:
+    """The label of a trained record that holds (config ``null_specificity``; review round 5, F8, and round
+    6, F7), from its nulls' records of the same claim (``spec``: null family -> verdict id -> verdict,
+    value, ``guard``: a fail that says only 'too slow at T_l = 1', ``ladder``: whether the null ran under
+    the step ladder). A null run without the ladder never labels the record."""
+    entries = {nf: d.get(vid) for nf, d in spec.items()}
+    off = [nf for nf, e in entries.items() if e is not None and e.get("ladder") is False]
+    use = {nf: e for nf, e in entries.items() if nf not in off}
+    named = ", ".join(f"{nf} {e['verdict'] if e else 'no record'}" for nf, e in use.items())
+    excl = f" ({', '.join(off)}: not run under the step ladder, not used)" if off else ""
+    if off and all(e is None for e in use.values()):
+        return f"specificity untested (nulls not run under the step ladder: {', '.join(off)})"
+    also = [f"{nf}: {e['value']:.3f}" for nf, e in use.items() if e and e["verdict"] == "holds"]
+    if also:
+        return "holds, not specific to training (also holds in null " + ", ".join(also) + ")" + excl
+    present = [e for e in use.values() if e is not None]
+    if present and all(e["verdict"] in ("description", "identity") or e.get("guard") for e in present):
+        return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
+                f"description or an identity: {named})" + excl)  # fmt: skip
+    return "holds; in the null(s): " + named + excl
+
+
+def null_outcomes(
+    records_json: list[dict], families: list[str], ladder: dict[str, bool] | None = None
+) -> dict:
+    """Per null family of ``families``: verdict id (without the family prefix) -> its verdict, value, whether
+    a fail is only the guard's 'too slow at T_l = 1' (``guard``) and whether the null ran under the step
+    ladder (``ladder``: family -> bool; omitted: not recorded), from that null's records (JSON): what
+    :func:`records` of a trained family reads from its summary's key ``null_outcomes`` (config
+    ``null_specificity``; review round 5, F8; round 6, F7)."""
     fams = sorted(families, key=len, reverse=True)
     out = {}
     for r in records_json:
@@ -1774,6 +2059,8 @@ def null_outcomes(records_json: list[dict], families: list[str]) -> dict:
         out.setdefault(fam, {})[r["id"].removeprefix(f"flows-{fam}-")] = {
             "verdict": r["verdict"],
             "value": r.get("result", {}).get("value"),
+            "guard": bool(r.get("result", {}).get("null_fail_guard")),
+            **({} if ladder is None or fam not in ladder else {"ladder": bool(ladder[fam])}),
         }
     return out
 
@@ -2089,7 +2376,12 @@ def verdict_tables(summary: dict) -> list[Table]:
                 "claim": r["id"].removeprefix(f"flows-{fam}-"),
                 "verdict": r["verdict"] + (" (not specific to training)" if str(
                     res.get("null_specificity", "")).startswith("holds, not specific") else "")
-                + (f" ({res['unmeasured_main'].split(':')[0]})" if res.get("unmeasured_main") else ""),
+                + (" (specificity untested)" if str(res.get("null_specificity", "")).startswith(
+                    "specificity untested") else "")
+                + (f" ({res['unmeasured_main'].split(':')[0]})" if res.get("unmeasured_main") else "")
+                # review round 6, F3, F4, F6: the verdict in words where it says more than the class
+                + (f" -- {res['reading']}" if res.get("reading") and not res.get("unmeasured_main")
+                   and res["reading"] != r["verdict"] else ""),
                 # a null's description whose stand-still does not fail keeps its value (not tested)
                 "value": res.get("value") if r["class"] == "test" or "stand_still" in res else None,
                 "lo": ci[0], "hi": ci[1],
@@ -2097,15 +2389,18 @@ def verdict_tables(summary: dict) -> list[Table]:
                     res["stand_still"]["value"], res["stand_still"]["outcome"]) + (
                     "" if not (p := res["stand_still"].get("paired_test")) else
                     f"; flow - still {p['value']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]: "
-                    f"{p['named']}"),
+                    f"{p['named']}") + ("; paired test uninformative here (review round 6, F5)" if res.get(
+                    "paired_test_uninformative") else ""),
                 "unmeasured": "; ".join(x.split(":")[0] for x in res.get("unmeasured", [])),
                 "steps": "; ".join(
                     f"K = {k}: {v:.3f}" for k, v in zip(lad["K"], lad["values"], strict=True)
-                ) + "; chosen K = {}, {} (move {} < {:.3f})".format(
+                ) + "; chosen K = {}, {} (move {} {:g})".format(
                     lad["chosen"], "converged" if lad["converged"] else "NOT converged",
-                    "-" if lad["move"] is None else f"{lad['move']:.3f}", lad["tolerance"],
+                    "- (no next rung), tolerance" if lad["move"] is None else "{:.3f} {}".format(
+                        lad["move"], "<" if lad["move"] < lad["tolerance"] else ">="), lad["tolerance"],
                 ) + ("" if lad.get("reported_K", lad["chosen"]) == lad["chosen"] else
-                     f"; value reported at K = {lad['reported_K']}")
+                     f"; value reported at K = {lad['reported_K']}, checks at K = {lad['chosen']} (the "
+                     f"ladder's sphere-token checks at K = {lad['reported_K']})")
                 if lad else "" if step is None else "; ".join(
                     f"K = {k}: {_fmt(v)} {o}" for k, v, o in zip(step["values"], step["results"],
                                                                step["outcomes"], strict=True)),
@@ -2139,7 +2434,9 @@ def verdict_tables(summary: dict) -> list[Table]:
                 "5: flow - stand-still with its interval against the margin (config control_margin_*). A "
                 "record whose main value is unmeasured (step not converged, collapse control) shows no value "
                 "(the reason beside the verdict); '(not specific to training)': the same claim holds in a "
-                "null (config null_specificity).",
+                "null (config null_specificity). Since review round 6 the verdict is followed by its reading "
+                "where it says more ('main fails; undecided: ...', 'collapses: ...', 'fails where measurable "
+                "(...)'; config verdict_reading), and '(specificity untested)' where no null can tell.",
             ))  # fmt: skip
     return out
 
