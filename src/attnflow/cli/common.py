@@ -11,7 +11,9 @@ from .errors import fail
 
 __all__ = [
     "DeviceOption",
+    "ResumeOption",
     "SchedulerOption",
+    "StudyQuietOption",
     "check_device_cli",
     "check_out_dir",
     "check_output_file",
@@ -28,6 +30,15 @@ DeviceOption = Annotated[
 SchedulerOption = Annotated[
     str | None, typer.Option("--scheduler", help="Address of a Dask distributed scheduler.")
 ]
+
+#: the ``--resume/--no-resume`` option of study run and study run-all
+ResumeOption = Annotated[
+    bool,
+    typer.Option("--resume/--no-resume", help="Reuse finished runs, continue interrupted ones (default)."),
+]
+
+#: the ``--quiet`` option of study run and study run-all
+StudyQuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")]
 
 
 def size(n: float) -> str:

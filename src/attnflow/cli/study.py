@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from ._app import study_app
-from .common import DeviceOption, SchedulerOption, check_device_cli, check_out_dir
+from .common import (
+    DeviceOption,
+    ResumeOption,
+    SchedulerOption,
+    StudyQuietOption,
+    check_device_cli,
+    check_out_dir,
+)
 from .errors import fail, reported
 from .kinds import detect, refuse
 
@@ -82,13 +89,8 @@ def study_run(
         int | None,
         typer.Option("--workers", "-j", min=1, help="Local worker processes (1: in this process)."),
     ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume/--no-resume", help="Reuse finished runs, continue interrupted ones (default)."
-        ),
-    ] = True,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")] = False,
+    resume: ResumeOption = True,
+    quiet: StudyQuietOption = False,
     device: DeviceOption = None,
 ) -> None:
     """Run a study into a directory: its runs (resumable, local or Dask), summary.json, table.md, figures."""
@@ -187,13 +189,8 @@ def study_run_all(
         ),
     ] = None,
     scheduler: SchedulerOption = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume/--no-resume", help="Reuse finished runs, continue interrupted ones (default)."
-        ),
-    ] = True,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")] = False,
+    resume: ResumeOption = True,
+    quiet: StudyQuietOption = False,
 ) -> None:
     """Run every registered study (or --only a,b / --exclude a,b), the tasks of all in one pool, the longest
     first; each study is analysed as soon as its tasks are done. OUT/<study> is what `study run` makes."""
