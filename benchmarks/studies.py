@@ -36,6 +36,16 @@ JSON file, beside a one-after-the-other measurement (``measured``) the file hold
 such files side by side (wall s, CPU s, CPU utilisation, the load average after each study, and the CPU
 ratio before / after): a change measured at two revisions (``PYTHONPATH`` pointing at each one's ``src``).
 Under load compare the CPU seconds: the wall time of a shared machine mostly measures the other users.
+
+``python benchmarks/studies.py --profile-store DIR [--json FILE] [--studies a,b]`` profiles an existing output
+without rerunning anything: ``DIR/<study>/`` as ``study run`` or ``run-all`` writes it (``run_log.json``,
+``runs/<task>/config.yaml``), and ``DIR/times.jsonl`` (one line per study with its ``cpu_s``, as
+``/work/suite`` holds) when present. Per task its seconds (``cpu_s`` where the runner recorded it, else
+``elapsed_s``: wall inside the worker) and, for a particle run, its parameters (process, H, n, d, dt, T,
+paths, init, precision, seed); per study the sum and the share in H = 100 runs; and the particle runs whose
+configs are equal in every parameter but the name, across studies (``duplicates``: the work that sharing
+identical runs through the store would save), with the near-duplicates that differ only in ``paths``,
+``record`` or ``name`` listed apart (``near_duplicates``).
 """
 
 from __future__ import annotations
@@ -369,6 +379,108 @@ def run_all_table(row: dict, sequential: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: the parameters of a particle run shown per task by ``--profile-store`` (dotted paths into its config)
+PROFILE_KEYS = {
+    "process": "weights.process",
+    "H": "heads.H",
+    "n": "tokens.n",
+    "d": "tokens.d",
+    "dt": "integrator.dt",
+    "T": "integrator.t1",
+    "paths": "paths",
+    "init": "init",
+    "precision": "precision",
+    "seed": "seed",
+    "backend": "model.backend",
+}
+
+
+def _dotted(cfg: dict, path: str):
+    for part in path.split("."):
+        if not isinstance(cfg, dict) or part not in cfg:
+            return None
+        cfg = cfg[part]
+    return cfg
+
+
+def _canonical(cfg: dict, drop: tuple[str, ...]) -> str:
+    """The config as sorted JSON without the top-level keys ``drop``: equal strings, equal runs."""
+    return json.dumps({k: v for k, v in cfg.items() if k not in drop}, sort_keys=True, default=str)
+
+
+def profile_store(root: Path, studies: list[str] | None = None) -> dict:
+    """Per-task seconds and parameters of an existing output ``root/<study>`` (see the module docstring)."""
+    import yaml
+
+    seq = {}
+    if (root / "times.jsonl").exists():
+        for line in (root / "times.jsonl").read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                seq[rec["study"]] = rec
+    names = studies or sorted(p.parent.name for p in root.glob("*/run_log.json"))
+    out: dict = {"root": str(root), "studies": {}}
+    by_config: dict[str, list] = {}
+    by_near: dict[str, list] = {}
+    for name in names:
+        log_file = root / name / "run_log.json"
+        if not log_file.exists():
+            out["studies"][name] = {"error": f"no {log_file}"}
+            continue
+        log = json.loads(log_file.read_text())
+        tasks = []
+        for task, res in log.get("tasks", {}).items():
+            row = {"task": task, "elapsed_s": res.get("elapsed_s"), "cpu_s": res.get("cpu_s")}
+            cfg_file = root / name / "runs" / task / "config.yaml"
+            if cfg_file.exists():
+                cfg = yaml.safe_load(cfg_file.read_text())
+                if isinstance(cfg, dict) and "tokens" in cfg:
+                    row.update({k: _dotted(cfg, v) for k, v in PROFILE_KEYS.items()})
+                    key = (name, task, row["cpu_s"] if row["cpu_s"] is not None else row["elapsed_s"])
+                    by_config.setdefault(_canonical(cfg, ("name",)), []).append(key)
+                    by_near.setdefault(_canonical(cfg, ("name", "paths", "record")), []).append(key)
+            tasks.append(row)
+        secs = [t["cpu_s"] if t["cpu_s"] is not None else (t["elapsed_s"] or 0.0) for t in tasks]
+        h100 = sum(s for s, t in zip(secs, tasks, strict=True) if t.get("H") == 100)
+        out["studies"][name] = {
+            "workers": log.get("workers"),
+            "wall_s": log.get("wall_time_s"),
+            "seconds_are": "cpu_s" if all(t["cpu_s"] is not None for t in tasks) else "elapsed_s (wall)",
+            "tasks": sorted(tasks, key=lambda t: -(t["cpu_s"] or t["elapsed_s"] or 0.0)),
+            "task_seconds": round(sum(secs), 1),
+            "h100_seconds": round(h100, 1),
+            "longest_task_s": round(max(secs), 1) if secs else 0.0,
+            "sequential": seq.get(name),
+        }
+    out["duplicates"] = [v for v in by_config.values() if len(v) > 1]
+    out["near_duplicates"] = [v for v in by_near.values() if len({(s, t) for s, t, _ in v}) > 1]
+    return out
+
+
+def profile_table(prof: dict) -> str:
+    """The per-study lines of :func:`profile_store` as a Markdown table."""
+    lines = [
+        "| study | tasks | task s (kind) | in H = 100 runs | longest task s | study wall s "
+        "| study CPU s (times.jsonl) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, st in prof["studies"].items():
+        if "error" in st:
+            lines.append(f"| {name} | {st['error']} | | | | | |")
+            continue
+        seq = st.get("sequential") or {}
+        lines.append(
+            f"| {name} | {len(st['tasks'])} | {st['task_seconds']} ({st['seconds_are']}) "
+            f"| {st['h100_seconds']} | {st['longest_task_s']} | {seq.get('wall_s', st['wall_s'])} "
+            f"| {seq.get('cpu_s', '')} |"
+        )
+    lines.append(
+        f"\n{len(prof['duplicates'])} sets of particle runs equal in every parameter but the name; "
+        f"{len(prof['near_duplicates'])} sets equal but for paths / record / name."
+    )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="write the results here")
@@ -399,6 +511,13 @@ def main(argv=None) -> None:
         default=None,
         help="with --run-all: the one-after-the-other measurement to compare",
     )
+    ap.add_argument(
+        "--profile-store",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="profile an existing output DIR/<study> per task, without running (see above)",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -408,6 +527,13 @@ def main(argv=None) -> None:
     if args.compare:
         before, after = (json.loads(p.read_text()) for p in args.compare)
         print(compare(before, after))
+        return
+    if args.profile_store:
+        prof = profile_store(args.profile_store, args.studies.split(",") if args.studies else None)
+        print(profile_table(prof))
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(prof, indent=1))
         return
     if args.json is None:
         ap.error("--json FILE is required")

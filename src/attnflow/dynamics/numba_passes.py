@@ -358,9 +358,10 @@ def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ito, colsums, sbuf, ebuf, ysum, 
     length = j1 - j0
     ell = _row_exps(xi, mi, k, j0, j1, sbuf, ebuf, zero)
     for a in range(xi.shape[0]):
+        xa = x[a, j0:j1]  # a 1-d view from the tile's first column: the loop vectorises (see _half_tile_d3)
         acc = zero
         for j in range(length):
-            acc += ebuf[j] * x[a, j0 + j]
+            acc += ebuf[j] * xa[j]
         ysum[a] = acc
     q = zero
     if ito:
@@ -370,8 +371,9 @@ def _tile_generic(xi, mi, wi, k, x, zt, j0, j1, ito, colsums, sbuf, ebuf, ysum, 
     if colsums:
         for a in range(xi.shape[0]):
             ca = wi * xi[a]
+            za = zt[a]
             for j in range(length):
-                zt[a, j] += ebuf[j] * ca
+                za[j] += ebuf[j] * ca
     return ell, q
 
 
@@ -502,23 +504,27 @@ def _half_tile_generic(xi, mi, k, x, zt, j0, j1, ito, sbuf, ebuf, ysum, zero):
     d = xi.shape[0]
     length = j1 - j0
     ell = _row_exps(xi, mi, k, j0, j1, sbuf, ebuf, zero)
+    z0 = zt[0]
     for j in range(length):
-        zt[0, j] += ebuf[j]
+        z0[j] += ebuf[j]
     for a in range(d):
         acc = zero
-        xa = xi[a]
+        xia = xi[a]
+        xa = x[a, j0:j1]  # 1-d views from the tile's first column: the loops vectorise (see _half_tile_d3)
+        za = zt[1 + a]
         for j in range(length):
-            acc += ebuf[j] * x[a, j0 + j]
+            acc += ebuf[j] * xa[j]
         for j in range(length):
-            zt[1 + a, j] += ebuf[j] * xa
+            za[j] += ebuf[j] * xia
         ysum[a] = acc
     q = zero
     if ito:
         _score_tile(xi, x, j0, j1, sbuf)
+        zq = zt[1 + d]
         for j in range(length):
             eg = ebuf[j] * sbuf[j] * sbuf[j]
             sbuf[j] = eg
-            zt[1 + d, j] += eg
+            zq[j] += eg
         for j in range(length):
             q += sbuf[j]
     return ell, q

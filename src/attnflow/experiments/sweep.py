@@ -396,6 +396,9 @@ def _run_task(spec: dict, task_dir: str, resume: bool, threads: int | None, prog
         spec = {"kind": "particle", "config": spec}
     import torch
 
+    from ..dynamics.threads import launch_numba_threads
+
+    launch_numba_threads()  # before torch's count: numba's launch would reset it (dynamics.threads)
     old_torch = torch.get_num_threads()
     try:
         torch.set_num_threads(TASK_TORCH_THREADS)
