@@ -455,6 +455,33 @@ class FlowsConfig(StudyConfig):
         0.5, description="share of the depths 1..L (strictly more than) of the saturation rule"
     )
 
+    # -- review round 7 (2026-12-04), review7_findings.md, applied to the stored data --
+    specificity_every_verdict: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F2, F7); declared before the "
+        "records were regenerated: the null specificity (does a null of the same architecture give the same "
+        "outcome?) is computed and printed for EVERY test record of a trained family, not only for those "
+        "that hold: 'X, not specific to training (also X in null ...)' where a laddered null's record of the "
+        "same claim has the trained record's outcome X (holds, or fails), for a 'depends on ...' record with "
+        "its main outcome ('whichever way ... is settled' where the null holds at every check); 'X; specific "
+        "to training (... in null ...)' where every usable null has the other decided outcome; 'specificity "
+        "untested (...)' where the nulls cannot speak (guard, no headroom, description, inconclusive); 'no "
+        "outcome to compare' where the trained record is inconclusive. A null whose record cannot test the "
+        "claim by construction (null_same_flow_tol) says 'null cannot test this' instead. False: the "
+        "round-6 labels, on records that hold only",
+    )
+    null_same_flow_tol: PositiveFloat = Field(
+        1e-4,
+        description="post-review amendment of 2026-12-04, review round 7 (F7): a null's 'model's scores' "
+        "record (flow (d)) cannot test the claim about the model's own scores when its value equals the "
+        "null's bias-free attention record's (flow (a)) within this (|v(d) - v(a)| <= tol): the null's "
+        "attention weights are then the heads' own (random initialisation: near-uniform attention), so (d) "
+        "is (a) and says nothing about scores taken from a model. 1e-4: two orders of magnitude below the "
+        "bootstrap half-widths (>= 0.005) and the step rule's tolerance (0.025), the study's resolution. "
+        "(The values had been seen: random SmolLM2 3e-7, random MiniLM-L6 3e-5, -L3 1e-5, permuted nulls "
+        ">= 1.6e-3.)",
+    )
+
     @field_validator("families")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
@@ -1967,6 +1994,17 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "null's heads cannot cluster; not evidence against clustering (config null_specificity)"
                 )  # fmt: skip
                 notes.append(extra["null_fail_guard"])
+            if null_base(fam) is not None and flow == "model_scores" and c.specificity_every_verdict:
+                # review round 7, F7: a null whose (d) is its (a) numerically cannot test 'the model's scores'
+                va = q(*_pair(res, "attention", stat, "sphere", k=k, ref=ref))
+                vd = q(*_pair(res, "model_scores", stat, "sphere", k=k, ref=ref))
+                if abs(vd - va) <= c.null_same_flow_tol:
+                    extra["null_cannot_test"] = (
+                        f"its flow (d) is its flow (a): values {vd:.7f} and {va:.7f} differ by "
+                        f"{abs(vd - va):.1e} <= {c.null_same_flow_tol:g} (config null_same_flow_tol), so "
+                        "this null's attention weights carry nothing its heads' own do not (near-uniform "
+                        "attention): it cannot test 'the model's scores'")  # fmt: skip
+                    notes.append(f"null cannot test this: {extra['null_cannot_test']} (review round 7, F7)")
             outcome = None if why_main else main
             if c.verdict_reading:  # F3, F6 (review round 6): the verdict in words, the class combine's
                 extra["reading"] = _reading(combine(outcome or "inconclusive", rob), outcome, rob,
@@ -1982,8 +2020,10 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 robustness=rob, extra=extra or None, notes="; ".join(notes),
                 outcome=outcome,
             ))  # fmt: skip
-            if out[-1].verdict == "holds" and spec:  # F8 (round 5), F7 (round 6): the claim in the nulls
-                lab = specificity(vid, spec)
+            # F8 (round 5), F7 (round 6): the claim in the nulls; round 7 (F2, F7): for every test verdict
+            every = c.specificity_every_verdict and out[-1].klass == "test"
+            if spec and (out[-1].verdict == "holds" or every):
+                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"))
                 r = out[-1].to_json()
                 out[-1] = VerdictRecord.model_validate(
                     {**r, "result": {**r["result"], "null_specificity": lab},
@@ -2020,26 +2060,66 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
     return verdict
 
 
-def specificity(vid: str, spec: dict) -> str:
-    """The label of a trained record that holds (config ``null_specificity``; review round 5, F8, and round
-    6, F7), from its nulls' records of the same claim (``spec``: null family -> verdict id -> verdict,
-    value, ``guard``: a fail that says only 'too slow at T_l = 1', ``ladder``: whether the null ran under
-    the step ladder). A null run without the ladder never labels the record."""
+def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None) -> str:
+    """The null-specificity label of a trained test record (config ``null_specificity``; review round 5, F8,
+    round 6, F7; round 7, F2, F7: every test verdict, config ``specificity_every_verdict``), from its nulls'
+    records of the same claim (``spec``: null family -> verdict id -> verdict, value, ``guard``: a fail that
+    says only 'too slow at T_l = 1', ``no_headroom``: a fail the model's ceiling leaves no room for,
+    ``cannot_test``: why the null cannot test the claim by construction, ``ladder``: whether the null ran
+    under the step ladder). ``verdict``: the trained record's verdict, ``main``: its main outcome (what a
+    'depends on ...' record is compared by). A null run without the ladder never labels the record."""
     entries = {nf: d.get(vid) for nf, d in spec.items()}
     off = [nf for nf, e in entries.items() if e is not None and e.get("ladder") is False]
-    use = {nf: e for nf, e in entries.items() if nf not in off}
-    named = ", ".join(f"{nf} {e['verdict'] if e else 'no record'}" for nf, e in use.items())
     excl = f" ({', '.join(off)}: not run under the step ladder, not used)" if off else ""
-    if off and all(e is None for e in use.values()):
+    usable = {nf: e for nf, e in entries.items() if nf not in off}
+    if off and all(e is None for e in usable.values()):
         return f"specificity untested (nulls not run under the step ladder: {', '.join(off)})"
-    also = [f"{nf}: {e['value']:.3f}" for nf, e in use.items() if e and e["verdict"] == "holds"]
-    if also:
-        return "holds, not specific to training (also holds in null " + ", ".join(also) + ")" + excl
+    cannot = {nf: e["cannot_test"] for nf, e in usable.items() if e is not None and e.get("cannot_test")}
+    use = {nf: e for nf, e in usable.items() if nf not in cannot}
+    cant = "".join(f"; {nf}: null cannot test this ({why})" for nf, why in cannot.items())
+    if cannot and all(e is None for e in use.values()):
+        return (
+            "null cannot test this (" + "; ".join(f"{nf}: {why}" for nf, why in cannot.items()) + ")" + excl
+        )
+
+    def word(e: dict) -> str:
+        return "no headroom" if e.get("no_headroom") else e["verdict"]
+
+    named = ", ".join(f"{nf} {word(e) if e else 'no record'}" for nf, e in use.items())
+    side = verdict if verdict in ("holds", "fails") else (
+        main if verdict.startswith("depends on") and main in ("holds", "fails") else None)  # fmt: skip
+    lead = verdict if verdict in ("holds", "fails") else f"{verdict} (main {main})"
+    held = [f"{nf}: {e['value']:.3f}" for nf, e in use.items() if e and e["verdict"] == "holds"]
+    real_fail = [f"{nf}: {e['value']:.3f}" for nf, e in use.items() if e and e["verdict"] == "fails"
+                 and not e.get("guard") and not e.get("no_headroom")]  # fmt: skip
     present = [e for e in use.values() if e is not None]
-    if present and all(e["verdict"] in ("description", "identity") or e.get("guard") for e in present):
+    if side is None:
+        return (
+            f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}" + cant + excl
+        )
+    if side == "holds" and held:
+        settled = (
+            "" if verdict == "holds" else f" whichever way {verdict.removeprefix('depends on ')} is settled"
+        )
+        return (f"{lead}, not specific to training{settled} (also holds in null " + ", ".join(held) + ")"
+                + cant + excl)  # fmt: skip
+    if side == "fails" and real_fail:
+        return (
+            f"{lead}, not specific to training (also fails in null "
+            + ", ".join(real_fail)
+            + ")"
+            + cant
+            + excl
+        )
+    other = real_fail if side == "holds" else held
+    if present and len(other) == len(present):
+        return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
+                + ", ".join(other) + ")" + cant + excl)  # fmt: skip
+    if present and all(e["verdict"] in ("description", "identity") or e.get("guard") or e.get("no_headroom")
+                       for e in present):  # fmt: skip
         return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
-                f"description or an identity: {named})" + excl)  # fmt: skip
-    return "holds; in the null(s): " + named + excl
+                f"description or an identity: {named})" + cant + excl)  # fmt: skip
+    return f"{lead}; in the null(s): " + named + cant + excl
 
 
 def null_outcomes(
@@ -2060,6 +2140,12 @@ def null_outcomes(
             "verdict": r["verdict"],
             "value": r.get("result", {}).get("value"),
             "guard": bool(r.get("result", {}).get("null_fail_guard")),
+            "no_headroom": bool(r.get("result", {}).get("no_headroom")),
+            **(
+                {"cannot_test": r["result"]["null_cannot_test"]}
+                if r.get("result", {}).get("null_cannot_test")
+                else {}
+            ),
             **({} if ladder is None or fam not in ladder else {"ladder": bool(ladder[fam])}),
         }
     return out
@@ -2357,6 +2443,17 @@ def _fmt(v: float | None) -> str:
     return "unmeasured" if v is None else f"{v:.3f}"
 
 
+def _spec_tag(lab: str) -> str:
+    """The table's short form of a record's null-specificity label (review rounds 5-7)."""
+    for key, tag in (("not specific to training", "not specific to training"),
+                     ("specific to training", "specific to training"),
+                     ("specificity untested", "specificity untested"),
+                     ("null cannot test this", "null cannot test this")):  # fmt: skip
+        if key in lab:
+            return f" ({tag})"
+    return ""
+
+
 def verdict_tables(summary: dict) -> list[Table]:
     """Per family: every verdict record (``summary["verdicts"]``) with its value, interval, the outcome at
     each step count (the robustness check "step count") and the checks whose outcomes disagree."""
@@ -2374,10 +2471,7 @@ def verdict_tables(summary: dict) -> list[Table]:
             ci = res.get("ci95") or [None, None]
             rows.append({
                 "claim": r["id"].removeprefix(f"flows-{fam}-"),
-                "verdict": r["verdict"] + (" (not specific to training)" if str(
-                    res.get("null_specificity", "")).startswith("holds, not specific") else "")
-                + (" (specificity untested)" if str(res.get("null_specificity", "")).startswith(
-                    "specificity untested") else "")
+                "verdict": r["verdict"] + _spec_tag(str(res.get("null_specificity", "")))
                 + (f" ({res['unmeasured_main'].split(':')[0]})" if res.get("unmeasured_main") else "")
                 # review round 6, F3, F4, F6: the verdict in words where it says more than the class
                 + (f" -- {res['reading']}" if res.get("reading") and not res.get("unmeasured_main")
@@ -2436,7 +2530,9 @@ def verdict_tables(summary: dict) -> list[Table]:
                 "(the reason beside the verdict); '(not specific to training)': the same claim holds in a "
                 "null (config null_specificity). Since review round 6 the verdict is followed by its reading "
                 "where it says more ('main fails; undecided: ...', 'collapses: ...', 'fails where measurable "
-                "(...)'; config verdict_reading), and '(specificity untested)' where no null can tell.",
+                "(...)'; config verdict_reading), and '(specificity untested)' where no null can tell. "
+                "Since review round 7 every test record carries its label ('(specific to training)', "
+                "'(null cannot test this)'; config specificity_every_verdict).",
             ))  # fmt: skip
     return out
 

@@ -1,0 +1,77 @@
+"""Review round 7 of the ``real_model_flows`` verdicts (review7_findings.md, F1-F8; the rules declared
+2026-12-04 in the config): specificity for every verdict and 'null cannot test this' (F2, F7), the collapse
+read the same way both ways (F6), the MLP jump at T_l = 1 (F1), 'no headroom' and the guard only where the
+flow is slow (F3), the free-running fit as a description (F8), the reading that names the estimator /
+representation and the margin above the threshold (F4, F5). Fake per-sentence profiles only (no model, no
+flow): each test a few seconds at most."""
+
+from __future__ import annotations
+
+import pytest
+from flows_helpers import fake_family
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+B = 20  # as round 6: the flows are the model + a constant, every decided interval far from its boundary
+
+
+def _recs(res: dict, fam: str = "tiny-bert", summary: dict | None = None, **cfg) -> dict:
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=B, **cfg)
+    return {r.id.removeprefix(f"flows-{fam}-"): r for r in records(summary or {}, c, {fam: res})}
+
+
+def _nulls(res: dict, fam: str = "tiny-bert-permuted") -> dict:
+    from attnflow.studies.real_model_flows import null_outcomes
+
+    recs = [r.to_json() for r in _recs(res, fam=fam).values()]
+    return {"null_outcomes": {"tiny-bert": null_outcomes(recs, [fam], {fam: True})}}
+
+
+def test_f2_f7_specificity_is_printed_for_every_verdict_and_a_null_that_cannot_test_says_so():
+    """The null over-clusters with (a) (+0.3, holds) and its (e) is 0.3 off the model (fails); its (d) is its
+    (a) bit for bit (the fake's flows are model + shift), so it cannot test 'the model's scores'. Trained:
+    (e) 0.3 off (fails: the null fails too -> not specific), (a) +0.32 over a de-clustering model ('depends
+    on ...' with main holds: the null holds -> not specific whichever way it is settled), (d) holds (+0.45)
+    -> 'null cannot test this'."""
+    nul = _recs(fake_family({"attention": 0.3, "model_scores": 0.3, "mlp": 0.3}), fam="tiny-bert-permuted")
+    assert (
+        nul["model-scores-overclusters"].result["null_cannot_test"].startswith("its flow (d) is its flow (a)")
+    )
+    assert "null_cannot_test" not in nul["attention-overclusters"].result
+    summary = _nulls(fake_family({"attention": 0.3, "model_scores": 0.3, "mlp": 0.3}))
+    v = _recs(fake_family({"attention": 0.32, "model_scores": 0.45, "mlp": 0.3}, trend=-0.1), summary=summary)
+    e = v["mlp-cos"]
+    assert e.verdict == "fails"
+    assert e.result["null_specificity"] == (
+        "fails, not specific to training (also fails in null tiny-bert-permuted: 0.300)"
+    )
+    a = v["attention-overclusters"]
+    assert a.verdict.startswith("depends on") and a.result["outcome"] == "holds"
+    assert a.result["null_specificity"] == (
+        f"{a.verdict} (main holds), not specific to training whichever way "
+        f"{a.verdict.removeprefix('depends on ')} is settled (also holds in null tiny-bert-permuted: 0.300)"
+    )
+    d = v["model-scores-overclusters"]
+    assert d.result["null_specificity"].startswith("null cannot test this (tiny-bert-permuted: its flow (d)")
+    # the null's (d) 0.01 away from its (a): testable, and it holds as the trained record does
+    summary = _nulls(fake_family({"attention": 0.3, "model_scores": 0.31, "mlp": 0.3}))
+    d = _recs(fake_family({"model_scores": 0.45}, trend=-0.1), summary=summary)["model-scores-overclusters"]
+    assert d.result["null_specificity"].startswith("holds, not specific to training (also holds in null")
+    # the rule off: only records that hold are labelled (round 6)
+    off = _recs(fake_family({"mlp": 0.3}), summary=summary, specificity_every_verdict=False)
+    assert "null_specificity" not in off["mlp-cos"].result
+
+
+def test_f2_specific_when_every_null_has_the_other_outcome():
+    from attnflow.studies.real_model_flows import specificity
+
+    spec = {"n": {"x": {"verdict": "fails", "value": 0.02, "ladder": True}}}
+    assert specificity("x", spec, "holds", "holds") == "holds; specific to training (fails in null n: 0.020)"
+    guard = {"n": {"x": {"verdict": "fails", "value": 0.02, "ladder": True, "guard": True}}}
+    assert specificity("x", guard, "holds", "holds").startswith("specificity untested")
+    assert specificity("x", spec, "inconclusive", "inconclusive") == (
+        "no outcome to compare (the trained record is inconclusive); in the null(s): n fails"
+    )
