@@ -109,7 +109,7 @@ def test_f4_a_flow_converges_only_as_a_whole_and_a_collapse_is_named():
     e["cos"][:, 1:], e["erank"][:, 1:], e["clusters"][:, 1:] = 1.0, 1.0, 1.0
     g = res["stats"]["sphere"]["frames_mlp"]
     g["cos"][:, 1:] = 1.0  # collapsed in cosine, the rank the model's
-    v = _recs(res)
+    v = _recs(res, collapse_symmetric=False)  # the round-6 rule (round 7, F6: unmeasured either way)
     for k in ("mlp-cos", "mlp-erank"):
         r = v[k]
         assert r.result["flow_collapses"]["depth1_mean_cos"] == 1.0 and r.verdict == "fails", k

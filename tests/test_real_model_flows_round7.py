@@ -75,3 +75,26 @@ def test_f2_specific_when_every_null_has_the_other_outcome():
     assert specificity("x", spec, "inconclusive", "inconclusive") == (
         "no outcome to compare (the trained record is inconclusive); in the null(s): n fails"
     )
+
+
+def test_f6_a_collapse_is_unmeasured_whichever_way_the_collapse_control_goes():
+    """(e) one point from depth 1 (the collapse control fails the criterion: the model is at 0.4-0.6): round 6
+    said 'fails (collapses)', round 7 'unmeasured (collapses)'; (g) at 0.99 from depth 1 (below the depth-1
+    detector's 0.9995) is the collapse's value within the resolution (flow - collapse = -0.01 on every
+    sentence, within +-0.025): unmeasured too, where round 6 counted a measured fail."""
+    res = fake_family({}, trend=0.1)
+    e, g = res["stats"]["sphere"]["mlp"], res["stats"]["sphere"]["frames_mlp"]
+    e["cos"][:, 1:] = 1.0
+    g["cos"][:, 1:] = 0.99
+    v, old = _recs(res), _recs(res, collapse_symmetric=False)
+    assert old["mlp-cos"].verdict == "fails" and old["frames-mlp-cos"].verdict == "fails"
+    assert "flow_collapses" not in old["frames-mlp-cos"].result  # the depth-1 detector misses (g)
+    for k in ("mlp-cos", "frames-mlp-cos"):
+        r = v[k]
+        assert r.verdict == "inconclusive" and r.result["outcome"] == "inconclusive", k
+        assert r.result["reading"] == "unmeasured (collapses): the flow drives every token to one point", k
+    ic = v["frames-mlp-cos"].result["value_is_collapse"]
+    assert ic["flow_minus_collapse"] == pytest.approx(-0.01, abs=1e-9) and ic["eps"] == pytest.approx(0.025)
+    # a flow 0.05 from the collapse is measured (outside +-0.025): it fails as before
+    g["cos"][:, 1:] = 0.95
+    assert _recs(res)["frames-mlp-cos"].verdict == "fails"

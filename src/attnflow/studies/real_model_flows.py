@@ -482,6 +482,24 @@ class FlowsConfig(StudyConfig):
         ">= 1.6e-3.)",
     )
 
+    collapse_symmetric: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F6), declared before the records "
+        "were regenerated: the collapse counts the same way both ways. (i) A 'follows' record whose flow "
+        "collapses (collapse_outcome (i)) is 'unmeasured (collapses)' (inconclusive, its checks kept apart) "
+        "whatever the collapse control's outcome: before, 'fails' where the collapse failed the criterion "
+        "and 'inconclusive' where it did not. (ii) Every 'follows' value (main and robustness) whose paired "
+        "difference to the collapse, q(flow) - q(collapse), lies with its whole 95% interval within +-(step_"
+        "tolerance_share x margin) -- the study's resolution, 0.025 in mean cosine, 0.0625 in relative gap "
+        "-- is the collapse's value: unmeasured (collapses), whichever way the criterion goes (the depth-1 "
+        "detector collapse_depth1_cos alone missed flows at 0.996-0.999). A main value so found makes the "
+        "record 'unmeasured (collapses)' as (i). The round-4 rule (a value the collapse control does not "
+        "fail, "
+        "and that does not fail itself, is unmeasured: the criterion cannot tell it from a collapse) stays. "
+        "Records that change (stored data): SmolLM2's mlp-cos, mlp-erank, frames-mlp-cos, frames-mlp-erank "
+        "(fails (collapses) -> unmeasured) and every record review/round7_applied.md lists under F6",
+    )
+
     @field_validator("families")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
@@ -1500,7 +1518,8 @@ def _value_outcome(own: str, tests: list[str]) -> str:
 
 def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
            kind: str = "over", margin: float | None = None, rule: str = "symmetric",
-           margin_factors=(), collapse_pair: bool = False) -> dict:  # fmt: skip
+           margin_factors=(), collapse_pair: bool = False,
+           collapse_eps: float | None = None) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
     the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
     scored on the same reference ``m`` by the same q, criterion and resamples.
@@ -1566,6 +1585,15 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
     if col is not None and col["outcome"] != "fails" and out["outcome"] != "fails":
         out["blocked_by"] = ["collapse"]
         out["measured"] = False
+    if (
+        collapse_eps is not None and "collapse" in diffs
+    ):  # review round 7, F6 (ii): the value is the collapse's
+        lo, hi = diffs["collapse"][1]
+        if -collapse_eps <= lo and hi <= collapse_eps:
+            out["is_collapse"] = {"flow_minus_collapse": float(diffs["collapse"][0]), "ci95": [lo, hi],
+                                  "eps": float(collapse_eps)}  # fmt: skip
+            out["blocked_by"] = ["collapse"]
+            out["measured"] = False
     return out
 
 
@@ -1585,7 +1613,8 @@ def _describe(x: dict) -> str:
 def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs, controls=(),
            log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
            unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
-           collapse_pair: bool = False, unmeasured_outcomes: list | None = None) -> None:  # fmt: skip
+           collapse_pair: bool = False, unmeasured_outcomes: list | None = None,
+           collapse_eps: float | None = None) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
     interval for each (ref, flow) pair, each value's outcome decided with its own controls
     (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
@@ -1597,10 +1626,16 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
     qs = [q] * len(pairs) if qs is None else qs
     factors = tuple(rob_alt or ())
     xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin, rule=rule, margin_factors=factors,
-                 collapse_pair=collapse_pair) for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
+                 collapse_pair=collapse_pair, collapse_eps=collapse_eps)
+          for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
         unmeasured.extend(
+            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion) is the "
+             f"collapse's value: flow - collapse {xs[i]['is_collapse']['flow_minus_collapse']:+.3f} "
+             f"[{xs[i]['is_collapse']['ci95'][0]:+.3f}, {xs[i]['is_collapse']['ci95'][1]:+.3f}] within "
+             f"+-{xs[i]['is_collapse']['eps']:g}: unmeasured (collapses; review round 7, F6)")
+            if xs[i].get("is_collapse") else
             f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion), because "
             f"the collapse control does not fail there ({_describe(xs[i])}): the criterion cannot tell the "
             "flow from a collapse"
@@ -1742,7 +1777,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             rob_alt = {s: [] for s in factors}  # F1 (review round 6): every value at margin x factor
             cpair = c.collapse_outcome and kind in ("gap", "rel")
             scoring = {"kind": kind, "margin": margin, "rule": c.control_paired_rule,
-                       "collapse_pair": cpair}  # fmt: skip
+                       "collapse_pair": cpair,
+                       "collapse_eps": c.step_tolerance_share * margin
+                       if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
                             unmeasured=unmeasured, unmeasured_outcomes=unmeasured_o, rob_alt=rob_alt,
                             **scoring)  # fmt: skip
@@ -1881,6 +1918,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     }  # fmt: skip
                     if same_as:
                         collapsed = "fails" if cc["outcome"] == "fails" else "inconclusive"
+                        if c.collapse_symmetric:  # review round 7, F6 (i): unmeasured whichever way
+                            collapsed = "unmeasured"
                         notes.append(
                             f"collapses: the flow drives every token to one point (depth-1 mean cosine "
                             f"{d1:.3f}; the value {v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] is the collapse "
@@ -1888,11 +1927,20 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                             f"which {cc['outcome']} the criterion): reported whatever the step (a value "
                             "cannot move past the collapse); the record's checks are kept apart "
                             "(review round 6, F4)")  # fmt: skip
-                        main = collapsed
+                        main = "inconclusive" if collapsed == "unmeasured" else collapsed
                     elif main == "holds":
                         main = "inconclusive"
                         notes.append(f"the flow collapses (depth-1 mean cosine {d1:.3f}): a 'follows' record "
                                      "whose flow collapses cannot hold (review round 6, F4)")  # fmt: skip
+            if collapsed is None and ms.get("is_collapse"):  # review round 7, F6 (ii): the main value
+                collapsed, main = "unmeasured", "inconclusive"
+                ic = ms["is_collapse"]
+                notes.append(
+                    f"collapses: the value {v:.3f} is the collapse control's (flow - collapse "
+                    f"{ic['flow_minus_collapse']:+.3f} [{ic['ci95'][0]:+.3f}, {ic['ci95'][1]:+.3f}] within "
+                    f"+-{ic['eps']:g}): unmeasured whichever way the criterion goes (review round 7, F6; "
+                    "config collapse_symmetric)")  # fmt: skip
+                extra["value_is_collapse"] = ic
             if ctl:
                 if c.stand_still_control:
                     ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
@@ -2041,6 +2089,8 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
     ``combine``'s; this says why."""
     if why_main is not None:
         return f"inconclusive: {why_main.split(':')[0]}"
+    if collapsed == "unmeasured":  # review round 7, F6
+        return "unmeasured (collapses): the flow drives every token to one point"
     if collapsed is not None:
         return f"collapses: the flow drives every token to one point ({verdict})"
     if verdict == "inconclusive" and main in ("holds", "fails"):
