@@ -98,3 +98,51 @@ def test_f6_a_collapse_is_unmeasured_whichever_way_the_collapse_control_goes():
     # a flow 0.05 from the collapse is measured (outside +-0.025): it fails as before
     g["cos"][:, 1:] = 0.95
     assert _recs(res)["frames-mlp-cos"].verdict == "fails"
+
+
+def _table(speed: list[float], angle: list[float]) -> dict:
+    return {"network_angle": angle, "flow_speed": speed, "flow_angle_T1": [min(x, 3.14) for x in speed]}
+
+
+def test_f1_a_record_decided_only_through_a_jump_layer_is_inconclusive():
+    """Layer 0's MLP flow moves 10 rad per unit time against the network's 1 (a jump at factor 3) and (e), (g)
+    sit at one point from depth 1: inconclusive, 'layer 0's MLP is a jump (10.0 rad per unit time against
+    1.00)'. The same flows with layer 0 at 2.5 against 1 (no jump): 'unmeasured (collapses)' (F6). A jump at
+    layer 1 only: the record keeps its verdict and names the jump."""
+    from attnflow.studies.real_model_flows import mlp_jumps
+
+    assert mlp_jumps(_table([10.0, 0.4, 0.3], [1.0, 0.3, 0.3]), 3.0) == [0]
+    assert mlp_jumps(_table([2.5, 0.4, 0.3], [1.0, 0.3, 0.3]), 3.0) == []
+    assert mlp_jumps(None, 3.0) == []
+    res = fake_family({}, trend=0.1)
+    for f in ("mlp", "frames_mlp"):
+        res["stats"]["sphere"][f]["cos"][:, 1:] = 1.0
+    res["mlp_layers"] = _table([10.0, 0.4, 0.3], [1.0, 0.3, 0.3])
+    v = _recs(res)
+    for k in ("mlp-cos", "frames-mlp-cos"):
+        r = v[k]
+        assert r.verdict == "inconclusive", k
+        assert (
+            r.result["reading"]
+            == "inconclusive: layer 0's MLP is a jump (10.0 rad per unit time against 1.00)"
+        )
+        assert r.result["mlp_jump"]["layers"] == [0] and r.result["mlp_jump"]["decided_only_through_jumps"]
+    res["mlp_layers"] = _table([2.5, 0.4, 0.3], [1.0, 0.3, 0.3])
+    assert _recs(res)["mlp-cos"].result["reading"].startswith("unmeasured (collapses)")
+    res["mlp_layers"] = _table([0.5, 4.0, 0.3], [1.0, 0.3, 0.3])  # a jump at layer 1 only
+    r = _recs(res)["mlp-cos"]
+    assert r.result["mlp_jump"]["layers"] == [1] and not r.result["mlp_jump"]["decided_only_through_jumps"]
+    assert r.result["reading"].startswith("unmeasured (collapses)")
+
+
+def test_f1_the_mlp_layer_table_of_a_tiny_model():
+    """The table's shape and its small-step sense on a tiny random Llama (small MLP: the flow's speed and its
+    angle at T = 1 agree with the network's turn to first order, and nothing is a jump)."""
+    from attnflow.studies.real_model_flows import load_family, mlp_jumps, mlp_layer_table
+
+    w, _, _ = load_family("tiny-llama", 0)
+    tab = mlp_layer_table(w, [[1, 2, 3, 4, 5], [3, 4, 5, 6]], K=16)
+    assert len(tab["flow_speed"]) == w.depth == len(tab["network_angle"]) == len(tab["flow_angle_T1"])
+    for v, a, t1 in zip(tab["flow_speed"], tab["network_angle"], tab["flow_angle_T1"], strict=True):
+        assert 0 < a < 0.5 and v == pytest.approx(a, rel=0.5) and t1 == pytest.approx(v, rel=0.1)
+    assert mlp_jumps(tab, 3.0) == []

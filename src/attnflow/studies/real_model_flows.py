@@ -500,6 +500,23 @@ class FlowsConfig(StudyConfig):
         "(fails (collapses) -> unmeasured) and every record review/round7_applied.md lists under F6",
     )
 
+    mlp_jump_factor: PositiveFloat = Field(
+        3.0,
+        description="post-review amendment of 2026-12-04, review round 7 (F1), declared before the rule's "
+        "effect on the records was computed (the round-6 table review/round6/mlp_field.json had been seen: "
+        "flow speed / network turn 0.8-1.8 in MiniLM-L6 and -L3, 11 at SmolLM2's layer 0): layer l's MLP is "
+        "a jump where the MLP flow's displacement per unit time (flow_speed: |P_perp m_l(z)| at the token, "
+        "rad per unit time as t -> 0) exceeds this x the network's own turn at that layer (network_angle: "
+        "the angle between the state and state + MLP output), per layer medians over tokens and sentences "
+        "(mlp_layer_table, stored per family as verdict_data.mlp_layers): such a layer has no small-step "
+        "limit at T_l = 1. A 'follows' record of a flow with the MLP ((e), (g)) is decided only through "
+        "jump layers where the first jump layer is layer 0 and the flow's mean cosine (sphere tokens, the "
+        "reported step) is >= collapse_depth1_cos at every depth 1..L (every depth is the jump's sink): it "
+        "is inconclusive, 'layer 0's MLP is a jump (x rad per unit time against y)'. Where the first jump "
+        "layer j > 0, or the flow does not stay at the sink, the record keeps its verdict and says which "
+        "layers are jumps (result.mlp_jump). A family without the table: no rule",
+    )
+
     @field_validator("families")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
@@ -638,6 +655,76 @@ def load_family(family: str, seed: int = 0, *, keep_embeddings: bool = False):
         return [0, n - 1] if w.arch == "post_ln" else [0]
 
     return w, tokenize, special
+
+
+# -- the MLP per layer: network against flow (review round 7, F1) -----------------------------------------
+def mlp_layer_table(w, ids: list[list[int]], scale_estimator: str = "mean", K: int = 64) -> dict:
+    """Per layer l, at the state the network's MLP reads (pre-LN: the stream r after the attention sub-layer;
+    post-LN: u = h + Attn(h), the first LayerNorm's input), per token (pre-LN: tokens 2..n, the first is the
+    attention sink), medians over tokens and sentences (review round 7, F1; round 6's mlp_field.py):
+
+    * ``network_angle``: the angle (rad) between the state and state + MLP output: what the network's MLP
+      sub-layer turns a token by in its one step (T_l = 1);
+    * ``flow_speed``: |P_perp(z) m_l(z)| at the sphere token z of that state, m_l the MLP drift of flows (e),
+      (g) (:func:`attnflow.bridge.mlp_drift`, pre-LN divided by rho_l of ``scale_estimator``): radians per
+      unit time as t -> 0, the flow's displacement per unit time in the small-step limit;
+    * ``flow_angle_T1``: the angle the MLP flow alone (dz/dt = P_perp m_l(z), ``K`` projected Euler steps)
+      turns z by in T = 1 (bounded by pi, whatever the speed).
+    """
+    from ..bridge.passes import layer_norm, mlp
+    from ..bridge.theta import mlp_drift
+
+    pre = w.arch == "pre_ln"
+    keys = ("network_angle", "flow_speed", "flow_angle_T1")
+    rows = {k: [[] for _ in range(w.depth)] for k in keys}
+
+    def ang(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        cs = (a * b).sum(-1) / (torch.linalg.vector_norm(a, dim=-1) * torch.linalg.vector_norm(b, dim=-1))
+        return torch.arccos(cs.clamp(-1.0, 1.0))
+
+    with torch.no_grad():
+        for t in ids:
+            fp = forward(w, t)
+            rho = stream_scales(w, fp.hidden_states, scale_estimator) if pre else None
+            for l in range(w.depth):
+                lw, h = w.layers[l], fp.hidden_states[l]
+                if pre:
+                    state = h + attention_sublayer(layer_norm(h, lw.ln_attn), w, l)[0]
+                    ref, mo, skip = state, mlp(layer_norm(state, lw.ln_mlp), lw, w.activation), 1
+                else:
+                    state = h + attention_sublayer(h, w, l)[0]
+                    ref = layer_norm(state, lw.ln_attn)
+                    mo, skip = mlp(ref, lw, w.activation), 0
+                cen = state - state.mean(-1, keepdim=True) if w.norm == "layer" else state
+                z0 = cen / torch.linalg.vector_norm(cen, dim=-1, keepdim=True)
+                m = mlp_drift(w, l, residual_norm=None if rho is None else rho[l])
+
+                def tangent(z, m=m):
+                    v = m(z)
+                    return v - (v * z).sum(-1, keepdim=True) * z
+
+                z = z0
+                for _ in range(K):
+                    z = z + tangent(z) / K
+                    z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
+                rows["network_angle"][l].extend(ang(ref, ref + mo)[skip:].tolist())
+                rows["flow_speed"][l].extend(torch.linalg.vector_norm(tangent(z0), dim=-1)[skip:].tolist())
+                rows["flow_angle_T1"][l].extend(ang(z0, z)[skip:].tolist())
+    return {
+        "sentences": len(ids), "K": K, "scale_estimator": scale_estimator if pre else None,
+        "tokens_skipped": "the first (attention sink)" if pre else "none",
+        **{k: [float(np.median(v)) for v in rows[k]] for k in keys},
+    }  # fmt: skip
+
+
+def mlp_jumps(table: dict | None, factor: float) -> list[int]:
+    """The layers whose MLP is a jump (config ``mlp_jump_factor``; review round 7, F1): the flow's
+    displacement per unit time (``flow_speed``) exceeds ``factor`` x the network's own turn at that layer
+    (``network_angle``), so the flow has no small-step limit at T_l = 1 there."""
+    if not table:
+        return []
+    return [l for l, (v, a) in enumerate(zip(table["flow_speed"], table["network_angle"], strict=True))
+            if v > factor * a]  # fmt: skip
 
 
 # -- one sentence ------------------------------------------------------------------------------------------
@@ -1197,6 +1284,8 @@ def family_task(config: dict, family: str) -> dict:
             "variants": variants,
             "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
+            # review round 7, F1: the network's MLP turn against the MLP flow's (config mlp_jump_factor)
+            "mlp_layers": mlp_layer_table(w, ids, c.scale_estimator),
             "timing_s": {
                 "load": t_load, "variants": t_var, "total": time.perf_counter() - t0,
                 "cpu": time.process_time() - cpu0,
@@ -1411,6 +1500,7 @@ def _verdict_data(res: dict) -> dict:
                                      "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
                       for K, a in (res.get("steps_alt") or {}).items()},
         "step": res.get("step"),
+        "mlp_layers": res.get("mlp_layers"),
         "step_ladder": None if not res.get("step_ladder") else {
             "candidates": res["step_ladder"]["candidates"], "chosen": res["step_ladder"]["chosen"],
             "cpu_s": res["step_ladder"]["cpu_s"],
@@ -1941,6 +2031,36 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     f"+-{ic['eps']:g}): unmeasured whichever way the criterion goes (review round 7, F6; "
                     "config collapse_symmetric)")  # fmt: skip
                 extra["value_is_collapse"] = ic
+            jump_why = None
+            tab = res.get("mlp_layers")
+            if kind in ("gap", "rel") and flow in ("mlp", "frames_mlp") and mlp_jumps(tab, c.mlp_jump_factor):
+                jl = mlp_jumps(
+                    tab, c.mlp_jump_factor
+                )  # review round 7, F1: the MLP layers with no small step
+                fc = np.asarray(_pair(res, flow, "cos", "sphere", k=None, ref=ref,
+                                      **({"steps": Kf} if Kf else {}))[1], float).mean(0)  # fmt: skip
+                only = jl[0] == 0 and bool(np.all(fc[1:] >= c.collapse_depth1_cos))
+                extra["mlp_jump"] = {
+                    "layers": jl, "factor": c.mlp_jump_factor,
+                    "flow_speed": [tab["flow_speed"][i] for i in jl],
+                    "network_angle": [tab["network_angle"][i] for i in jl],
+                    "flow_angle_T1": [tab["flow_angle_T1"][i] for i in jl],
+                    "flow_mean_cos_per_depth": fc.tolist(), "decided_only_through_jumps": only,
+                    "rule": "config mlp_jump_factor (review round 7, F1)",
+                }  # fmt: skip
+                j = jl[0]
+                head = (f"layer {j}'s MLP is a jump ({tab['flow_speed'][j]:.1f} rad per unit time against "
+                        f"{tab['network_angle'][j]:.2f})")  # fmt: skip
+                if only:
+                    jump_why = (
+                        f"{head}: the flow's displacement per unit time exceeds {c.mlp_jump_factor:g} x "
+                        "the network's turn, so the flow has no small-step limit at T_l = 1 there, and "
+                        "from depth 1 on the flow sits at that field's sink (mean cosine >= "
+                        f"{c.collapse_depth1_cos:g} at every depth): the record is decided by that layer "
+                        "alone (config mlp_jump_factor; review round 7, F1)")  # fmt: skip
+                else:
+                    notes.append(f"{head}; jump layers {jl} (config mlp_jump_factor; review round 7, F1): "
+                                 "the record is not decided by them alone")  # fmt: skip
             if ctl:
                 if c.stand_still_control:
                     ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
@@ -1983,7 +2103,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             # F4 (review round 5): an unmeasured main value makes the record inconclusive with its reason;
             # unmeasured robustness values leave the combination and are listed. Review round 6, F4: a
             # value that is the collapse is reported as such whatever the step
-            why_main = step_bad if collapsed is None else None
+            why_main = jump_why or (step_bad if collapsed is None else None)
             if step_bad is not None and collapsed is not None:
                 notes.append(f"the step rule alone would say: {step_bad}")
             if why_main is None and collapsed is None and not ms["measured"]:
