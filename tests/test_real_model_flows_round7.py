@@ -146,3 +146,45 @@ def test_f1_the_mlp_layer_table_of_a_tiny_model():
     for v, a, t1 in zip(tab["flow_speed"], tab["network_angle"], tab["flow_angle_T1"], strict=True):
         assert 0 < a < 0.5 and v == pytest.approx(a, rel=0.5) and t1 == pytest.approx(v, rel=0.1)
     assert mlp_jumps(tab, 3.0) == []
+
+
+def _set_cos(res: dict, src: str, depths: list[float], seed: int = 0) -> None:
+    """Sentence profiles of ``src``: depth 0 as stored, depths 1..L the given mean cosines + noise 0.005."""
+    import numpy as np
+
+    a = res["stats"]["sphere"][src]["cos"]
+    noise = 0.005 * np.random.default_rng(seed).standard_normal((a.shape[0], len(depths)))
+    a[:, 1:] = np.minimum(np.asarray(depths) + noise, 1.0)
+
+
+def test_f3_no_headroom_and_the_guard_only_where_the_flow_is_slow():
+    """A null whose model sits at 0.95 from depth 1 (headroom 0.05 < 0.1): a flow at 0.99 'fails' by the
+    criterion (0.04) but reads 'no headroom' (inconclusive). A null whose model leaves headroom (0.80, 0.85,
+    0.90: 0.15) and whose flow is fast (0.85, 0.90, 0.95: last depth >= 0.9) fails without the guard 'too
+    slow'; a slow flow (last depth 0.65) keeps it. The trained hold is then 'specific to training'."""
+    res = fake_family({}, trend=0.1)
+    _set_cos(res, "model", [0.95, 0.95, 0.95])
+    _set_cos(res, "attention", [0.99, 0.99, 0.99], seed=1)
+    a = _recs(res, fam="tiny-bert-permuted")["attention-overclusters"]
+    assert a.verdict == "inconclusive" and a.result["reading"].startswith(
+        "inconclusive: no headroom (1 - the"
+    )
+    assert a.result["no_headroom"]["headroom"] == pytest.approx(0.05, abs=0.01)
+    old = _recs(res, fam="tiny-bert-permuted", headroom_rule=False)["attention-overclusters"]
+    assert old.verdict == "fails" and old.result["null_fail_guard"]  # round 6: a fail with the guard
+
+    fast = fake_family({}, trend=0.1)
+    _set_cos(fast, "model", [0.80, 0.85, 0.90])
+    _set_cos(fast, "attention", [0.85, 0.90, 0.95], seed=1)
+    a = _recs(fast, fam="tiny-bert-permuted")["attention-overclusters"]
+    assert a.verdict == "fails" and "null_fail_guard" not in a.result
+    assert a.result["null_fail_not_slow"].startswith("the flow is not slow: mean cosine 0.95")
+    slow = _recs(fake_family({"attention": 0.05}), fam="tiny-bert-permuted")["attention-overclusters"]
+    assert slow.verdict == "fails" and slow.result["null_fail_guard"]
+
+    summary = _nulls(fast)
+    t = _recs(fake_family({"attention": 0.3}), summary=summary)["attention-overclusters"]
+    assert t.verdict == "holds"
+    assert t.result["null_specificity"].startswith(
+        "holds; specific to training (fails in null tiny-bert-permuted"
+    )

@@ -517,6 +517,20 @@ class FlowsConfig(StudyConfig):
         "layers are jumps (result.mlp_jump). A family without the table: no rule",
     )
 
+    headroom_rule: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F3), declared before the records "
+        "were regenerated: an 'over-clusters' value (main or robustness, every family) that does not hold, "
+        "where the model leaves no headroom -- 1 - the model's mean cosine over the value's depths (the "
+        "collapse's value of the same quantity: the most any flow can exceed the model by) is below the "
+        "criterion's threshold (point estimate) -- is 'no headroom', unmeasured, not 'fails' (a main value: "
+        "the record is inconclusive, 'no headroom'). And a null's 'over-clusters' fail carries the guard "
+        "'too slow at T_l = 1' (null_specificity) only where the flow is slow: its mean cosine (sphere "
+        "tokens, mean over the sentences) at the last depth L is below 1 - the criterion's threshold (it "
+        "has not itself come within the threshold of one cluster); a fast flow's fail is a fail (the record "
+        "says so, result.null_fail_not_slow). False: the round-6 records",
+    )
+
     @field_validator("families")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
@@ -1609,7 +1623,7 @@ def _value_outcome(own: str, tests: list[str]) -> str:
 def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
            kind: str = "over", margin: float | None = None, rule: str = "symmetric",
            margin_factors=(), collapse_pair: bool = False,
-           collapse_eps: float | None = None) -> dict:  # fmt: skip
+           collapse_eps: float | None = None, headroom: float | None = None) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
     the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
     scored on the same reference ``m`` by the same q, criterion and resamples.
@@ -1675,9 +1689,14 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
     if col is not None and col["outcome"] != "fails" and out["outcome"] != "fails":
         out["blocked_by"] = ["collapse"]
         out["measured"] = False
-    if (
-        collapse_eps is not None and "collapse" in diffs
-    ):  # review round 7, F6 (ii): the value is the collapse's
+    if headroom is not None and kind == "over":  # review round 7, F3: the model's ceiling
+        h = float(q(m, _collapse(m)))
+        out["headroom"] = h
+        if h < headroom and out["outcome"] != "holds":
+            out["no_headroom"] = {"headroom": h, "threshold": float(headroom)}
+            out["blocked_by"] = ["no headroom"]
+            out["measured"] = False
+    if collapse_eps is not None and "collapse" in diffs:  # review round 7, F6 (ii): the collapse's value
         lo, hi = diffs["collapse"][1]
         if -collapse_eps <= lo and hi <= collapse_eps:
             out["is_collapse"] = {"flow_minus_collapse": float(diffs["collapse"][0]), "ci95": [lo, hi],
@@ -1704,7 +1723,7 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
            log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
            unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
            collapse_pair: bool = False, unmeasured_outcomes: list | None = None,
-           collapse_eps: float | None = None) -> None:  # fmt: skip
+           collapse_eps: float | None = None, headroom: float | None = None) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
     interval for each (ref, flow) pair, each value's outcome decided with its own controls
     (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
@@ -1716,7 +1735,7 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
     qs = [q] * len(pairs) if qs is None else qs
     factors = tuple(rob_alt or ())
     xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin, rule=rule, margin_factors=factors,
-                 collapse_pair=collapse_pair, collapse_eps=collapse_eps)
+                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom)
           for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
@@ -1726,6 +1745,10 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
              f"[{xs[i]['is_collapse']['ci95'][0]:+.3f}, {xs[i]['is_collapse']['ci95'][1]:+.3f}] within "
              f"+-{xs[i]['is_collapse']['eps']:g}: unmeasured (collapses; review round 7, F6)")
             if xs[i].get("is_collapse") else
+            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome']}): no headroom, 1 - the model's "
+             f"mean cosine is {xs[i]['no_headroom']['headroom']:.3f} < {xs[i]['no_headroom']['threshold']:g} "
+             "(review round 7, F3)")
+            if xs[i].get("no_headroom") else
             f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion), because "
             f"the collapse control does not fail there ({_describe(xs[i])}): the criterion cannot tell the "
             "flow from a collapse"
@@ -1868,6 +1891,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             cpair = c.collapse_outcome and kind in ("gap", "rel")
             scoring = {"kind": kind, "margin": margin, "rule": c.control_paired_rule,
                        "collapse_pair": cpair,
+                       "headroom": float(getattr(c, field)) if kind == "over" and c.headroom_rule else None,
                        "collapse_eps": c.step_tolerance_share * margin
                        if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
@@ -2106,7 +2130,14 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             why_main = jump_why or (step_bad if collapsed is None else None)
             if step_bad is not None and collapsed is not None:
                 notes.append(f"the step rule alone would say: {step_bad}")
-            if why_main is None and collapsed is None and not ms["measured"]:
+            if why_main is None and collapsed is None and ms.get("no_headroom"):  # review round 7, F3
+                nh = ms["no_headroom"]
+                why_main = (f"no headroom (1 - the model's mean cosine {nh['headroom']:.3f} < "
+                            f"{nh['threshold']:g}): no flow can exceed the model by the criterion's "
+                            f"threshold, so the value {v:.3f} ({main_flow} by the criterion) cannot fail the "
+                            "claim (config headroom_rule; review round 7, F3)")  # fmt: skip
+                extra["no_headroom"] = nh
+            elif why_main is None and collapsed is None and not ms["measured"]:
                 why_main = (f"main value unmeasured: {v:.3f} ({main_flow} by the criterion), the collapse "
                             f"control does not fail there ({_describe(ms)}): the criterion cannot tell the "
                             "flow from a collapse")  # fmt: skip
@@ -2154,7 +2185,18 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                         f"{crit.threshold - margin:g}, so wherever the criterion holds the paired test holds "
                         "too: it cannot fail (review round 6, F5)")  # fmt: skip
                     notes.append(extra["paired_test_uninformative"])
-            if null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity:
+            slow = True
+            if c.headroom_rule and kind == "over":  # review round 7, F3: 'slow' = short of 1 - threshold at L
+                lastcos = float(np.mean(np.asarray(main_pair[1], float)[:, -1]))
+                slow = lastcos < 1.0 - crit.threshold
+                if null_base(fam) is not None and main == "fails" and not slow and not why_main:
+                    extra["null_fail_not_slow"] = (
+                        f"the flow is not slow: mean cosine {lastcos:.3f} at the last depth, within "
+                        f"{crit.threshold:g} of one cluster; the fail is a fail, not 'too slow at T_l = 1' "
+                        "(config headroom_rule; review round 7, F3)")  # fmt: skip
+                    notes.append(extra["null_fail_not_slow"])
+            if (null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity
+                    and slow and not why_main):  # fmt: skip
                 extra["null_fail_guard"] = (
                     "the flow runs one time unit per layer (T_l = 1): a null flow that does not over-cluster "
                     "in that time may still cluster later (review round 5, F8: random MiniLM heads reach "
