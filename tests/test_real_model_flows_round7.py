@@ -188,3 +188,22 @@ def test_f3_no_headroom_and_the_guard_only_where_the_flow_is_slow():
     assert t.result["null_specificity"].startswith(
         "holds; specific to training (fails in null tiny-bert-permuted"
     )
+
+
+def test_f8_the_free_running_fit_is_a_description_and_the_teacher_forced_fit_the_test():
+    """The (c) record's free-running fit (T_l fitted to the profile it is scored on) has class 'description'
+    and no outcome; the record's own value (teacher-forced) still decides, here 'fails' (0.3 off)."""
+    import copy
+
+    res = fake_family({"fitted_time": 0.3})
+    res["fitted_free"] = copy.deepcopy(res["fitted"][0]) | {"times": [0.5, 0.5, 0.5]}
+    st = res["fitted_free"]["stats"]["sphere"]  # the same dict as "hidden" in the fake
+    st["cos"] = st["cos"] - 0.3  # the free-running fit lands on the model
+    r = _recs(res)["fitted-time-cos"]
+    fr = r.result["free_running_fit"]
+    assert (
+        fr["class"] == "description" and "outcome" not in fr and fr["value"] == pytest.approx(0.0, abs=1e-9)
+    )
+    assert r.klass == "test" and r.verdict == "fails"
+    old = _recs(res, free_running_description=False)["fitted-time-cos"].result["free_running_fit"]
+    assert old["outcome"] == "holds" and "class" not in old

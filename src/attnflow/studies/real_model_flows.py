@@ -531,6 +531,17 @@ class FlowsConfig(StudyConfig):
         "says so, result.null_fail_not_slow). False: the round-6 records",
     )
 
+    free_running_description: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F8): the free-running time fit of "
+        "(c) (free_running_fit: L times T_l fitted to the L numbers of the fit half's mean-cosine profile, "
+        "whose held-out profile differs from the fit half's by about 0.01) is a description, not a test: it "
+        "can fail only where the flow cannot lower the cosine. Its entry in the (c) record "
+        "(result.free_running_fit) carries class 'description' and no outcome; the teacher-forced fit (T_l "
+        "fitted to the layer outputs, the record's own value) stays the test. False: the round-6 entry with "
+        "the criterion's outcome",
+    )
+
     @field_validator("families")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
@@ -2013,6 +2024,17 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "note": "T_l fitted to the mean cosine profile on the fit half of the same sentences, "
                     "the quantity this record tests: a description, not a robustness value (review 3, F3)",
                 }  # fmt: skip
+                if c.free_running_description:  # review round 7, F8: L parameters for L numbers
+                    fr = extra["free_running_fit"]
+                    del fr["outcome"]
+                    fr["class"] = "description"
+                    fr["why"] = (
+                        f"{len(fr['times'])} times fitted to the {len(fr['times'])} numbers of the fit "
+                        "half's mean-cosine profile, which the report half repeats to about 0.01: it can "
+                        "fail only where the flow cannot lower the cosine, so it is a description, not a "
+                        "test; the teacher-forced fit (this record's value) is the test (config "
+                        "free_running_description; review round 7, F8)")  # fmt: skip
+                    notes.append(f"free-running fit {fv:.3f}: a description ({fr['why']})")
             ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, margin_factors=factors, **scoring)
             main, main_flow = ms["outcome"], ms["outcome_flow"]
             collapsed = None
