@@ -207,3 +207,35 @@ def test_f8_the_free_running_fit_is_a_description_and_the_teacher_forced_fit_the
     assert r.klass == "test" and r.verdict == "fails"
     old = _recs(res, free_running_description=False)["fitted-time-cos"].result["free_running_fit"]
     assert old["outcome"] == "holds" and "class" not in old
+
+
+def test_f4_f5_the_reading_names_the_estimator_and_the_representation_and_the_margin_above_threshold():
+    """(F4) (a) 0.05 over the model with the declared estimator (fails), 0.3 with 'median_rest' (holds): the
+    reading says 'depends on scale estimator'. (F5) (d) on a de-clustering model, +0.32 on sphere tokens
+    (depends on the stand-still margin) and +0.45 in the hidden states (holds at every margin): the reading
+    names both representations and says that the x1.5 margin (0.15) exceeds the threshold 0.1."""
+    import copy
+
+    res = fake_family({"attention": 0.05, "model_scores": 0.32}, trend=-0.1)
+    res["stats"]["hidden"] = copy.deepcopy(res["stats"]["sphere"])
+    h = res["stats"]["hidden"]
+    h["model_scores"]["cos"] = h["model"]["cos"] + 0.45
+    alt = copy.deepcopy(res["stats"]["sphere"])
+    alt["attention"]["cos"] = alt["model"]["cos"] + 0.3
+    res["scale_alt"] = {"median_rest": {"sphere": alt}}
+    v = _recs(res)
+    a = v["attention-overclusters"]
+    assert a.result["outcome"] == "fails"
+    assert a.result["reading"].startswith(
+        "depends on scale estimator: mean (declared) fails 0.050, median_rest holds 0.3"
+    )
+    d = v["model-scores-overclusters"]
+    assert "stand-still margin" in d.verdict
+    assert d.result["representation_reading"] == (
+        f"sphere tokens (declared): {d.verdict}; hidden states: holds at every margin (0.450)"
+    )
+    assert d.result["margin_above_threshold"].startswith("x1.5 (0.15) exceeds the criterion's threshold 0.1")
+    assert d.result["flow_minus_z0_per_depth"][1] == pytest.approx(0.32 - 0.1, abs=0.02)
+    off = _recs(res, reading_names_choice=False)
+    assert "depends_on_estimator" not in off["attention-overclusters"].result
+    assert "representation_reading" not in off["model-scores-overclusters"].result

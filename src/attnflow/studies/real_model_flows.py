@@ -542,6 +542,23 @@ class FlowsConfig(StudyConfig):
         "the criterion's outcome",
     )
 
+    reading_names_choice: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F4, F5), declared before the "
+        "records were regenerated; no new margin or threshold: (F4) where a value of the check 'scale "
+        "estimator' (measured, or left unmeasured by the collapse control: its outcome on its own) has a "
+        "decided outcome (holds / fails) other than the main value's, and the main value is measured, the "
+        "record's reading is 'depends on scale estimator: mean (declared) X v, median_rest Y v'"
+        " (result.depends_on_estimator); (F5) where the hidden-state value of the check 'representation' has "
+        "one decided outcome at the margin and at every factor of control_margin_variants, and the record's "
+        "verdict (sphere tokens, the declared representation) is not that outcome, the reading names the "
+        "representation: 'sphere tokens (declared): <verdict>; hidden states: <X> at every margin (v)' "
+        "(result.representation_reading); a record whose verdict depends on the stand-still margin says "
+        "where a factor's margin exceeds the criterion's threshold (it then tests a stronger claim than the "
+        "one declared; result.margin_above_threshold); and every 'over-clusters' record keeps the flow's "
+        "mean cosine minus z_0's per depth (result.flow_minus_z0_per_depth, sphere tokens, descriptive)",
+    )
+
     @field_validator("families")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
@@ -2193,6 +2210,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 rob.append(RobustnessCheck.from_values(
                     crit, "stand-still margin", labels, [v] * len(factors), ci95=[list(ci)] * len(factors),
                     outcomes=[at(s) for s in factors]))  # fmt: skip
+            if kind == "over" and c.reading_names_choice:  # F5 (review round 7): descriptive
+                mz, fz = (np.asarray(a, float) for a in main_pair)
+                extra["flow_minus_z0_per_depth"] = (fz.mean(0) - mz[:, 0].mean()).tolist()
             if kind == "over" and "stand_still" in extra and margin is not None:
                 ssx = extra["stand_still"]
                 extra["paired_test_tests"] = (
@@ -2241,6 +2261,11 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if c.verdict_reading:  # F3, F6 (review round 6): the verdict in words, the class combine's
                 extra["reading"] = _reading(combine(outcome or "inconclusive", rob), outcome, rob,
                                             unmeasured_o, collapsed, why_main)  # fmt: skip
+                if c.reading_names_choice:  # F4, F5 (review round 7)
+                    verdict_now = combine(outcome or "inconclusive", rob)
+                    extra["reading"] = _choice_reading(extra, ctl_log, verdict_now, outcome,
+                                                       why_main is None and collapsed is None,
+                                                       crit.threshold, margin, factors)  # fmt: skip
                 if why_main is None and extra["reading"] != combine(outcome, rob):
                     notes.insert(0, f"reading: {extra['reading']}")
             spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
@@ -2292,6 +2317,45 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
             )
         return f"fails where measurable ({k} value{'s' * (k != 1)} unmeasured, {tail})"
     return verdict
+
+
+def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, measured: bool,
+                    threshold: float, margin: float | None, factors) -> str:  # fmt: skip
+    """The reading of review round 7 (config ``reading_names_choice``; F4, F5): the scale estimator a verdict
+    depends on, the representation a verdict is about, a stand-still margin above the criterion's threshold.
+    Sets ``result.depends_on_estimator``, ``representation_reading``, ``margin_above_threshold`` in
+    ``extra``; returns the reading."""
+    reading = extra["reading"]
+    est = ctl_log.get("scale estimator") or []
+    if measured and len(est) > 1:
+        o0 = main or "inconclusive"
+        alts = [x for x in est[1:] if x["outcome"] in ("holds", "fails") and x["outcome"] != o0]
+        if alts:
+            parts = [f"{est[0]['choice_value']} {o0} {est[0]['value']:.3f}"] + [
+                f"{x['choice_value']} {x['outcome']} {x['value']:.3f}"
+                + ("" if x["measured"] else " (unmeasured: the collapse control passes there too)")
+                for x in est[1:]
+            ]
+            extra["depends_on_estimator"] = ", ".join(parts)
+            reading = "depends on scale estimator: " + extra["depends_on_estimator"] + (
+                "" if reading == verdict else f" -- {reading}")  # fmt: skip
+    rep = {str(x["choice_value"]): x for x in ctl_log.get("representation") or []}
+    hid = rep.get("hidden")
+    if hid is not None and hid["measured"]:
+        outs = {hid["outcome"], *(hid.get("outcome_margin") or {}).values()}
+        if len(outs) == 1 and outs <= {"holds", "fails"} and verdict != next(iter(outs)):
+            extra["representation_reading"] = (
+                f"sphere tokens (declared): {verdict}; hidden states: {next(iter(outs))} at every margin "
+                f"({hid['value']:.3f})")  # fmt: skip
+            reading = f"{reading} [{extra['representation_reading']}]"
+    if margin is not None and "stand-still margin" in verdict:
+        above = [f"x{s:g} ({margin * s:g})" for s in factors if margin * s > threshold + 1e-12]
+        if above:
+            extra["margin_above_threshold"] = (
+                f"{', '.join(above)} exceeds the criterion's threshold {threshold:g}: it tests a stronger "
+                "claim than the one declared (review round 7, F5)")  # fmt: skip
+            reading = f"{reading}; {extra['margin_above_threshold']}"
+    return reading
 
 
 def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None) -> str:
