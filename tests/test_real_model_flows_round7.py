@@ -41,7 +41,9 @@ def test_f2_f7_specificity_is_printed_for_every_verdict_and_a_null_that_cannot_t
         nul["model-scores-overclusters"].result["null_cannot_test"].startswith("its flow (d) is its flow (a)")
     )
     assert "null_cannot_test" not in nul["attention-overclusters"].result
-    summary = _nulls(fake_family({"attention": 0.3, "model_scores": 0.3, "mlp": 0.3}))
+    null = fake_family({"attention": 0.3, "model_scores": 0.3, "mlp": 0.3})
+    head = 1.0 - float(null["stats"]["sphere"]["model"]["cos"][:, 1:].mean())  # the null model's ceiling (F3)
+    summary = _nulls(null)
     v = _recs(fake_family({"attention": 0.32, "model_scores": 0.45, "mlp": 0.3}, trend=-0.1), summary=summary)
     e = v["mlp-cos"]
     assert e.verdict == "fails"
@@ -52,7 +54,8 @@ def test_f2_f7_specificity_is_printed_for_every_verdict_and_a_null_that_cannot_t
     assert a.verdict.startswith("depends on") and a.result["outcome"] == "holds"
     assert a.result["null_specificity"] == (
         f"{a.verdict} (main holds), not specific to training whichever way "
-        f"{a.verdict.removeprefix('depends on ')} is settled (also holds in null tiny-bert-permuted: 0.300)"
+        f"{a.verdict.removeprefix('depends on ')} is settled (also holds in null tiny-bert-permuted: 0.300, "
+        f"headroom {head:.3f})"
     )
     d = v["model-scores-overclusters"]
     assert d.result["null_specificity"].startswith("null cannot test this (tiny-bert-permuted: its flow (d)")
@@ -70,6 +73,11 @@ def test_f2_specific_when_every_null_has_the_other_outcome():
 
     spec = {"n": {"x": {"verdict": "fails", "value": 0.02, "ladder": True}}}
     assert specificity("x", spec, "holds", "holds") == "holds; specific to training (fails in null n: 0.020)"
+    both = spec | {"m": {"x": {"verdict": "fails", "value": 0.01, "ladder": True, "guard": True}}}
+    assert specificity("x", both, "holds", "holds") == (
+        "holds; specific to training (fails in null n: 0.020); not speaking: m fails (only by the guard 'too "
+        "slow at T_l = 1')"
+    )
     guard = {"n": {"x": {"verdict": "fails", "value": 0.02, "ladder": True, "guard": True}}}
     assert specificity("x", guard, "holds", "holds").startswith("specificity untested")
     assert specificity("x", spec, "inconclusive", "inconclusive") == (

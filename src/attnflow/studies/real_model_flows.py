@@ -2210,6 +2210,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 rob.append(RobustnessCheck.from_values(
                     crit, "stand-still margin", labels, [v] * len(factors), ci95=[list(ci)] * len(factors),
                     outcomes=[at(s) for s in factors]))  # fmt: skip
+            if kind == "over" and ms.get("headroom") is not None:  # F3 (review round 7): the model's ceiling
+                extra["headroom"] = ms["headroom"]
             if kind == "over" and c.reading_names_choice:  # F5 (review round 7): descriptive
                 mz, fz = (np.asarray(a, float) for a in main_pair)
                 extra["flow_minus_z0_per_depth"] = (fz.mean(0) - mz[:, 0].mean()).tolist()
@@ -2381,40 +2383,42 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         )
 
     def word(e: dict) -> str:
-        return "no headroom" if e.get("no_headroom") else e["verdict"]
+        if e.get("no_headroom"):
+            return "no headroom"
+        return e["verdict"] + (" (only by the guard 'too slow at T_l = 1')" if e.get("guard") else "")
+
+    def val(nf: str, e: dict) -> str:
+        h = e.get("headroom")
+        return f"{nf}: {e['value']:.3f}" + ("" if h is None else f", headroom {h:.3f}")
 
     named = ", ".join(f"{nf} {word(e) if e else 'no record'}" for nf, e in use.items())
-    side = verdict if verdict in ("holds", "fails") else (
-        main if verdict.startswith("depends on") and main in ("holds", "fails") else None)  # fmt: skip
+    dep = verdict.startswith("depends on")
+    side = (
+        verdict if verdict in ("holds", "fails") else (main if dep and main in ("holds", "fails") else None)
+    )
     lead = verdict if verdict in ("holds", "fails") else f"{verdict} (main {main})"
-    held = [f"{nf}: {e['value']:.3f}" for nf, e in use.items() if e and e["verdict"] == "holds"]
-    real_fail = [f"{nf}: {e['value']:.3f}" for nf, e in use.items() if e and e["verdict"] == "fails"
+    held = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "holds"]
+    real_fail = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "fails"
                  and not e.get("guard") and not e.get("no_headroom")]  # fmt: skip
     present = [e for e in use.values() if e is not None]
-    if side is None:
-        return (
-            f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}" + cant + excl
-        )
-    if side == "holds" and held:
-        settled = (
-            "" if verdict == "holds" else f" whichever way {verdict.removeprefix('depends on ')} is settled"
-        )
+    # the nulls that speak: a record that holds, or fails by more than the guard or the ceiling
+    speak = [e for e in present if e["verdict"] == "holds" or (e["verdict"] == "fails" and not e.get("guard")
+                                                               and not e.get("no_headroom"))]  # fmt: skip
+    silent = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and e not in speak]
+    rest = f"; not speaking: {', '.join(silent)}" if silent else ""
+    if (side == "holds" or dep) and held:
+        settled = f" whichever way {verdict.removeprefix('depends on ')} is settled" if dep else ""
         return (f"{lead}, not specific to training{settled} (also holds in null " + ", ".join(held) + ")"
                 + cant + excl)  # fmt: skip
+    if side is None:
+        return f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}{cant}{excl}"
     if side == "fails" and real_fail:
-        return (
-            f"{lead}, not specific to training (also fails in null "
-            + ", ".join(real_fail)
-            + ")"
-            + cant
-            + excl
-        )
+        return f"{lead}, not specific to training (also fails in null {', '.join(real_fail)}){cant}{excl}"
     other = real_fail if side == "holds" else held
-    if present and len(other) == len(present):
+    if speak and len(other) == len(speak):
         return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
-                + ", ".join(other) + ")" + cant + excl)  # fmt: skip
-    if present and all(e["verdict"] in ("description", "identity") or e.get("guard") or e.get("no_headroom")
-                       for e in present):  # fmt: skip
+                + ", ".join(other) + ")" + rest + cant + excl)  # fmt: skip
+    if present and not speak:
         return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
                 f"description or an identity: {named})" + cant + excl)  # fmt: skip
     return f"{lead}; in the null(s): " + named + cant + excl
@@ -2439,6 +2443,7 @@ def null_outcomes(
             "value": r.get("result", {}).get("value"),
             "guard": bool(r.get("result", {}).get("null_fail_guard")),
             "no_headroom": bool(r.get("result", {}).get("no_headroom")),
+            "headroom": r.get("result", {}).get("headroom"),
             **(
                 {"cannot_test": r["result"]["null_cannot_test"]}
                 if r.get("result", {}).get("null_cannot_test")
