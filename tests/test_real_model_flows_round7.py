@@ -190,6 +190,20 @@ def test_f3_no_headroom_and_the_guard_only_where_the_flow_is_slow():
     slow = _recs(fake_family({"attention": 0.05}), fam="tiny-bert-permuted")["attention-overclusters"]
     assert slow.verdict == "fails" and slow.result["null_fail_guard"]
 
+    # a ceiling at the last depth only (0.95): that value is 'no headroom'; the record holds where measurable
+    top = fake_family({}, trend=0.1)
+    _set_cos(top, "model", [0.50, 0.60, 0.95])
+    _set_cos(top, "attention", [0.70, 0.80, 0.99], seed=1)
+    a = _recs(top, fam="tiny-bert-permuted")["attention-overclusters"]
+    assert a.verdict == "holds"
+    assert (
+        a.result["reading"]
+        == "holds where measurable (2 values unmeasured, none of which would hold on its own)"
+    )
+    assert _recs(top, fam="tiny-bert-permuted", headroom_rule=False)["attention-overclusters"].verdict == (
+        "depends on depth summary"
+    )
+
     summary = _nulls(fast)
     t = _recs(fake_family({"attention": 0.3}), summary=summary)["attention-overclusters"]
     assert t.verdict == "holds"

@@ -1799,6 +1799,8 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
         log[choice] = [
             {"choice_value": val, "value": x["value"], "outcome": x["outcome"],
              "outcome_flow": x["outcome_flow"], "measured": x["measured"],
+             **({"outcome_without_collapse": x["outcome_without_collapse"]}
+                if "outcome_without_collapse" in x else {}),
              **({"missing_depth0": True} if x.get("missing_depth0") else {}),
              **({"outcome_margin": {f"x{s:g}": o for s, o in x["outcome_margin"].items()}}
                 if x["outcome_margin"] else {}),
@@ -2250,8 +2252,13 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 notes.append(extra["null_fail_guard"])
             if null_base(fam) is not None and flow == "model_scores" and c.specificity_every_verdict:
                 # review round 7, F7: a null whose (d) is its (a) numerically cannot test 'the model's scores'
-                va = q(*_pair(res, "attention", stat, "sphere", k=k, ref=ref))
-                vd = q(*_pair(res, "model_scores", stat, "sphere", k=k, ref=ref))
+                # at the finest ladder rung both flows were computed at (their reported values), else stored
+                rungs = (res.get("step_ladder") or {}).get("levels") or {}
+                both = [K for K in sorted((int(x) for x in rungs), reverse=True)
+                        if {"attention", "model_scores"} <= set(_level(res, K)["sphere"])]  # fmt: skip
+                at = {"steps": both[0]} if both else {}
+                va = q(*_pair(res, "attention", stat, "sphere", k=k, ref=ref, **at))
+                vd = q(*_pair(res, "model_scores", stat, "sphere", k=k, ref=ref, **at))
                 if abs(vd - va) <= c.null_same_flow_tol:
                     extra["null_cannot_test"] = (
                         f"its flow (d) is its flow (a): values {vd:.7f} and {va:.7f} differ by "
@@ -2309,6 +2316,11 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
                for val, o in zip(ch.values, ch.outcomes, strict=True) if o == "inconclusive"]  # fmt: skip
         if und:
             return f"main {main}; undecided: {', '.join(und)}"
+    if verdict == "holds" and unmeasured_outcomes:  # review round 7: e.g. values with no headroom left out
+        k, j = len(unmeasured_outcomes), sum(o == "holds" for o in unmeasured_outcomes)
+        tail = f"of which {j} would hold on {'its' if k == 1 else 'their'} own" if j else (
+            "none of which would hold on its own")  # fmt: skip
+        return f"holds where measurable ({k} value{'s' * (k != 1)} unmeasured, {tail})"
     if verdict == "fails" and unmeasured_outcomes:
         k, j = len(unmeasured_outcomes), sum(o == "holds" for o in unmeasured_outcomes)
         if j == k:
@@ -2331,10 +2343,14 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
     est = ctl_log.get("scale estimator") or []
     if measured and len(est) > 1:
         o0 = main or "inconclusive"
-        alts = [x for x in est[1:] if x["outcome"] in ("holds", "fails") and x["outcome"] != o0]
+
+        def own(x: dict) -> str:  # an unmeasured value: its outcome on its own (without the collapse)
+            return x["outcome"] if x["measured"] else x.get("outcome_without_collapse", x["outcome"])
+
+        alts = [x for x in est[1:] if own(x) in ("holds", "fails") and own(x) != o0]
         if alts:
             parts = [f"{est[0]['choice_value']} {o0} {est[0]['value']:.3f}"] + [
-                f"{x['choice_value']} {x['outcome']} {x['value']:.3f}"
+                f"{x['choice_value']} {own(x)} {x['value']:.3f}"
                 + ("" if x["measured"] else " (unmeasured: the collapse control passes there too)")
                 for x in est[1:]
             ]

@@ -21,7 +21,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "round6"))
 
+import importlib.util  # noqa: E402
+
 from regen import main  # noqa: E402  (review/round6/regen.py: the same order, nulls first)
 
+
+def tables(root: Path) -> None:
+    """table.md / tables.json of every directory and explain.md's verdict tables (review/round5/regen.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[5] / "scripts"))
+    from regen_tables import main as tables_main
+
+    spec = importlib.util.spec_from_file_location("round5_regen", Path(__file__).parents[1] / "round5/regen.py")
+    r5 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(r5)
+    dirs = (".", "smollm2", "permuted", "random", "permuted_smollm2", "random_smollm2")
+    tables_main([*(str(root / d) for d in dirs), "--allow-vanished"])
+    r5.explain_tables(root)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    args = [a for a in sys.argv[1:] if a != "--tables"]
+    rc = main(args)
+    if "--tables" in sys.argv[1:]:
+        tables(Path(next((a for a in args if not a.startswith("-")), "docs/studies/real_model_flows")))
+    sys.exit(rc)
