@@ -43,5 +43,5 @@ if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--tables"]
     rc = main(args)
     if "--tables" in sys.argv[1:]:
-        tables(Path(next((a for a in args if not a.startswith("-")), "docs/studies/real_model_flows")))
+        tables(Path(args[0] if args and not args[0].startswith("-") else "docs/studies/real_model_flows"))
     sys.exit(rc)
