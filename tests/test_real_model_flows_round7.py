@@ -261,3 +261,33 @@ def test_f4_f5_the_reading_names_the_estimator_and_the_representation_and_the_ma
     off = _recs(res, reading_names_choice=False)
     assert "depends_on_estimator" not in off["attention-overclusters"].result
     assert "representation_reading" not in off["model-scores-overclusters"].result
+
+
+def test_f1_the_study_run_skips_the_angle_at_t1_and_keeps_what_the_rule_reads():
+    from attnflow.studies.real_model_flows import load_family, mlp_layer_table
+
+    w, _, _ = load_family("tiny-llama", 0)
+    ids = [[1, 2, 3, 4, 5], [3, 4, 5, 6]]
+    full, quick = mlp_layer_table(w, ids, K=16), mlp_layer_table(w, ids, K=0)
+    assert quick["flow_angle_T1"] == [None] * w.depth
+    assert quick["flow_speed"] == full["flow_speed"] and quick["network_angle"] == full["network_angle"]
+
+
+def test_f4_an_unmeasured_estimator_value_is_read_by_its_own_outcome():
+    """The median_rest value is left unmeasured by the collapse control (its outcome with the collapse
+    pairing 'inconclusive', on its own 'holds'): the reading still says the verdict depends on the
+    estimator."""
+    from attnflow.studies.real_model_flows import _choice_reading
+
+    log = {"scale estimator": [
+        {"choice_value": "mean (declared)", "value": 0.255, "outcome": "fails", "measured": True},
+        {"choice_value": "median_rest", "value": 0.079, "outcome": "inconclusive", "measured": False,
+         "outcome_without_collapse": "holds"}]}  # fmt: skip
+    extra = {"reading": "fails"}
+    out = _choice_reading(extra, log, "fails", "fails", True, 0.1, 0.1, (0.5, 1.5))
+    assert out == (
+        "depends on scale estimator: mean (declared) fails 0.255, median_rest holds 0.079 (unmeasured: the "
+        "collapse control passes there too)"
+    )
+    # a main value that is itself unmeasured (collapse, jump, step) is not re-read
+    assert _choice_reading({"reading": "x"}, log, "inconclusive", None, False, 0.1, 0.1, ()) == "x"

@@ -711,7 +711,9 @@ def mlp_layer_table(w, ids: list[list[int]], scale_estimator: str = "mean", K: i
       (g) (:func:`attnflow.bridge.mlp_drift`, pre-LN divided by rho_l of ``scale_estimator``): radians per
       unit time as t -> 0, the flow's displacement per unit time in the small-step limit;
     * ``flow_angle_T1``: the angle the MLP flow alone (dz/dt = P_perp m_l(z), ``K`` projected Euler steps)
-      turns z by in T = 1 (bounded by pi, whatever the speed).
+      turns z by in T = 1 (bounded by pi, whatever the speed); ``K = 0``: not computed (None; the study's
+      own run, where the K MLP steps per layer would cost minutes for SmolLM2: the rule reads only the
+      other two).
     """
     from ..bridge.passes import layer_norm, mlp
     from ..bridge.theta import mlp_drift
@@ -751,11 +753,12 @@ def mlp_layer_table(w, ids: list[list[int]], scale_estimator: str = "mean", K: i
                     z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
                 rows["network_angle"][l].extend(ang(ref, ref + mo)[skip:].tolist())
                 rows["flow_speed"][l].extend(torch.linalg.vector_norm(tangent(z0), dim=-1)[skip:].tolist())
-                rows["flow_angle_T1"][l].extend(ang(z0, z)[skip:].tolist())
+                if K:
+                    rows["flow_angle_T1"][l].extend(ang(z0, z)[skip:].tolist())
     return {
         "sentences": len(ids), "K": K, "scale_estimator": scale_estimator if pre else None,
         "tokens_skipped": "the first (attention sink)" if pre else "none",
-        **{k: [float(np.median(v)) for v in rows[k]] for k in keys},
+        **{k: [float(np.median(v)) if v else None for v in rows[k]] for k in keys},
     }  # fmt: skip
 
 
@@ -1327,7 +1330,7 @@ def family_task(config: dict, family: str) -> dict:
             "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
             # review round 7, F1: the network's MLP turn against the MLP flow's (config mlp_jump_factor)
-            "mlp_layers": mlp_layer_table(w, ids, c.scale_estimator),
+            "mlp_layers": mlp_layer_table(w, ids, c.scale_estimator, K=0),
             "timing_s": {
                 "load": t_load, "variants": t_var, "total": time.perf_counter() - t0,
                 "cpu": time.process_time() - cpu0,
