@@ -109,7 +109,7 @@ def test_f4_a_flow_converges_only_as_a_whole_and_a_collapse_is_named():
     e["cos"][:, 1:], e["erank"][:, 1:], e["clusters"][:, 1:] = 1.0, 1.0, 1.0
     g = res["stats"]["sphere"]["frames_mlp"]
     g["cos"][:, 1:] = 1.0  # collapsed in cosine, the rank the model's
-    v = _recs(res)
+    v = _recs(res, collapse_symmetric=False)  # the round-6 rule (round 7, F6: unmeasured either way)
     for k in ("mlp-cos", "mlp-erank"):
         r = v[k]
         assert r.result["flow_collapses"]["depth1_mean_cos"] == 1.0 and r.verdict == "fails", k
@@ -171,14 +171,16 @@ def test_f7_specificity_untested_by_the_guard_or_without_the_ladder():
     trained = fake_family({"attention": 0.3})
     for ladder, want in (
         (True, "specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
-               "description or an identity: tiny-bert-permuted fails)"),
+               "description or an identity: tiny-bert-permuted fails (only by the guard 'too slow at T_l = "
+               "1'))"),  # the null's word since review round 7
         (False, "specificity untested (nulls not run under the step ladder: tiny-bert-permuted)"),
     ):  # fmt: skip
         outs = null_outcomes(recs, ["tiny-bert-permuted"], {"tiny-bert-permuted": ladder})
         v = _recs(trained, summary={"null_outcomes": {"tiny-bert": outs}})
         assert v["attention-overclusters"].verdict == "holds"
         assert v["attention-overclusters"].result["null_specificity"] == want
-        follows = "holds; in the null(s): tiny-bert-permuted fails" if ladder else want
+        # review round 7 (F2): every usable null fails a 'follows' hold -> 'specific to training'
+        follows = "holds; specific to training (fails in null tiny-bert-permuted: 0.300)" if ladder else want
         assert v["mlp-cos"].result["null_specificity"] == follows
     assert specificity("x", {"n": {"x": {"verdict": "holds", "value": 0.5, "ladder": True}}}) == (
         "holds, not specific to training (also holds in null n: 0.500)"

@@ -455,6 +455,110 @@ class FlowsConfig(StudyConfig):
         0.5, description="share of the depths 1..L (strictly more than) of the saturation rule"
     )
 
+    # -- review round 7 (2026-12-04), review7_findings.md, applied to the stored data --
+    specificity_every_verdict: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F2, F7); declared before the "
+        "records were regenerated: the null specificity (does a null of the same architecture give the same "
+        "outcome?) is computed and printed for EVERY test record of a trained family, not only for those "
+        "that hold: 'X, not specific to training (also X in null ...)' where a laddered null's record of the "
+        "same claim has the trained record's outcome X (holds, or fails), for a 'depends on ...' record with "
+        "its main outcome ('whichever way ... is settled' where the null holds at every check); 'X; specific "
+        "to training (... in null ...)' where every usable null has the other decided outcome; 'specificity "
+        "untested (...)' where the nulls cannot speak (guard, no headroom, description, inconclusive); 'no "
+        "outcome to compare' where the trained record is inconclusive. A null whose record cannot test the "
+        "claim by construction (null_same_flow_tol) says 'null cannot test this' instead. False: the "
+        "round-6 labels, on records that hold only",
+    )
+    null_same_flow_tol: PositiveFloat = Field(
+        1e-4,
+        description="post-review amendment of 2026-12-04, review round 7 (F7): a null's 'model's scores' "
+        "record (flow (d)) cannot test the claim about the model's own scores when its value equals the "
+        "null's bias-free attention record's (flow (a)) within this (|v(d) - v(a)| <= tol): the null's "
+        "attention weights are then the heads' own (random initialisation: near-uniform attention), so (d) "
+        "is (a) and says nothing about scores taken from a model. 1e-4: two orders of magnitude below the "
+        "bootstrap half-widths (>= 0.005) and the step rule's tolerance (0.025), the study's resolution. "
+        "(The values had been seen: random SmolLM2 3e-7, random MiniLM-L6 3e-5, -L3 1e-5, permuted nulls "
+        ">= 1.6e-3.)",
+    )
+
+    collapse_symmetric: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F6), declared before the records "
+        "were regenerated: the collapse counts the same way both ways. (i) A 'follows' record whose flow "
+        "collapses (collapse_outcome (i)) is 'unmeasured (collapses)' (inconclusive, its checks kept apart) "
+        "whatever the collapse control's outcome: before, 'fails' where the collapse failed the criterion "
+        "and 'inconclusive' where it did not. (ii) Every 'follows' value (main and robustness) whose paired "
+        "difference to the collapse, q(flow) - q(collapse), lies with its whole 95% interval within +-(step_"
+        "tolerance_share x margin) -- the study's resolution, 0.025 in mean cosine, 0.0625 in relative gap "
+        "-- is the collapse's value: unmeasured (collapses), whichever way the criterion goes (the depth-1 "
+        "detector collapse_depth1_cos alone missed flows at 0.996-0.999). A main value so found makes the "
+        "record 'unmeasured (collapses)' as (i). The round-4 rule (a value the collapse control does not "
+        "fail, "
+        "and that does not fail itself, is unmeasured: the criterion cannot tell it from a collapse) stays. "
+        "Records that change (stored data): SmolLM2's mlp-cos, mlp-erank, frames-mlp-cos, frames-mlp-erank "
+        "(fails (collapses) -> unmeasured) and every record review/round7_applied.md lists under F6",
+    )
+
+    mlp_jump_factor: PositiveFloat = Field(
+        3.0,
+        description="post-review amendment of 2026-12-04, review round 7 (F1), declared before the rule's "
+        "effect on the records was computed (the round-6 table review/round6/mlp_field.json had been seen: "
+        "flow speed / network turn 0.8-1.8 in MiniLM-L6 and -L3, 11 at SmolLM2's layer 0): layer l's MLP is "
+        "a jump where the MLP flow's displacement per unit time (flow_speed: |P_perp m_l(z)| at the token, "
+        "rad per unit time as t -> 0) exceeds this x the network's own turn at that layer (network_angle: "
+        "the angle between the state and state + MLP output), per layer medians over tokens and sentences "
+        "(mlp_layer_table, stored per family as verdict_data.mlp_layers): such a layer has no small-step "
+        "limit at T_l = 1. A 'follows' record of a flow with the MLP ((e), (g)) is decided only through "
+        "jump layers where the first jump layer is layer 0 and the flow's mean cosine (sphere tokens, the "
+        "reported step) is >= collapse_depth1_cos at every depth 1..L (every depth is the jump's sink): it "
+        "is inconclusive, 'layer 0's MLP is a jump (x rad per unit time against y)'. Where the first jump "
+        "layer j > 0, or the flow does not stay at the sink, the record keeps its verdict and says which "
+        "layers are jumps (result.mlp_jump). A family without the table: no rule",
+    )
+
+    headroom_rule: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F3), declared before the records "
+        "were regenerated: an 'over-clusters' value (main or robustness, every family) that does not hold, "
+        "where the model leaves no headroom -- 1 - the model's mean cosine over the value's depths (the "
+        "collapse's value of the same quantity: the most any flow can exceed the model by) is below the "
+        "criterion's threshold (point estimate) -- is 'no headroom', unmeasured, not 'fails' (a main value: "
+        "the record is inconclusive, 'no headroom'). And a null's 'over-clusters' fail carries the guard "
+        "'too slow at T_l = 1' (null_specificity) only where the flow is slow: its mean cosine (sphere "
+        "tokens, mean over the sentences) at the last depth L is below 1 - the criterion's threshold (it "
+        "has not itself come within the threshold of one cluster); a fast flow's fail is a fail (the record "
+        "says so, result.null_fail_not_slow). False: the round-6 records",
+    )
+
+    free_running_description: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F8): the free-running time fit of "
+        "(c) (free_running_fit: L times T_l fitted to the L numbers of the fit half's mean-cosine profile, "
+        "whose held-out profile differs from the fit half's by about 0.01) is a description, not a test: it "
+        "can fail only where the flow cannot lower the cosine. Its entry in the (c) record "
+        "(result.free_running_fit) carries class 'description' and no outcome; the teacher-forced fit (T_l "
+        "fitted to the layer outputs, the record's own value) stays the test. False: the round-6 entry with "
+        "the criterion's outcome",
+    )
+
+    reading_names_choice: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 7 (F4, F5), declared before the "
+        "records were regenerated; no new margin or threshold: (F4) where a value of the check 'scale "
+        "estimator' (measured, or left unmeasured by the collapse control: its outcome on its own) has a "
+        "decided outcome (holds / fails) other than the main value's, and the main value is measured, the "
+        "record's reading is 'depends on scale estimator: mean (declared) X v, median_rest Y v'"
+        " (result.depends_on_estimator); (F5) where the hidden-state value of the check 'representation' has "
+        "one decided outcome at the margin and at every factor of control_margin_variants, and the record's "
+        "verdict (sphere tokens, the declared representation) is not that outcome, the reading names the "
+        "representation: 'sphere tokens (declared): <verdict>; hidden states: <X> at every margin (v)' "
+        "(result.representation_reading); a record whose verdict depends on the stand-still margin says "
+        "where a factor's margin exceeds the criterion's threshold (it then tests a stronger claim than the "
+        "one declared; result.margin_above_threshold); and every 'over-clusters' record keeps the flow's "
+        "mean cosine minus z_0's per depth (result.flow_minus_z0_per_depth, sphere tokens, descriptive)",
+    )
+
     @field_validator("families")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
@@ -593,6 +697,79 @@ def load_family(family: str, seed: int = 0, *, keep_embeddings: bool = False):
         return [0, n - 1] if w.arch == "post_ln" else [0]
 
     return w, tokenize, special
+
+
+# -- the MLP per layer: network against flow (review round 7, F1) -----------------------------------------
+def mlp_layer_table(w, ids: list[list[int]], scale_estimator: str = "mean", K: int = 64) -> dict:
+    """Per layer l, at the state the network's MLP reads (pre-LN: the stream r after the attention sub-layer;
+    post-LN: u = h + Attn(h), the first LayerNorm's input), per token (pre-LN: tokens 2..n, the first is the
+    attention sink), medians over tokens and sentences (review round 7, F1; round 6's mlp_field.py):
+
+    * ``network_angle``: the angle (rad) between the state and state + MLP output: what the network's MLP
+      sub-layer turns a token by in its one step (T_l = 1);
+    * ``flow_speed``: |P_perp(z) m_l(z)| at the sphere token z of that state, m_l the MLP drift of flows (e),
+      (g) (:func:`attnflow.bridge.mlp_drift`, pre-LN divided by rho_l of ``scale_estimator``): radians per
+      unit time as t -> 0, the flow's displacement per unit time in the small-step limit;
+    * ``flow_angle_T1``: the angle the MLP flow alone (dz/dt = P_perp m_l(z), ``K`` projected Euler steps)
+      turns z by in T = 1 (bounded by pi, whatever the speed); ``K = 0``: not computed (None; the study's
+      own run, where the K MLP steps per layer would cost minutes for SmolLM2: the rule reads only the
+      other two).
+    """
+    from ..bridge.passes import layer_norm, mlp
+    from ..bridge.theta import mlp_drift
+
+    pre = w.arch == "pre_ln"
+    keys = ("network_angle", "flow_speed", "flow_angle_T1")
+    rows = {k: [[] for _ in range(w.depth)] for k in keys}
+
+    def ang(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        cs = (a * b).sum(-1) / (torch.linalg.vector_norm(a, dim=-1) * torch.linalg.vector_norm(b, dim=-1))
+        return torch.arccos(cs.clamp(-1.0, 1.0))
+
+    with torch.no_grad():
+        for t in ids:
+            fp = forward(w, t)
+            rho = stream_scales(w, fp.hidden_states, scale_estimator) if pre else None
+            for l in range(w.depth):
+                lw, h = w.layers[l], fp.hidden_states[l]
+                if pre:
+                    state = h + attention_sublayer(layer_norm(h, lw.ln_attn), w, l)[0]
+                    ref, mo, skip = state, mlp(layer_norm(state, lw.ln_mlp), lw, w.activation), 1
+                else:
+                    state = h + attention_sublayer(h, w, l)[0]
+                    ref = layer_norm(state, lw.ln_attn)
+                    mo, skip = mlp(ref, lw, w.activation), 0
+                cen = state - state.mean(-1, keepdim=True) if w.norm == "layer" else state
+                z0 = cen / torch.linalg.vector_norm(cen, dim=-1, keepdim=True)
+                m = mlp_drift(w, l, residual_norm=None if rho is None else rho[l])
+
+                def tangent(z, m=m):
+                    v = m(z)
+                    return v - (v * z).sum(-1, keepdim=True) * z
+
+                z = z0
+                for _ in range(K):
+                    z = z + tangent(z) / K
+                    z = z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
+                rows["network_angle"][l].extend(ang(ref, ref + mo)[skip:].tolist())
+                rows["flow_speed"][l].extend(torch.linalg.vector_norm(tangent(z0), dim=-1)[skip:].tolist())
+                if K:
+                    rows["flow_angle_T1"][l].extend(ang(z0, z)[skip:].tolist())
+    return {
+        "sentences": len(ids), "K": K, "scale_estimator": scale_estimator if pre else None,
+        "tokens_skipped": "the first (attention sink)" if pre else "none",
+        **{k: [float(np.median(v)) if v else None for v in rows[k]] for k in keys},
+    }  # fmt: skip
+
+
+def mlp_jumps(table: dict | None, factor: float) -> list[int]:
+    """The layers whose MLP is a jump (config ``mlp_jump_factor``; review round 7, F1): the flow's
+    displacement per unit time (``flow_speed``) exceeds ``factor`` x the network's own turn at that layer
+    (``network_angle``), so the flow has no small-step limit at T_l = 1 there."""
+    if not table:
+        return []
+    return [l for l, (v, a) in enumerate(zip(table["flow_speed"], table["network_angle"], strict=True))
+            if v > factor * a]  # fmt: skip
 
 
 # -- one sentence ------------------------------------------------------------------------------------------
@@ -1152,6 +1329,8 @@ def family_task(config: dict, family: str) -> dict:
             "variants": variants,
             "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
+            # review round 7, F1: the network's MLP turn against the MLP flow's (config mlp_jump_factor)
+            "mlp_layers": mlp_layer_table(w, ids, c.scale_estimator, K=0),
             "timing_s": {
                 "load": t_load, "variants": t_var, "total": time.perf_counter() - t0,
                 "cpu": time.process_time() - cpu0,
@@ -1366,6 +1545,7 @@ def _verdict_data(res: dict) -> dict:
                                      "stats": {"sphere": rnd(a["fitted"]["stats"]["sphere"])}}}
                       for K, a in (res.get("steps_alt") or {}).items()},
         "step": res.get("step"),
+        "mlp_layers": res.get("mlp_layers"),
         "step_ladder": None if not res.get("step_ladder") else {
             "candidates": res["step_ladder"]["candidates"], "chosen": res["step_ladder"]["chosen"],
             "cpu_s": res["step_ladder"]["cpu_s"],
@@ -1473,7 +1653,8 @@ def _value_outcome(own: str, tests: list[str]) -> str:
 
 def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
            kind: str = "over", margin: float | None = None, rule: str = "symmetric",
-           margin_factors=(), collapse_pair: bool = False) -> dict:  # fmt: skip
+           margin_factors=(), collapse_pair: bool = False,
+           collapse_eps: float | None = None, headroom: float | None = None) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
     the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
     scored on the same reference ``m`` by the same q, criterion and resamples.
@@ -1539,6 +1720,20 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
     if col is not None and col["outcome"] != "fails" and out["outcome"] != "fails":
         out["blocked_by"] = ["collapse"]
         out["measured"] = False
+    if headroom is not None and kind == "over":  # review round 7, F3: the model's ceiling
+        h = float(q(m, _collapse(m)))
+        out["headroom"] = h
+        if h < headroom and out["outcome"] != "holds":
+            out["no_headroom"] = {"headroom": h, "threshold": float(headroom)}
+            out["blocked_by"] = ["no headroom"]
+            out["measured"] = False
+    if collapse_eps is not None and "collapse" in diffs:  # review round 7, F6 (ii): the collapse's value
+        lo, hi = diffs["collapse"][1]
+        if -collapse_eps <= lo and hi <= collapse_eps:
+            out["is_collapse"] = {"flow_minus_collapse": float(diffs["collapse"][0]), "ci95": [lo, hi],
+                                  "eps": float(collapse_eps)}  # fmt: skip
+            out["blocked_by"] = ["collapse"]
+            out["measured"] = False
     return out
 
 
@@ -1558,7 +1753,8 @@ def _describe(x: dict) -> str:
 def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs, controls=(),
            log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
            unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
-           collapse_pair: bool = False, unmeasured_outcomes: list | None = None) -> None:  # fmt: skip
+           collapse_pair: bool = False, unmeasured_outcomes: list | None = None,
+           collapse_eps: float | None = None, headroom: float | None = None) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
     interval for each (ref, flow) pair, each value's outcome decided with its own controls
     (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
@@ -1570,10 +1766,20 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
     qs = [q] * len(pairs) if qs is None else qs
     factors = tuple(rob_alt or ())
     xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin, rule=rule, margin_factors=factors,
-                 collapse_pair=collapse_pair) for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
+                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom)
+          for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
         unmeasured.extend(
+            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion) is the "
+             f"collapse's value: flow - collapse {xs[i]['is_collapse']['flow_minus_collapse']:+.3f} "
+             f"[{xs[i]['is_collapse']['ci95'][0]:+.3f}, {xs[i]['is_collapse']['ci95'][1]:+.3f}] within "
+             f"+-{xs[i]['is_collapse']['eps']:g}: unmeasured (collapses; review round 7, F6)")
+            if xs[i].get("is_collapse") else
+            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome']}): no headroom, 1 - the model's "
+             f"mean cosine is {xs[i]['no_headroom']['headroom']:.3f} < {xs[i]['no_headroom']['threshold']:g} "
+             "(review round 7, F3)")
+            if xs[i].get("no_headroom") else
             f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion), because "
             f"the collapse control does not fail there ({_describe(xs[i])}): the criterion cannot tell the "
             "flow from a collapse"
@@ -1596,6 +1802,8 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
         log[choice] = [
             {"choice_value": val, "value": x["value"], "outcome": x["outcome"],
              "outcome_flow": x["outcome_flow"], "measured": x["measured"],
+             **({"outcome_without_collapse": x["outcome_without_collapse"]}
+                if "outcome_without_collapse" in x else {}),
              **({"missing_depth0": True} if x.get("missing_depth0") else {}),
              **({"outcome_margin": {f"x{s:g}": o for s, o in x["outcome_margin"].items()}}
                 if x["outcome_margin"] else {}),
@@ -1715,7 +1923,10 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             rob_alt = {s: [] for s in factors}  # F1 (review round 6): every value at margin x factor
             cpair = c.collapse_outcome and kind in ("gap", "rel")
             scoring = {"kind": kind, "margin": margin, "rule": c.control_paired_rule,
-                       "collapse_pair": cpair}  # fmt: skip
+                       "collapse_pair": cpair,
+                       "headroom": float(getattr(c, field)) if kind == "over" and c.headroom_rule else None,
+                       "collapse_eps": c.step_tolerance_share * margin
+                       if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
                             unmeasured=unmeasured, unmeasured_outcomes=unmeasured_o, rob_alt=rob_alt,
                             **scoring)  # fmt: skip
@@ -1835,6 +2046,17 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "note": "T_l fitted to the mean cosine profile on the fit half of the same sentences, "
                     "the quantity this record tests: a description, not a robustness value (review 3, F3)",
                 }  # fmt: skip
+                if c.free_running_description:  # review round 7, F8: L parameters for L numbers
+                    fr = extra["free_running_fit"]
+                    del fr["outcome"]
+                    fr["class"] = "description"
+                    fr["why"] = (
+                        f"{len(fr['times'])} times fitted to the {len(fr['times'])} numbers of the fit "
+                        "half's mean-cosine profile, which the report half repeats to about 0.01: it can "
+                        "fail only where the flow cannot lower the cosine, so it is a description, not a "
+                        "test; the teacher-forced fit (this record's value) is the test (config "
+                        "free_running_description; review round 7, F8)")  # fmt: skip
+                    notes.append(f"free-running fit {fv:.3f}: a description ({fr['why']})")
             ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, margin_factors=factors, **scoring)
             main, main_flow = ms["outcome"], ms["outcome_flow"]
             collapsed = None
@@ -1854,6 +2076,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     }  # fmt: skip
                     if same_as:
                         collapsed = "fails" if cc["outcome"] == "fails" else "inconclusive"
+                        if c.collapse_symmetric:  # review round 7, F6 (i): unmeasured whichever way
+                            collapsed = "unmeasured"
                         notes.append(
                             f"collapses: the flow drives every token to one point (depth-1 mean cosine "
                             f"{d1:.3f}; the value {v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] is the collapse "
@@ -1861,11 +2085,50 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                             f"which {cc['outcome']} the criterion): reported whatever the step (a value "
                             "cannot move past the collapse); the record's checks are kept apart "
                             "(review round 6, F4)")  # fmt: skip
-                        main = collapsed
+                        main = "inconclusive" if collapsed == "unmeasured" else collapsed
                     elif main == "holds":
                         main = "inconclusive"
                         notes.append(f"the flow collapses (depth-1 mean cosine {d1:.3f}): a 'follows' record "
                                      "whose flow collapses cannot hold (review round 6, F4)")  # fmt: skip
+            if collapsed is None and ms.get("is_collapse"):  # review round 7, F6 (ii): the main value
+                collapsed, main = "unmeasured", "inconclusive"
+                ic = ms["is_collapse"]
+                notes.append(
+                    f"collapses: the value {v:.3f} is the collapse control's (flow - collapse "
+                    f"{ic['flow_minus_collapse']:+.3f} [{ic['ci95'][0]:+.3f}, {ic['ci95'][1]:+.3f}] within "
+                    f"+-{ic['eps']:g}): unmeasured whichever way the criterion goes (review round 7, F6; "
+                    "config collapse_symmetric)")  # fmt: skip
+                extra["value_is_collapse"] = ic
+            jump_why = None
+            tab = res.get("mlp_layers")
+            if kind in ("gap", "rel") and flow in ("mlp", "frames_mlp") and mlp_jumps(tab, c.mlp_jump_factor):
+                jl = mlp_jumps(
+                    tab, c.mlp_jump_factor
+                )  # review round 7, F1: the MLP layers with no small step
+                fc = np.asarray(_pair(res, flow, "cos", "sphere", k=None, ref=ref,
+                                      **({"steps": Kf} if Kf else {}))[1], float).mean(0)  # fmt: skip
+                only = jl[0] == 0 and bool(np.all(fc[1:] >= c.collapse_depth1_cos))
+                extra["mlp_jump"] = {
+                    "layers": jl, "factor": c.mlp_jump_factor,
+                    "flow_speed": [tab["flow_speed"][i] for i in jl],
+                    "network_angle": [tab["network_angle"][i] for i in jl],
+                    "flow_angle_T1": [tab["flow_angle_T1"][i] for i in jl],
+                    "flow_mean_cos_per_depth": fc.tolist(), "decided_only_through_jumps": only,
+                    "rule": "config mlp_jump_factor (review round 7, F1)",
+                }  # fmt: skip
+                j = jl[0]
+                head = (f"layer {j}'s MLP is a jump ({tab['flow_speed'][j]:.1f} rad per unit time against "
+                        f"{tab['network_angle'][j]:.2f})")  # fmt: skip
+                if only:
+                    jump_why = (
+                        f"{head}: the flow's displacement per unit time exceeds {c.mlp_jump_factor:g} x "
+                        "the network's turn, so the flow has no small-step limit at T_l = 1 there, and "
+                        "from depth 1 on the flow sits at that field's sink (mean cosine >= "
+                        f"{c.collapse_depth1_cos:g} at every depth): the record is decided by that layer "
+                        "alone (config mlp_jump_factor; review round 7, F1)")  # fmt: skip
+                else:
+                    notes.append(f"{head}; jump layers {jl} (config mlp_jump_factor; review round 7, F1): "
+                                 "the record is not decided by them alone")  # fmt: skip
             if ctl:
                 if c.stand_still_control:
                     ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
@@ -1908,10 +2171,17 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             # F4 (review round 5): an unmeasured main value makes the record inconclusive with its reason;
             # unmeasured robustness values leave the combination and are listed. Review round 6, F4: a
             # value that is the collapse is reported as such whatever the step
-            why_main = step_bad if collapsed is None else None
+            why_main = jump_why or (step_bad if collapsed is None else None)
             if step_bad is not None and collapsed is not None:
                 notes.append(f"the step rule alone would say: {step_bad}")
-            if why_main is None and collapsed is None and not ms["measured"]:
+            if why_main is None and collapsed is None and ms.get("no_headroom"):  # review round 7, F3
+                nh = ms["no_headroom"]
+                why_main = (f"no headroom (1 - the model's mean cosine {nh['headroom']:.3f} < "
+                            f"{nh['threshold']:g}): no flow can exceed the model by the criterion's "
+                            f"threshold, so the value {v:.3f} ({main_flow} by the criterion) cannot fail the "
+                            "claim (config headroom_rule; review round 7, F3)")  # fmt: skip
+                extra["no_headroom"] = nh
+            elif why_main is None and collapsed is None and not ms["measured"]:
                 why_main = (f"main value unmeasured: {v:.3f} ({main_flow} by the criterion), the collapse "
                             f"control does not fail there ({_describe(ms)}): the criterion cannot tell the "
                             "flow from a collapse")  # fmt: skip
@@ -1945,6 +2215,11 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 rob.append(RobustnessCheck.from_values(
                     crit, "stand-still margin", labels, [v] * len(factors), ci95=[list(ci)] * len(factors),
                     outcomes=[at(s) for s in factors]))  # fmt: skip
+            if kind == "over" and ms.get("headroom") is not None:  # F3 (review round 7): the model's ceiling
+                extra["headroom"] = ms["headroom"]
+            if kind == "over" and c.reading_names_choice:  # F5 (review round 7): descriptive
+                mz, fz = (np.asarray(a, float) for a in main_pair)
+                extra["flow_minus_z0_per_depth"] = (fz.mean(0) - mz[:, 0].mean()).tolist()
             if kind == "over" and "stand_still" in extra and margin is not None:
                 ssx = extra["stand_still"]
                 extra["paired_test_tests"] = (
@@ -1959,7 +2234,18 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                         f"{crit.threshold - margin:g}, so wherever the criterion holds the paired test holds "
                         "too: it cannot fail (review round 6, F5)")  # fmt: skip
                     notes.append(extra["paired_test_uninformative"])
-            if null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity:
+            slow = True
+            if c.headroom_rule and kind == "over":  # review round 7, F3: 'slow' = short of 1 - threshold at L
+                lastcos = float(np.mean(np.asarray(main_pair[1], float)[:, -1]))
+                slow = lastcos < 1.0 - crit.threshold
+                if null_base(fam) is not None and main == "fails" and not slow and not why_main:
+                    extra["null_fail_not_slow"] = (
+                        f"the flow is not slow: mean cosine {lastcos:.3f} at the last depth, within "
+                        f"{crit.threshold:g} of one cluster; the fail is a fail, not 'too slow at T_l = 1' "
+                        "(config headroom_rule; review round 7, F3)")  # fmt: skip
+                    notes.append(extra["null_fail_not_slow"])
+            if (null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity
+                    and slow and not why_main):  # fmt: skip
                 extra["null_fail_guard"] = (
                     "the flow runs one time unit per layer (T_l = 1): a null flow that does not over-cluster "
                     "in that time may still cluster later (review round 5, F8: random MiniLM heads reach "
@@ -1967,10 +2253,31 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     "null's heads cannot cluster; not evidence against clustering (config null_specificity)"
                 )  # fmt: skip
                 notes.append(extra["null_fail_guard"])
+            if null_base(fam) is not None and flow == "model_scores" and c.specificity_every_verdict:
+                # review round 7, F7: a null whose (d) is its (a) numerically cannot test 'the model's scores'
+                # at the finest ladder rung both flows were computed at (their reported values), else stored
+                rungs = (res.get("step_ladder") or {}).get("levels") or {}
+                both = [K for K in sorted((int(x) for x in rungs), reverse=True)
+                        if {"attention", "model_scores"} <= set(_level(res, K)["sphere"])]  # fmt: skip
+                at = {"steps": both[0]} if both else {}
+                va = q(*_pair(res, "attention", stat, "sphere", k=k, ref=ref, **at))
+                vd = q(*_pair(res, "model_scores", stat, "sphere", k=k, ref=ref, **at))
+                if abs(vd - va) <= c.null_same_flow_tol:
+                    extra["null_cannot_test"] = (
+                        f"its flow (d) is its flow (a): values {vd:.7f} and {va:.7f} differ by "
+                        f"{abs(vd - va):.1e} <= {c.null_same_flow_tol:g} (config null_same_flow_tol), so "
+                        "this null's attention weights carry nothing its heads' own do not (near-uniform "
+                        "attention): it cannot test 'the model's scores'")  # fmt: skip
+                    notes.append(f"null cannot test this: {extra['null_cannot_test']} (review round 7, F7)")
             outcome = None if why_main else main
             if c.verdict_reading:  # F3, F6 (review round 6): the verdict in words, the class combine's
                 extra["reading"] = _reading(combine(outcome or "inconclusive", rob), outcome, rob,
                                             unmeasured_o, collapsed, why_main)  # fmt: skip
+                if c.reading_names_choice:  # F4, F5 (review round 7)
+                    verdict_now = combine(outcome or "inconclusive", rob)
+                    extra["reading"] = _choice_reading(extra, ctl_log, verdict_now, outcome,
+                                                       why_main is None and collapsed is None,
+                                                       crit.threshold, margin, factors)  # fmt: skip
                 if why_main is None and extra["reading"] != combine(outcome, rob):
                     notes.insert(0, f"reading: {extra['reading']}")
             spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
@@ -1982,8 +2289,10 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 robustness=rob, extra=extra or None, notes="; ".join(notes),
                 outcome=outcome,
             ))  # fmt: skip
-            if out[-1].verdict == "holds" and spec:  # F8 (round 5), F7 (round 6): the claim in the nulls
-                lab = specificity(vid, spec)
+            # F8 (round 5), F7 (round 6): the claim in the nulls; round 7 (F2, F7): for every test verdict
+            every = c.specificity_every_verdict and out[-1].klass == "test"
+            if spec and (out[-1].verdict == "holds" or every):
+                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"))
                 r = out[-1].to_json()
                 out[-1] = VerdictRecord.model_validate(
                     {**r, "result": {**r["result"], "null_specificity": lab},
@@ -2001,6 +2310,8 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
     ``combine``'s; this says why."""
     if why_main is not None:
         return f"inconclusive: {why_main.split(':')[0]}"
+    if collapsed == "unmeasured":  # review round 7, F6
+        return "unmeasured (collapses): the flow drives every token to one point"
     if collapsed is not None:
         return f"collapses: the flow drives every token to one point ({verdict})"
     if verdict == "inconclusive" and main in ("holds", "fails"):
@@ -2008,6 +2319,11 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
                for val, o in zip(ch.values, ch.outcomes, strict=True) if o == "inconclusive"]  # fmt: skip
         if und:
             return f"main {main}; undecided: {', '.join(und)}"
+    if verdict == "holds" and unmeasured_outcomes:  # review round 7: e.g. values with no headroom left out
+        k, j = len(unmeasured_outcomes), sum(o == "holds" for o in unmeasured_outcomes)
+        tail = f"of which {j} would hold on {'its' if k == 1 else 'their'} own" if j else (
+            "none of which would hold on its own")  # fmt: skip
+        return f"holds where measurable ({k} value{'s' * (k != 1)} unmeasured, {tail})"
     if verdict == "fails" and unmeasured_outcomes:
         k, j = len(unmeasured_outcomes), sum(o == "holds" for o in unmeasured_outcomes)
         if j == k:
@@ -2020,26 +2336,111 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
     return verdict
 
 
-def specificity(vid: str, spec: dict) -> str:
-    """The label of a trained record that holds (config ``null_specificity``; review round 5, F8, and round
-    6, F7), from its nulls' records of the same claim (``spec``: null family -> verdict id -> verdict,
-    value, ``guard``: a fail that says only 'too slow at T_l = 1', ``ladder``: whether the null ran under
-    the step ladder). A null run without the ladder never labels the record."""
+def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, measured: bool,
+                    threshold: float, margin: float | None, factors) -> str:  # fmt: skip
+    """The reading of review round 7 (config ``reading_names_choice``; F4, F5): the scale estimator a verdict
+    depends on, the representation a verdict is about, a stand-still margin above the criterion's threshold.
+    Sets ``result.depends_on_estimator``, ``representation_reading``, ``margin_above_threshold`` in
+    ``extra``; returns the reading."""
+    reading = extra["reading"]
+    est = ctl_log.get("scale estimator") or []
+    if measured and len(est) > 1:
+        o0 = main or "inconclusive"
+
+        def own(x: dict) -> str:  # an unmeasured value: its outcome on its own (without the collapse)
+            return x["outcome"] if x["measured"] else x.get("outcome_without_collapse", x["outcome"])
+
+        alts = [x for x in est[1:] if own(x) in ("holds", "fails") and own(x) != o0]
+        if alts:
+            parts = [f"{est[0]['choice_value']} {o0} {est[0]['value']:.3f}"] + [
+                f"{x['choice_value']} {own(x)} {x['value']:.3f}"
+                + ("" if x["measured"] else " (unmeasured: the collapse control passes there too)")
+                for x in est[1:]
+            ]
+            extra["depends_on_estimator"] = ", ".join(parts)
+            reading = "depends on scale estimator: " + extra["depends_on_estimator"] + (
+                "" if reading == verdict else f" -- {reading}")  # fmt: skip
+    rep = {str(x["choice_value"]): x for x in ctl_log.get("representation") or []}
+    hid = rep.get("hidden")
+    if hid is not None and hid["measured"]:
+        outs = {hid["outcome"], *(hid.get("outcome_margin") or {}).values()}
+        if len(outs) == 1 and outs <= {"holds", "fails"} and verdict != next(iter(outs)):
+            extra["representation_reading"] = (
+                f"sphere tokens (declared): {verdict}; hidden states: {next(iter(outs))} at every margin "
+                f"({hid['value']:.3f})")  # fmt: skip
+            reading = f"{reading} [{extra['representation_reading']}]"
+    if margin is not None and "stand-still margin" in verdict:
+        above = [f"x{s:g} ({margin * s:g})" for s in factors if margin * s > threshold + 1e-12]
+        if above:
+            extra["margin_above_threshold"] = (
+                f"{', '.join(above)} exceeds the criterion's threshold {threshold:g}: it tests a stronger "
+                "claim than the one declared (review round 7, F5)")  # fmt: skip
+            reading = f"{reading}; {extra['margin_above_threshold']}"
+    return reading
+
+
+def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None) -> str:
+    """The null-specificity label of a trained test record (config ``null_specificity``; review round 5, F8,
+    round 6, F7; round 7, F2, F7: every test verdict, config ``specificity_every_verdict``), from its nulls'
+    records of the same claim (``spec``: null family -> verdict id -> verdict, value, ``guard``: a fail that
+    says only 'too slow at T_l = 1', ``no_headroom``: a fail the model's ceiling leaves no room for,
+    ``cannot_test``: why the null cannot test the claim by construction, ``ladder``: whether the null ran
+    under the step ladder). ``verdict``: the trained record's verdict, ``main``: its main outcome (what a
+    'depends on ...' record is compared by). A null run without the ladder never labels the record."""
     entries = {nf: d.get(vid) for nf, d in spec.items()}
     off = [nf for nf, e in entries.items() if e is not None and e.get("ladder") is False]
-    use = {nf: e for nf, e in entries.items() if nf not in off}
-    named = ", ".join(f"{nf} {e['verdict'] if e else 'no record'}" for nf, e in use.items())
     excl = f" ({', '.join(off)}: not run under the step ladder, not used)" if off else ""
-    if off and all(e is None for e in use.values()):
+    usable = {nf: e for nf, e in entries.items() if nf not in off}
+    if off and all(e is None for e in usable.values()):
         return f"specificity untested (nulls not run under the step ladder: {', '.join(off)})"
-    also = [f"{nf}: {e['value']:.3f}" for nf, e in use.items() if e and e["verdict"] == "holds"]
-    if also:
-        return "holds, not specific to training (also holds in null " + ", ".join(also) + ")" + excl
+    cannot = {nf: e["cannot_test"] for nf, e in usable.items() if e is not None and e.get("cannot_test")}
+    use = {nf: e for nf, e in usable.items() if nf not in cannot}
+    cant = "".join(f"; {nf}: null cannot test this ({why})" for nf, why in cannot.items())
+    if cannot and all(e is None for e in use.values()):
+        return (
+            "null cannot test this (" + "; ".join(f"{nf}: {why}" for nf, why in cannot.items()) + ")" + excl
+        )
+
+    def word(e: dict) -> str:
+        if e.get("no_headroom"):
+            return "no headroom"
+        return e["verdict"] + (" (only by the guard 'too slow at T_l = 1')" if e.get("guard") else "")
+
+    def val(nf: str, e: dict) -> str:
+        h = e.get("headroom")
+        return f"{nf}: {e['value']:.3f}" + ("" if h is None else f", headroom {h:.3f}")
+
+    named = ", ".join(f"{nf} {word(e) if e else 'no record'}" for nf, e in use.items())
+    dep = verdict.startswith("depends on")
+    side = (
+        verdict if verdict in ("holds", "fails") else (main if dep and main in ("holds", "fails") else None)
+    )
+    lead = verdict if verdict in ("holds", "fails") else f"{verdict} (main {main})"
+    held = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "holds"]
+    real_fail = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "fails"
+                 and not e.get("guard") and not e.get("no_headroom")]  # fmt: skip
     present = [e for e in use.values() if e is not None]
-    if present and all(e["verdict"] in ("description", "identity") or e.get("guard") for e in present):
+    # the nulls that speak: a record that holds, or fails by more than the guard or the ceiling
+    speak = [e for e in present if e["verdict"] == "holds" or (e["verdict"] == "fails" and not e.get("guard")
+                                                               and not e.get("no_headroom"))]  # fmt: skip
+    silent = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and e not in speak]
+    rest = f"; not speaking: {', '.join(silent)}" if silent else ""
+    if (side == "holds" or dep) and held:
+        settled = f" whichever way {verdict.removeprefix('depends on ')} is settled" if dep else ""
+        return (f"{lead}, not specific to training{settled} (also holds in null " + ", ".join(held) + ")"
+                + cant + excl)  # fmt: skip
+    if side is None:
+        return f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}{cant}{excl}"
+    if side == "fails" and real_fail:
+        return f"{lead}, not specific to training (also fails in null {', '.join(real_fail)}){cant}{excl}"
+    other = real_fail if side == "holds" else held
+    if speak and len(other) == len(speak):
+        return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
+                + ", ".join(other) + ")" + rest + cant + excl)  # fmt: skip
+    if present and not speak:
         return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
-                f"description or an identity: {named})" + excl)  # fmt: skip
-    return "holds; in the null(s): " + named + excl
+                f"description or an identity: {named})" + cant + excl)  # fmt: skip
+    return f"{lead}; in the null(s): " + named + cant + excl
 
 
 def null_outcomes(
@@ -2060,6 +2461,13 @@ def null_outcomes(
             "verdict": r["verdict"],
             "value": r.get("result", {}).get("value"),
             "guard": bool(r.get("result", {}).get("null_fail_guard")),
+            "no_headroom": bool(r.get("result", {}).get("no_headroom")),
+            "headroom": r.get("result", {}).get("headroom"),
+            **(
+                {"cannot_test": r["result"]["null_cannot_test"]}
+                if r.get("result", {}).get("null_cannot_test")
+                else {}
+            ),
             **({} if ladder is None or fam not in ladder else {"ladder": bool(ladder[fam])}),
         }
     return out
@@ -2357,6 +2765,17 @@ def _fmt(v: float | None) -> str:
     return "unmeasured" if v is None else f"{v:.3f}"
 
 
+def _spec_tag(lab: str) -> str:
+    """The table's short form of a record's null-specificity label (review rounds 5-7)."""
+    for key, tag in (("not specific to training", "not specific to training"),
+                     ("specific to training", "specific to training"),
+                     ("specificity untested", "specificity untested"),
+                     ("null cannot test this", "null cannot test this")):  # fmt: skip
+        if key in lab:
+            return f" ({tag})"
+    return ""
+
+
 def verdict_tables(summary: dict) -> list[Table]:
     """Per family: every verdict record (``summary["verdicts"]``) with its value, interval, the outcome at
     each step count (the robustness check "step count") and the checks whose outcomes disagree."""
@@ -2374,10 +2793,7 @@ def verdict_tables(summary: dict) -> list[Table]:
             ci = res.get("ci95") or [None, None]
             rows.append({
                 "claim": r["id"].removeprefix(f"flows-{fam}-"),
-                "verdict": r["verdict"] + (" (not specific to training)" if str(
-                    res.get("null_specificity", "")).startswith("holds, not specific") else "")
-                + (" (specificity untested)" if str(res.get("null_specificity", "")).startswith(
-                    "specificity untested") else "")
+                "verdict": r["verdict"] + _spec_tag(str(res.get("null_specificity", "")))
                 + (f" ({res['unmeasured_main'].split(':')[0]})" if res.get("unmeasured_main") else "")
                 # review round 6, F3, F4, F6: the verdict in words where it says more than the class
                 + (f" -- {res['reading']}" if res.get("reading") and not res.get("unmeasured_main")
@@ -2436,7 +2852,9 @@ def verdict_tables(summary: dict) -> list[Table]:
                 "(the reason beside the verdict); '(not specific to training)': the same claim holds in a "
                 "null (config null_specificity). Since review round 6 the verdict is followed by its reading "
                 "where it says more ('main fails; undecided: ...', 'collapses: ...', 'fails where measurable "
-                "(...)'; config verdict_reading), and '(specificity untested)' where no null can tell.",
+                "(...)'; config verdict_reading), and '(specificity untested)' where no null can tell. "
+                "Since review round 7 every test record carries its label ('(specific to training)', "
+                "'(null cannot test this)'; config specificity_every_verdict).",
             ))  # fmt: skip
     return out
 
