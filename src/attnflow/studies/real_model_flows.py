@@ -531,6 +531,15 @@ class FlowsConfig(StudyConfig):
         "says so, result.null_fail_not_slow). False: the round-6 records",
     )
 
+    # -- review round 8 (2026-12-04), review8_findings.md, applied to the stored data --
+    guard_time_flows_only: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F5), a bug fix: a null's "
+        "'over-clusters' fail carries the guard 'too slow at T_l = 1' only for a flow with a time convention "
+        "(every flow but the no-MLP network (n), which is the discrete network with its MLP outputs set to 0 "
+        "and has no time to run longer): a fail of (n) is a fail. False: round 7 (the guard on (n) too)",
+    )
+
     free_running_description: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 7 (F8): the free-running time fit of "
@@ -2244,8 +2253,11 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                         f"{crit.threshold:g} of one cluster; the fail is a fail, not 'too slow at T_l = 1' "
                         "(config headroom_rule; review round 7, F3)")  # fmt: skip
                     notes.append(extra["null_fail_not_slow"])
+            # review round 8, F5 (config guard_time_flows_only): the guard speaks of time (T_l = 1); the
+            # no-MLP network (n) is discrete, with no time to run longer, so its fail is a fail
+            timed = flow != "no_mlp" or not c.guard_time_flows_only
             if (null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity
-                    and slow and not why_main):  # fmt: skip
+                    and slow and not why_main and timed):  # fmt: skip
                 extra["null_fail_guard"] = (
                     "the flow runs one time unit per layer (T_l = 1): a null flow that does not over-cluster "
                     "in that time may still cluster later (review round 5, F8: random MiniLM heads reach "
