@@ -1,7 +1,7 @@
-"""Review round 8 of the ``real_model_flows`` verdicts (review8_findings.md; the rules declared 2026-12-04
-round 8 in the config): the guard 'too slow at T_l = 1' only on flows with a time (F5), the room per depth of the
-'over-clusters' and cosine 'follows' records (F1, F2), the MLP-jump reading that compares like with like (F4),
-the scale and time caps named (F3, F9). Fake per-sentence profiles only (no model, no flow)."""
+"""Review round 8 of the ``real_model_flows`` verdicts (review8_findings.md; rules declared 2026-12-04,
+round 8, in the config): the guard 'too slow at T_l = 1' only on flows with a time (F5), the room per
+depth of the 'over-clusters' and cosine 'follows' records (F1, F2), the MLP-jump reading that compares
+like with like (F4), the scale and time caps named (F3, F9). Fake per-sentence profiles only."""
 
 from __future__ import annotations
 
@@ -38,9 +38,10 @@ def _set_cos(res: dict, src: str, depths: list[float], seed: int = 0) -> None:
 
 
 def test_f5_the_guard_is_not_attached_to_the_no_mlp_network():
-    """A slow null (every flow the model + 0.05: fails, last depth far below 0.9): its attention flow (a)
-    keeps the guard 'too slow at T_l = 1', the no-MLP network (n), which has no time, does not; so the trained (n)
-    fail is 'not specific to training' (the null fails too), where round 7 said 'specificity untested'."""
+    """A slow null (every flow the model + 0.05: fails, last depth far below 0.9): its attention flow
+    (a) keeps the guard 'too slow at T_l = 1', the no-MLP network (n), which has no time, does not; so
+    the trained (n) fail is 'not specific to training' (the null fails too), where round 7 said
+    'specificity untested'."""
     null = fake_family({"attention": 0.05, "no_mlp": 0.05})
     nul = _recs(null, fam="tiny-bert-permuted")
     assert nul["attention-overclusters"].verdict == "fails"
