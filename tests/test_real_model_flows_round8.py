@@ -59,3 +59,75 @@ def test_f5_the_guard_is_not_attached_to_the_no_mlp_network():
     s7 = _nulls(null, guard_time_flows_only=False)
     t7 = _recs(fake_family({}), summary=s7)["no-mlp-network-overclusters"]
     assert t7.result["null_specificity"].startswith("specificity untested")
+
+
+def _masked_mean(res: dict, flow: str, depths: list[int], ref: str = "model") -> float:
+    """The independent reference: mean over ``depths`` of (flow - reference) mean cosine (numpy only)."""
+    import numpy as np
+
+    f = np.asarray(res["stats"]["sphere"][flow]["cos"], float).mean(0)
+    m = np.asarray(res["stats"]["sphere"][ref]["cos"], float).mean(0)
+    return float(np.mean([f[d] - m[d] for d in depths]))
+
+
+def test_f1_room_per_depth_takes_the_value_over_the_depths_with_room():
+    """A null model at 0.50 / 0.85 / 0.95 (room 0.50, 0.15, 0.05): depth 3 has no room for 0.1. Its flow at
+    0.62 / 0.97 / 0.99 over-clusters by 0.12 at depths 1-2 (holds there) and 0.093 over 1..3 (fails by
+    the round-7 mean, the flow being fast). Round 8 takes depths 1-2 (2 of 3 >= ceil(1.5))."""
+    res = fake_family({}, trend=0.1)
+    _set_cos(res, "model", [0.50, 0.85, 0.95])
+    _set_cos(res, "attention", [0.62, 0.97, 0.99], seed=1)
+    a = _recs(res, fam="tiny-bert-permuted")["attention-overclusters"]
+    assert a.result["room_per_depth"]["kept"] == [1, 2]
+    assert a.result["value"] == pytest.approx(_masked_mean(res, "attention", [1, 2]), abs=1e-9)
+    assert a.result["value_all_depths"] == pytest.approx(_masked_mean(res, "attention", [1, 2, 3]), abs=1e-9)
+    assert a.verdict == "holds"
+    old = _recs(res, fam="tiny-bert-permuted", room_per_depth=False)["attention-overclusters"]
+    assert old.verdict == "fails" and old.result["value"] == pytest.approx(a.result["value_all_depths"])
+    # the reviewer's alternative, descriptive: excess over the declared depths / the collapse's value there
+    room = 1.0 - (0.50 + 0.85 + 0.95) / 3
+    assert a.result["excess_over_room"] == pytest.approx(a.result["value_all_depths"] / room, abs=0.01)
+    # a trained family whose every depth has room is unchanged by the rule
+    t = fake_family({"attention": 0.3})
+    assert _recs(t)["attention-overclusters"].result["value"] == pytest.approx(
+        _recs(t, room_per_depth=False)["attention-overclusters"].result["value"]
+    )
+
+
+def test_f1_too_few_depths_with_room_is_no_headroom_and_the_null_falls_silent():
+    """A null model at 0.60 / 0.95 / 0.95: mean room 0.167 passes round 7's test, but only 1 of 3 depths has
+    room (2 needed). Its fast flow's fail (0.077) was 'specific to training' evidence in round 7; in round 8
+    the null has no headroom and the trained hold's specificity is untested."""
+    res = fake_family({}, trend=0.1)
+    _set_cos(res, "model", [0.60, 0.95, 0.95])
+    _set_cos(res, "attention", [0.75, 0.99, 0.99], seed=1)
+    a = _recs(res, fam="tiny-bert-permuted")["attention-overclusters"]
+    assert a.verdict == "inconclusive"
+    assert a.result["reading"] == "inconclusive: no headroom"
+    assert a.result["unmeasured_main"].startswith("no headroom: only 1 of 3 depths have room")
+    old = _recs(res, fam="tiny-bert-permuted", room_per_depth=False)["attention-overclusters"]
+    assert old.verdict == "fails"
+    trained = fake_family({"attention": 0.3})
+    t = _recs(trained, summary=_nulls(res))["attention-overclusters"]
+    assert t.verdict == "holds" and t.result["null_specificity"].startswith("specificity untested")
+    t7 = _recs(trained, summary=_nulls(res, room_per_depth=False))["attention-overclusters"]
+    assert t7.result["null_specificity"].startswith("holds; specific to training (fails in null")
+
+
+def test_f2_a_cosine_follows_value_of_a_collapsing_null_has_no_room():
+    """A null model at 0.40 / 0.95 / 0.95 whose MLP flow (e) follows it within 0.02: it 'holds' by round 7
+    (its collapse control, 0.233 off, fails); but at depths 2-3 a collapse follows the model within 0.05
+    too, and only 1 of 3 depths has room: no headroom in round 8. The trained fail (0.3 off) loses its
+    'specific to training' label."""
+    res = fake_family({}, trend=0.1)
+    _set_cos(res, "model", [0.40, 0.95, 0.95])
+    _set_cos(res, "mlp", [0.42, 0.97, 0.97], seed=1)
+    e = _recs(res, fam="tiny-bert-permuted")["mlp-cos"]
+    assert e.verdict == "inconclusive" and "no headroom" in e.result["reading"]
+    e7 = _recs(res, fam="tiny-bert-permuted", room_per_depth=False)["mlp-cos"]
+    assert e7.verdict == "holds"
+    trained = fake_family({"mlp": 0.3})
+    t = _recs(trained, summary=_nulls(res))["mlp-cos"]
+    assert t.verdict == "fails" and t.result["null_specificity"].startswith("specificity untested")
+    t7 = _recs(trained, summary=_nulls(res, room_per_depth=False))["mlp-cos"]
+    assert t7.result["null_specificity"].startswith("fails; specific to training (holds in null")

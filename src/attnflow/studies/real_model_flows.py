@@ -540,6 +540,31 @@ class FlowsConfig(StudyConfig):
         "and has no time to run longer): a fail of (n) is a fail. False: round 7 (the guard on (n) too)",
     )
 
+    room_per_depth: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F1, F2, F10), the reviewer's rule, "
+        "declared before its effect on the stored records was computed (the reviewer's own re-scoring of "
+        "permuted MiniLM-L6 at depths 1-3 -- (a) 0.107, (b) 0.131, (d) 0.104 -- had been read): the room of "
+        "a depth is 1 - the reference's mean cosine there (point estimate, all sentences of the value): the "
+        "collapse's value at that depth, the most any flow can exceed the model by, and the least a collapse "
+        "misses it by. An 'over-clusters' value, and a 'follows' value in mean cosine (the (c), (e), (g) "
+        "and (f)-vs-(n) cosine records), is taken over the depths of its summary (1..L, or L) whose room is "
+        ">= the criterion's threshold only; the other depths are unmeasured for it (no flow can exceed the "
+        "model by the threshold there; a collapse follows it within the threshold there). Where fewer than "
+        "room_min_depth_share of the summary's depths (rounded up) have room, the value is 'no headroom' "
+        "(unmeasured whichever way it goes; a main value: the record is inconclusive and, in a null, does "
+        "not speak for the specificity label). Every family, trained and null, by the same rule; a value "
+        "whose depths all have room is unchanged. The step rule stays on the declared quantity (all "
+        "depths). Robustness variant (descriptive, not deciding): result.excess_over_room, the value over "
+        "the declared depths / the collapse's value there (review round 8's alternative). False: round 7",
+    )
+    room_min_depth_share: PositiveFloat = Field(
+        0.5,
+        description="post-review amendment of 2026-12-04, review round 8 (F1): the least share of a depth "
+        "summary's depths that must have room (room_per_depth) for the value to be measured: ceil(share x "
+        "n) of n (MiniLM-L6: 3 of 6; the last depth alone: 1 of 1); declared before the effect was computed",
+    )
+
     free_running_description: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 7 (F8): the free-running time fit of "
@@ -1422,7 +1447,49 @@ def _quantity(kind: str, depths: str = "all"):
         gap = float(np.mean(np.abs(fm - mm)))
         return gap if kind == "gap" else gap / float(np.mean(mm))
 
+    q.kind, q.depths = kind, depths
     return q
+
+
+def room_of(q, m: np.ndarray, threshold: float, share: float):
+    """The depths with room of a value (config ``room_per_depth``, ``room_min_depth_share``; review round
+    8, F1, F2): the depths of ``q``'s summary (1..L or L) where 1 - the reference's mean cosine (all
+    sentences of ``m``) is >= ``threshold``. Returns (q over those depths only -- ``q`` itself where every
+    depth has room -- and the record of it: depths, room per depth, depths kept, the least number needed,
+    whether that many have room)."""
+    mm = np.asarray(m, float).mean(0)
+    L = mm.shape[0] - 1
+    sel = list(range(1, L + 1)) if q.depths == "all" else [L]
+    room = [float(1.0 - mm[d]) for d in sel]
+    keep = [d for d, r in zip(sel, room, strict=True) if r >= threshold]
+    need = int(np.ceil(share * len(sel) - 1e-9))
+    info = {"depths": sel, "room": room, "kept": keep, "min_depths": need, "enough": len(keep) >= need,
+            "threshold": float(threshold), "masked": len(keep) < len(sel),
+            "rule": "config room_per_depth, room_min_depth_share (review round 8, F1, F2)"}  # fmt: skip
+    if not info["masked"] or not keep:
+        return q, info
+    kind, idx = q.kind, np.asarray(keep)
+
+    def qk(a: np.ndarray, f: np.ndarray) -> float:
+        mm_, fm_ = a.mean(0)[idx], f.mean(0)[idx]
+        if kind == "over":
+            return float(np.mean(fm_ - mm_))
+        gap = float(np.mean(np.abs(fm_ - mm_)))
+        return gap if kind == "gap" else gap / float(np.mean(mm_))
+
+    qk.kind, qk.depths = kind, q.depths
+    return qk, info
+
+
+def no_room_text(nh: dict, kind: str) -> str:
+    """Why a value has no headroom (review round 7, F3; round 8, F1, F2), in words."""
+    if "depths_with_room" in nh:
+        what = ("no flow can exceed the model by the threshold at the others" if kind == "over" else
+                "a collapse follows the reference within the threshold at the others")  # fmt: skip
+        return (f"only {nh['depths_with_room']} of {nh['depths']} depths have room 1 - the reference's mean "
+                f"cosine >= {nh['threshold']:g} (at least {nh['min_depths']} needed; {what}; config "
+                "room_per_depth, room_min_depth_share; review round 8, F1, F2)")  # fmt: skip
+    return (f"1 - the model's mean cosine {nh['headroom']:.3f} < {nh['threshold']:g} (review round 7, F3)")
 
 
 def _boot(q, m: np.ndarray, f: np.ndarray, B: int, seed: int) -> tuple[float, tuple[float, float]]:
@@ -1663,7 +1730,8 @@ def _value_outcome(own: str, tests: list[str]) -> str:
 def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
            kind: str = "over", margin: float | None = None, rule: str = "symmetric",
            margin_factors=(), collapse_pair: bool = False,
-           collapse_eps: float | None = None, headroom: float | None = None) -> dict:  # fmt: skip
+           collapse_eps: float | None = None, headroom: float | None = None,
+           room: tuple | None = None) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
     the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
     scored on the same reference ``m`` by the same q, criterion and resamples.
@@ -1678,7 +1746,16 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
     (config ``control_margin_variants``; F1): the outcome with the margin times each factor, in
     ``outcome_margin``. The collapse control keeps the round-4 rule: ``measured`` is False where it does
     not fail the criterion and the value does not fail either (``blocked_by``). A reference without a
-    finite depth-0 statistic cannot be controlled (``missing_depth0``: the criterion alone decides)."""
+    finite depth-0 statistic cannot be controlled (``missing_depth0``: the criterion alone decides).
+    ``room`` (threshold, share; config ``room_per_depth``; review round 8, F1, F2): the value is taken over
+    the depths with room only (:func:`room_of`); too few such depths: 'no headroom', unmeasured."""
+    rinfo = None
+    if room is not None and getattr(q, "depths", None):
+        full = q
+        q, rinfo = room_of(q, m, *room)
+        if rinfo["masked"] and kind == "over":  # the reviewer's alternative, descriptive (F1)
+            h_all = float(full(m, _collapse(m)))
+            rinfo["excess_over_room"] = float(full(m, f)) / h_all if h_all > 0 else None
     v, ci = _boot(q, m, f, B, seed)
     own = crit.decide(v, ci)
     out = {"value": v, "ci95": list(ci), "outcome": own, "outcome_flow": own, "controls": {},
@@ -1736,6 +1813,14 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
             out["no_headroom"] = {"headroom": h, "threshold": float(headroom)}
             out["blocked_by"] = ["no headroom"]
             out["measured"] = False
+    if rinfo is not None:  # review round 8, F1, F2: the depths with room
+        out["room"] = rinfo
+        if not rinfo["enough"] and out["measured"]:  # an earlier reason (collapse, round 7's mean) first
+            out["no_headroom"] = {"headroom": float(np.mean(rinfo["room"])), "threshold": rinfo["threshold"],
+                                  "depths_with_room": len(rinfo["kept"]), "depths": len(rinfo["depths"]),
+                                  "min_depths": rinfo["min_depths"]}  # fmt: skip
+            out["blocked_by"] = ["no headroom"]
+            out["measured"] = False
     if collapse_eps is not None and "collapse" in diffs:  # review round 7, F6 (ii): the collapse's value
         lo, hi = diffs["collapse"][1]
         if -collapse_eps <= lo and hi <= collapse_eps:
@@ -1763,7 +1848,8 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
            log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
            unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
            collapse_pair: bool = False, unmeasured_outcomes: list | None = None,
-           collapse_eps: float | None = None, headroom: float | None = None) -> None:  # fmt: skip
+           collapse_eps: float | None = None, headroom: float | None = None,
+           room: tuple | None = None) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
     interval for each (ref, flow) pair, each value's outcome decided with its own controls
     (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
@@ -1775,7 +1861,7 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
     qs = [q] * len(pairs) if qs is None else qs
     factors = tuple(rob_alt or ())
     xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin, rule=rule, margin_factors=factors,
-                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom)
+                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom, room=room)
           for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
@@ -1785,9 +1871,8 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
              f"[{xs[i]['is_collapse']['ci95'][0]:+.3f}, {xs[i]['is_collapse']['ci95'][1]:+.3f}] within "
              f"+-{xs[i]['is_collapse']['eps']:g}: unmeasured (collapses; review round 7, F6)")
             if xs[i].get("is_collapse") else
-            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome']}): no headroom, 1 - the model's "
-             f"mean cosine is {xs[i]['no_headroom']['headroom']:.3f} < {xs[i]['no_headroom']['threshold']:g} "
-             "(review round 7, F3)")
+            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome']}): no headroom, "
+             + no_room_text(xs[i]["no_headroom"], kind))
             if xs[i].get("no_headroom") else
             f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion), because "
             f"the collapse control does not fail there ({_describe(xs[i])}): the criterion cannot tell the "
@@ -1934,6 +2019,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             scoring = {"kind": kind, "margin": margin, "rule": c.control_paired_rule,
                        "collapse_pair": cpair,
                        "headroom": float(getattr(c, field)) if kind == "over" and c.headroom_rule else None,
+                       "room": (float(getattr(c, field)), c.room_min_depth_share) if c.room_per_depth and (
+                           kind == "over" or (kind == "gap" and stat == "cos")) else None,
                        "collapse_eps": c.step_tolerance_share * margin
                        if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
@@ -2068,6 +2155,18 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     notes.append(f"free-running fit {fv:.3f}: a description ({fr['why']})")
             ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, margin_factors=factors, **scoring)
             main, main_flow = ms["outcome"], ms["outcome_flow"]
+            q_main = q
+            if ms.get("room"):  # review round 8, F1, F2: the value over the depths with room
+                extra["room_per_depth"] = ms["room"]
+                if ms["room"]["masked"] and ms["room"]["enough"]:
+                    q_main = room_of(q, main_pair[0], *scoring["room"])[0]
+                    notes.append(f"value over the depths with room {ms['room']['kept']} only (declared: "
+                                 f"{v:.3f} over {ms['room']['depths']}; config room_per_depth; review round "
+                                 "8, F1, F2)")  # fmt: skip
+                    extra["value_all_depths"] = v
+                    v, ci = ms["value"], tuple(ms["ci95"])
+                if ms["room"].get("excess_over_room") is not None:
+                    extra["excess_over_room"] = ms["room"]["excess_over_room"]
             collapsed = None
             if cpair and "collapse" in ms["controls"]:  # F4 (review round 6): the outcome 'collapses'
                 Kr = Kf or (Kc if watched else res.get("step", c.steps_per_layer))
@@ -2140,7 +2239,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                                  "the record is not decided by them alone")  # fmt: skip
             if ctl:
                 if c.stand_still_control:
-                    ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
+                    ss = stand_still(*main_pair, q=q_main, B=c.bootstrap, seed=seed)
                     ss["outcome"] = crit.decide(ss["value"], ss["ci95"])
                     if "paired" in ms["controls"].get("stand-still", {}):
                         ss["paired_test"] = ms["controls"]["stand-still"]["paired"]
@@ -2185,10 +2284,13 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 notes.append(f"the step rule alone would say: {step_bad}")
             if why_main is None and collapsed is None and ms.get("no_headroom"):  # review round 7, F3
                 nh = ms["no_headroom"]
-                why_main = (f"no headroom (1 - the model's mean cosine {nh['headroom']:.3f} < "
-                            f"{nh['threshold']:g}): no flow can exceed the model by the criterion's "
-                            f"threshold, so the value {v:.3f} ({main_flow} by the criterion) cannot fail the "
-                            "claim (config headroom_rule; review round 7, F3)")  # fmt: skip
+                why_main = (
+                    f"no headroom (1 - the model's mean cosine {nh['headroom']:.3f} < {nh['threshold']:g}): "
+                    f"no flow can exceed the model by the criterion's threshold, so the value {v:.3f} "
+                    f"({main_flow} by the criterion) cannot fail the claim (config headroom_rule; review "
+                    "round 7, F3)" if "depths_with_room" not in nh else
+                    f"no headroom: {no_room_text(nh, kind)}, so the value {v:.3f} ({main_flow} by the "
+                    "criterion) does not test the claim")  # fmt: skip
                 extra["no_headroom"] = nh
             elif why_main is None and collapsed is None and not ms["measured"]:
                 why_main = (f"main value unmeasured: {v:.3f} ({main_flow} by the criterion), the collapse "
@@ -2450,8 +2552,9 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
                 + ", ".join(other) + ")" + rest + cant + excl)  # fmt: skip
     if present and not speak:
-        return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
-                f"description or an identity: {named})" + cant + excl)  # fmt: skip
+        return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1', has no "
+                f"headroom, is inconclusive, or is a description or an identity: {named})"
+                + cant + excl)  # fmt: skip
     return f"{lead}; in the null(s): " + named + cant + excl
 
 
