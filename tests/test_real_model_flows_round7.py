@@ -126,7 +126,7 @@ def test_f1_a_record_decided_only_through_a_jump_layer_is_inconclusive():
     for f in ("mlp", "frames_mlp"):
         res["stats"]["sphere"][f]["cos"][:, 1:] = 1.0
     res["mlp_layers"] = _table([10.0, 0.4, 0.3], [1.0, 0.3, 0.3])
-    v = _recs(res)
+    v = _recs(res, mlp_jump_reading=False)  # round 7's reading (round 8, F4: mlp_jump_reading)
     for k in ("mlp-cos", "frames-mlp-cos"):
         r = v[k]
         assert r.verdict == "inconclusive", k

@@ -131,3 +131,63 @@ def test_f2_a_cosine_follows_value_of_a_collapsing_null_has_no_room():
     assert t.verdict == "fails" and t.result["null_specificity"].startswith("specificity untested")
     t7 = _recs(trained, summary=_nulls(res, room_per_depth=False))["mlp-cos"]
     assert t7.result["null_specificity"].startswith("fails; specific to training (holds in null")
+
+
+def _table(speed: list[float], angle: list[float], t1: list[float]) -> dict:
+    return {"network_angle": angle, "flow_speed": speed, "flow_angle_T1": t1}
+
+
+def test_f4_the_factor_range_that_flags_the_same_layers():
+    """Ratios 1.8 / 1.0 (family a) and 6.12 / 0.5 (family b): factor 3 flags b's layer 0 only, and so does
+    any factor in [1.8, 6.12)."""
+    from attnflow.studies.real_model_flows import mlp_factor_range, mlp_jumps
+
+    tabs = {"a": _table([1.8, 0.3], [1.0, 0.3], [1.0, 0.3]), "b": _table([6.12, 0.1], [1.0, 0.2], [1.5, 0.1])}
+    r = mlp_factor_range(tabs, 3.0)
+    assert r["low"] == pytest.approx(1.8) and r["high"] == pytest.approx(6.12)
+    assert r["low_at"] == "a layer 0" and r["high_at"] == "b layer 0"
+    for f in (1.81, 3.0, 6.11):  # the same layers anywhere in the range
+        assert [mlp_jumps(t, f) for t in tabs.values()] == [[], [0]]
+    assert mlp_jumps(tabs["b"], 6.2) == [] and mlp_jumps(tabs["a"], 1.7) == [0]  # outside it: others
+
+
+def test_f4_the_jump_reading_compares_the_turn_after_one_unit_of_time_and_the_direction():
+    """(e), (g) sit at one point from depth 1 and layer 0 is a jump (10 rad per unit time against 1.00); its
+    turn after one unit of time is 1.02 rad: the reading compares 1.02 with 1.00, and the flow's depth-1
+    mean cosine (1.000) with the model's, and names the factor range from the summary."""
+    from attnflow.studies.real_model_flows import mlp_factor_range
+
+    res = fake_family({}, trend=0.1)
+    for f in ("mlp", "frames_mlp"):
+        res["stats"]["sphere"][f]["cos"][:, 1:] = 1.0
+    res["mlp_layers"] = _table([10.0, 0.4, 0.3], [1.0, 0.3, 0.3], [1.02, 0.35, 0.3])
+    rng = mlp_factor_range({"tiny-bert": res["mlp_layers"]}, 3.0)
+    m1 = float(res["stats"]["sphere"]["model"]["cos"][:, 1].mean())
+    v = _recs(res, summary={"mlp_factor_range": rng})
+    for k in ("mlp-cos", "frames-mlp-cos"):
+        r = v[k]
+        assert r.verdict == "inconclusive"  # the class stays combine's; counted apart as unmeasured
+        assert r.result["reading"] == (
+            "unmeasured (collapses at layer 0): after one unit of time layer 0's MLP flow turns each token "
+            "by 1.02 rad, the network by 1.00; the direction differs: every token goes to one point "
+            f"(depth-1 mean cosine 1.000 against the model's {m1:.3f})"
+        )
+        assert "any mlp_jump_factor in (1.33, 10.00) flags the same layers" in r.result["unmeasured_main"]
+        assert r.result["mlp_jump"]["factor_range_same_layers"]["low"] == pytest.approx(0.4 / 0.3)
+    old = _recs(res, summary={"mlp_factor_range": rng}, mlp_jump_reading=False)["mlp-cos"]
+    want = "inconclusive: layer 0's MLP is a jump (10.0 rad per unit time against 1.00)"
+    assert old.result["reading"] == want
+
+
+def test_f9_a_fitted_time_record_names_where_the_time_cap_binds():
+    """One of the four fits has T_l = max_time (8) at layer 1: the (c) record says the grid binds there."""
+    res = fake_family({"fitted_time": 0.3})
+    for i, x in enumerate(res["fitted"]):
+        x["times"] = [1.0, 8.0 if i == 0 else 3.0, 2.0]
+    r = _recs(res)["fitted-time-cos"]
+    assert r.result["time_cap"] == {"max_time": 8.0, "layers_at_cap": {"seed 0 A->B": [1]}}
+    assert r.result["reading"].endswith(
+        "the time grid's cap 8 binds at layer 1 in 1 of 4 fits (a fit there may want more time; review round "
+        "8, F9; not refitted)"
+    )
+    assert "time_cap" not in _recs(res, caps_named=False)["fitted-time-cos"].result

@@ -558,6 +558,27 @@ class FlowsConfig(StudyConfig):
         "depths). Robustness variant (descriptive, not deciding): result.excess_over_room, the value over "
         "the declared depths / the collapse's value there (review round 8's alternative). False: round 7",
     )
+    mlp_jump_reading: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F4): the records the jump rule "
+        "(mlp_jump_factor) decides keep the class 'inconclusive' (verdicts.combine) and are counted apart as "
+        "unmeasured; their reading compares like with like: 'unmeasured (collapses at layer 0)', the flow's "
+        "turn after one unit of time against the network's (flow_angle_T1 against network_angle: a match) "
+        "and the direction (the flow's depth-1 mean cosine against the model's: every token to one point), "
+        "and it names the range of factors that flag the same layers (summary key mlp_factor_range, from "
+        "every family's table: above the largest ratio flow speed / network turn of a layer that is not a "
+        "jump, up to the smallest of one that is). The rule is kept (decided: a relabel of a collapse, not "
+        "a new outcome; the reviewer showed it cannot change a class). False: round 7's reading",
+    )
+    caps_named: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F3, F9), descriptive, no new "
+        "threshold: a record whose reading depends on the scale estimator names the declared estimator's "
+        "largest layer-to-layer jump of rho (and the other estimator's rho there), where under the other "
+        "estimator the flow sits at one cluster (mean cosine >= collapse_depth1_cos from some depth on) and "
+        "its value as a share of the collapse's (result.scale_caps); a fitted-time record names the layers "
+        "where a fitted T_l is max_time (result.time_cap: the grid binds there). False: round 7",
+    )
     room_min_depth_share: PositiveFloat = Field(
         0.5,
         description="post-review amendment of 2026-12-04, review round 8 (F1): the least share of a depth "
@@ -807,6 +828,22 @@ def mlp_jumps(table: dict | None, factor: float) -> list[int]:
 
 
 # -- one sentence ------------------------------------------------------------------------------------------
+def mlp_factor_range(tables: dict[str, dict | None], factor: float) -> dict | None:
+    """The range of ``mlp_jump_factor`` values that flag the same layers as ``factor`` in every family's
+    table (review round 8, F4): from the largest ratio flow speed / network turn of a layer that is not a
+    jump (low) up to the smallest ratio of a layer that is (high). None without any table."""
+    rows = [(t["flow_speed"][i] / t["network_angle"][i], fam, i) for fam, t in tables.items() if t
+            for i in range(len(t["network_angle"])) if t["network_angle"][i] > 0]  # fmt: skip
+    if not rows:
+        return None
+    below = [r for r in rows if r[0] <= factor]
+    above = [r for r in rows if r[0] > factor]
+    lo, hi = max(below) if below else None, min(above) if above else None
+    return {"low": lo[0] if lo else 0.0, "low_at": f"{lo[1]} layer {lo[2]}" if lo else None,
+            "high": hi[0] if hi else float("inf"), "high_at": f"{hi[1]} layer {hi[2]}" if hi else None,
+            "factor": float(factor)}  # fmt: skip
+
+
 def _unit(y: torch.Tensor) -> torch.Tensor:
     return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)
 
@@ -2227,7 +2264,26 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 j = jl[0]
                 head = (f"layer {j}'s MLP is a jump ({tab['flow_speed'][j]:.1f} rad per unit time against "
                         f"{tab['network_angle'][j]:.2f})")  # fmt: skip
-                if only:
+                rng_ = summary.get("mlp_factor_range") if c.mlp_jump_reading else None
+                if rng_:
+                    extra["mlp_jump"]["factor_range_same_layers"] = rng_
+                extra["mlp_jump"]["flow_angle_T1_over_network"] = [
+                    tab["flow_angle_T1"][i] / tab["network_angle"][i] for i in jl]  # fmt: skip
+                if only and c.mlp_jump_reading:  # review round 8, F4: like with like
+                    m1 = float(np.asarray(main_pair[0], float)[:, 1].mean())
+                    rr = (f"; any mlp_jump_factor in ({rng_['low']:.2f}, {rng_['high']:.2f}) flags the same "
+                          "layers in every family" if rng_ else "")  # fmt: skip
+                    jump_why = (
+                        f"unmeasured (collapses at layer {j}): after one unit of time layer {j}'s MLP flow "
+                        f"turns each token by {tab['flow_angle_T1'][j]:.2f} rad, the network by "
+                        f"{tab['network_angle'][j]:.2f}; the direction differs: every token goes to one "
+                        f"point (depth-1 mean cosine {fc[1]:.3f} against the model's {m1:.3f})"
+                        f" -- its speed as t -> 0 ({tab['flow_speed'][j]:.1f} rad per unit time) exceeds "
+                        f"{c.mlp_jump_factor:g} x the network's turn{rr}; from depth 1 on the flow sits at "
+                        f"that field's sink (mean cosine >= {c.collapse_depth1_cos:g} at every depth): the "
+                        "record is decided by that layer alone (config mlp_jump_factor, mlp_jump_reading; "
+                        "review round 7, F1; round 8, F4)")  # fmt: skip
+                elif only:
                     jump_why = (
                         f"{head}: the flow's displacement per unit time exceeds {c.mlp_jump_factor:g} x "
                         "the network's turn, so the flow has no small-step limit at T_l = 1 there, and "
@@ -2392,6 +2448,10 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     extra["reading"] = _choice_reading(extra, ctl_log, verdict_now, outcome,
                                                        why_main is None and collapsed is None,
                                                        crit.threshold, margin, factors)  # fmt: skip
+                if c.caps_named:  # review round 8, F3, F9: the caps a reading rests on
+                    cap = _caps(summary, fam, res, flow, stat, ref, k, q, c, extra)
+                    if cap:
+                        extra["reading"] += "; " + cap
                 if why_main is None and extra["reading"] != combine(outcome, rob):
                     notes.insert(0, f"reading: {extra['reading']}")
             spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
@@ -2419,10 +2479,57 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
     return out
 
 
+def _caps(summary: dict, fam: str, res: dict, flow: str, stat: str, ref: str, k, q, c, extra: dict) -> str:
+    """The scale and time caps a record rests on (config ``caps_named``; review round 8, F3, F9), in words;
+    stored in ``extra`` (``scale_caps``, ``time_cap``). Empty where none applies."""
+    parts = []
+    fs = (summary.get("families") or {}).get(fam) or {}
+    if extra.get("depends_on_estimator") and fs.get("rho_mean") and fs.get("scale_alt"):
+        rho = np.asarray(fs["rho_mean"], float)
+        alt = next(iter(fs["scale_alt"]))
+        ralt = np.asarray(fs["scale_alt"][alt].get("rho_mean", []), float)
+        j = int(np.argmax(rho[2:] / rho[1:-1])) + 2  # layer 0 -> 1 is the embeddings' norm, not a jump
+        m, f = _pair(res, flow, "cos", "sphere", k=None, ref=ref, est=alt)
+        fc = np.asarray(f, float).mean(0)
+        at = [d for d in range(1, len(fc)) if np.all(fc[d:] >= c.collapse_depth1_cos)]
+        mq, fq = _pair(res, flow, stat, "sphere", k=k, ref=ref, est=alt)
+        full = _quantity(q.kind)
+        va, room = full(mq, fq), full(mq, _collapse(mq))
+        extra["scale_caps"] = {
+            "declared_rho_jump": {"layer": j, "from": float(rho[j - 1]), "to": float(rho[j]),
+                                  f"{alt}_there": float(ralt[j]) if len(ralt) > j else None},
+            f"{alt}_one_cluster_from_depth": at[0] if at else None,
+            f"{alt}_value_over_collapse_value": va / room if room else None,
+        }  # fmt: skip
+        t = (f"the declared estimator's scale jumps {rho[j - 1]:.1f} -> {rho[j]:.1f} at layer {j} ("
+             + (f"{alt} {ralt[j]:.1f} there), slowing the flow that much from there" if len(ralt) > j else "")
+             )  # fmt: skip
+        if at:
+            t += (f"; under {alt} the flow sits at one cluster (>= {c.collapse_depth1_cos:g}) from depth "
+                  f"{at[0]}")
+        if room:
+            t += f" and its {va:.3f} (depths 1..L) is {va / room:.2f} of the collapse's value"
+        parts.append(t + " (review round 8, F3; a sink-robust scale and 96 sentences were not run)")
+    if flow == "fitted_time" and res.get("fitted"):
+        capped = {f"seed {x['split_seed']} {x['direction']}": [i for i, t in enumerate(x.get("times") or [])
+                                                             if t >= c.max_time - 1e-9]
+                  for x in res["fitted"]}  # fmt: skip
+        capped = {n: v for n, v in capped.items() if v}
+        if capped:
+            extra["time_cap"] = {"max_time": c.max_time, "layers_at_cap": capped}
+            lay = sorted({i for v in capped.values() for i in v})
+            parts.append(f"the time grid's cap {c.max_time:g} binds at layer{'s' * (len(lay) > 1)} "
+                         f"{', '.join(map(str, lay))} in {len(capped)} of {len(res['fitted'])} fits (a fit "
+                         "there may want more time; review round 8, F9; not refitted)")  # fmt: skip
+    return "; ".join(parts)
+
+
 def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collapsed, why_main) -> str:
     """A test record's verdict in words (config ``verdict_reading``; review round 6, F3, F6): the class stays
     ``combine``'s; this says why."""
     if why_main is not None:
+        if why_main.startswith("unmeasured"):  # review round 8, F4: the reading up to its details
+            return why_main.split(" -- ")[0]
         return f"inconclusive: {why_main.split(':')[0]}"
     if collapsed == "unmeasured":  # review round 7, F6
         return "unmeasured (collapses): the flow drives every token to one point"
