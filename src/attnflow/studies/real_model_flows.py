@@ -2270,7 +2270,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 extra["mlp_jump"]["flow_angle_T1_over_network"] = [
                     tab["flow_angle_T1"][i] / tab["network_angle"][i] for i in jl]  # fmt: skip
                 if only and c.mlp_jump_reading:  # review round 8, F4: like with like
-                    m1 = float(np.asarray(main_pair[0], float)[:, 1].mean())
+                    m1 = float(np.asarray(_pair(res, flow, "cos", "sphere", k=None, ref=ref)[0], float)[:, 1]
+                               .mean())  # the reference's mean cosine (not the record's statistic)
                     rr = (f"; any mlp_jump_factor in ({rng_['low']:.2f}, {rng_['high']:.2f}) flags the same "
                           "layers in every family" if rng_ else "")  # fmt: skip
                     jump_why = (
