@@ -170,9 +170,9 @@ def test_f7_specificity_untested_by_the_guard_or_without_the_ladder():
     recs = [r.to_json() for r in nul.values()]
     trained = fake_family({"attention": 0.3})
     for ladder, want in (
-        (True, "specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
-               "description or an identity: tiny-bert-permuted fails (only by the guard 'too slow at T_l = "
-               "1'))"),  # the null's word since review round 7
+        (True, "specificity untested (every null fails only by the guard 'too slow at T_l = 1', has no "
+               "headroom, is inconclusive, or is a description or an identity: tiny-bert-permuted fails "
+               "(only by the guard 'too slow at T_l = 1'))"),  # words of rounds 7, 8
         (False, "specificity untested (nulls not run under the step ladder: tiny-bert-permuted)"),
     ):  # fmt: skip
         outs = null_outcomes(recs, ["tiny-bert-permuted"], {"tiny-bert-permuted": ladder})

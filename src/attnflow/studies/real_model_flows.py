@@ -531,6 +531,61 @@ class FlowsConfig(StudyConfig):
         "says so, result.null_fail_not_slow). False: the round-6 records",
     )
 
+    # -- review round 8 (2026-12-04), review8_findings.md, applied to the stored data --
+    guard_time_flows_only: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F5), a bug fix: a null's "
+        "'over-clusters' fail carries the guard 'too slow at T_l = 1' only for a flow with a time convention "
+        "(every flow but the no-MLP network (n), which is the discrete network with its MLP outputs set to 0 "
+        "and has no time to run longer): a fail of (n) is a fail. False: round 7 (the guard on (n) too)",
+    )
+
+    room_per_depth: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F1, F2, F10), the reviewer's rule, "
+        "declared before its effect on the stored records was computed (the reviewer's own re-scoring of "
+        "permuted MiniLM-L6 at depths 1-3 -- (a) 0.107, (b) 0.131, (d) 0.104 -- had been read): the room of "
+        "a depth is 1 - the reference's mean cosine there (point estimate, all sentences of the value): the "
+        "collapse's value at that depth, the most any flow can exceed the model by, and the least a collapse "
+        "misses it by. An 'over-clusters' value, and a 'follows' value in mean cosine (the (c), (e), (g) "
+        "and (f)-vs-(n) cosine records), is taken over the depths of its summary (1..L, or L) whose room is "
+        ">= the criterion's threshold only; the other depths are unmeasured for it (no flow can exceed the "
+        "model by the threshold there; a collapse follows it within the threshold there). Where fewer than "
+        "room_min_depth_share of the summary's depths (rounded up) have room, the value is 'no headroom' "
+        "(unmeasured whichever way it goes; a main value: the record is inconclusive and, in a null, does "
+        "not speak for the specificity label). Every family, trained and null, by the same rule; a value "
+        "whose depths all have room is unchanged. The step rule stays on the declared quantity (all "
+        "depths). Robustness variant (descriptive, not deciding): result.excess_over_room, the value over "
+        "the declared depths / the collapse's value there (review round 8's alternative). False: round 7",
+    )
+    mlp_jump_reading: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F4): the records the jump rule "
+        "(mlp_jump_factor) decides keep the class 'inconclusive' (verdicts.combine) and are counted apart as "
+        "unmeasured; their reading compares like with like: 'unmeasured (collapses at layer 0)', the flow's "
+        "turn after one unit of time against the network's (flow_angle_T1 against network_angle: a match) "
+        "and the direction (the flow's depth-1 mean cosine against the model's: every token to one point), "
+        "and it names the range of factors that flag the same layers (summary key mlp_factor_range, from "
+        "every family's table: above the largest ratio flow speed / network turn of a layer that is not a "
+        "jump, up to the smallest of one that is). The rule is kept (decided: a relabel of a collapse, not "
+        "a new outcome; the reviewer showed it cannot change a class). False: round 7's reading",
+    )
+    caps_named: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 8 (F3, F9), descriptive, no new "
+        "threshold: a record whose reading depends on the scale estimator names the declared estimator's "
+        "largest layer-to-layer jump of rho (and the other estimator's rho there), where under the other "
+        "estimator the flow sits at one cluster (mean cosine >= collapse_depth1_cos from some depth on) and "
+        "its value as a share of the collapse's (result.scale_caps); a fitted-time record names the layers "
+        "where a fitted T_l is max_time (result.time_cap: the grid binds there). False: round 7",
+    )
+    room_min_depth_share: PositiveFloat = Field(
+        0.5,
+        description="post-review amendment of 2026-12-04, review round 8 (F1): the least share of a depth "
+        "summary's depths that must have room (room_per_depth) for the value to be measured: ceil(share x "
+        "n) of n (MiniLM-L6: 3 of 6; the last depth alone: 1 of 1); declared before the effect was computed",
+    )
+
     free_running_description: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 7 (F8): the free-running time fit of "
@@ -773,6 +828,22 @@ def mlp_jumps(table: dict | None, factor: float) -> list[int]:
 
 
 # -- one sentence ------------------------------------------------------------------------------------------
+def mlp_factor_range(tables: dict[str, dict | None], factor: float) -> dict | None:
+    """The range of ``mlp_jump_factor`` values that flag the same layers as ``factor`` in every family's
+    table (review round 8, F4): from the largest ratio flow speed / network turn of a layer that is not a
+    jump (low) up to the smallest ratio of a layer that is (high). None without any table."""
+    rows = [(t["flow_speed"][i] / t["network_angle"][i], fam, i) for fam, t in tables.items() if t
+            for i in range(len(t["network_angle"])) if t["network_angle"][i] > 0]  # fmt: skip
+    if not rows:
+        return None
+    below = [r for r in rows if r[0] <= factor]
+    above = [r for r in rows if r[0] > factor]
+    lo, hi = max(below) if below else None, min(above) if above else None
+    return {"low": lo[0] if lo else 0.0, "low_at": f"{lo[1]} layer {lo[2]}" if lo else None,
+            "high": hi[0] if hi else float("inf"), "high_at": f"{hi[1]} layer {hi[2]}" if hi else None,
+            "factor": float(factor)}  # fmt: skip
+
+
 def _unit(y: torch.Tensor) -> torch.Tensor:
     return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)
 
@@ -1413,7 +1484,49 @@ def _quantity(kind: str, depths: str = "all"):
         gap = float(np.mean(np.abs(fm - mm)))
         return gap if kind == "gap" else gap / float(np.mean(mm))
 
+    q.kind, q.depths = kind, depths
     return q
+
+
+def room_of(q, m: np.ndarray, threshold: float, share: float):
+    """The depths with room of a value (config ``room_per_depth``, ``room_min_depth_share``; review round
+    8, F1, F2): the depths of ``q``'s summary (1..L or L) where 1 - the reference's mean cosine (all
+    sentences of ``m``) is >= ``threshold``. Returns (q over those depths only -- ``q`` itself where every
+    depth has room -- and the record of it: depths, room per depth, depths kept, the least number needed,
+    whether that many have room)."""
+    mm = np.asarray(m, float).mean(0)
+    L = mm.shape[0] - 1
+    sel = list(range(1, L + 1)) if q.depths == "all" else [L]
+    room = [float(1.0 - mm[d]) for d in sel]
+    keep = [d for d, r in zip(sel, room, strict=True) if r >= threshold]
+    need = int(np.ceil(share * len(sel) - 1e-9))
+    info = {"depths": sel, "room": room, "kept": keep, "min_depths": need, "enough": len(keep) >= need,
+            "threshold": float(threshold), "masked": len(keep) < len(sel),
+            "rule": "config room_per_depth, room_min_depth_share (review round 8, F1, F2)"}  # fmt: skip
+    if not info["masked"] or not keep:
+        return q, info
+    kind, idx = q.kind, np.asarray(keep)
+
+    def qk(a: np.ndarray, f: np.ndarray) -> float:
+        mm_, fm_ = a.mean(0)[idx], f.mean(0)[idx]
+        if kind == "over":
+            return float(np.mean(fm_ - mm_))
+        gap = float(np.mean(np.abs(fm_ - mm_)))
+        return gap if kind == "gap" else gap / float(np.mean(mm_))
+
+    qk.kind, qk.depths = kind, q.depths
+    return qk, info
+
+
+def no_room_text(nh: dict, kind: str) -> str:
+    """Why a value has no headroom (review round 7, F3; round 8, F1, F2), in words."""
+    if "depths_with_room" in nh:
+        what = ("no flow can exceed the model by the threshold at the others" if kind == "over" else
+                "a collapse follows the reference within the threshold at the others")  # fmt: skip
+        return (f"only {nh['depths_with_room']} of {nh['depths']} depths have room 1 - the reference's mean "
+                f"cosine >= {nh['threshold']:g} (at least {nh['min_depths']} needed; {what}; config "
+                "room_per_depth, room_min_depth_share; review round 8, F1, F2)")  # fmt: skip
+    return (f"1 - the model's mean cosine {nh['headroom']:.3f} < {nh['threshold']:g} (review round 7, F3)")
 
 
 def _boot(q, m: np.ndarray, f: np.ndarray, B: int, seed: int) -> tuple[float, tuple[float, float]]:
@@ -1654,7 +1767,8 @@ def _value_outcome(own: str, tests: list[str]) -> str:
 def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
            kind: str = "over", margin: float | None = None, rule: str = "symmetric",
            margin_factors=(), collapse_pair: bool = False,
-           collapse_eps: float | None = None, headroom: float | None = None) -> dict:  # fmt: skip
+           collapse_eps: float | None = None, headroom: float | None = None,
+           room: tuple | None = None) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
     the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
     scored on the same reference ``m`` by the same q, criterion and resamples.
@@ -1669,7 +1783,16 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
     (config ``control_margin_variants``; F1): the outcome with the margin times each factor, in
     ``outcome_margin``. The collapse control keeps the round-4 rule: ``measured`` is False where it does
     not fail the criterion and the value does not fail either (``blocked_by``). A reference without a
-    finite depth-0 statistic cannot be controlled (``missing_depth0``: the criterion alone decides)."""
+    finite depth-0 statistic cannot be controlled (``missing_depth0``: the criterion alone decides).
+    ``room`` (threshold, share; config ``room_per_depth``; review round 8, F1, F2): the value is taken over
+    the depths with room only (:func:`room_of`); too few such depths: 'no headroom', unmeasured."""
+    rinfo = None
+    if room is not None and getattr(q, "depths", None):
+        full = q
+        q, rinfo = room_of(q, m, *room)
+        if rinfo["masked"] and kind == "over":  # the reviewer's alternative, descriptive (F1)
+            h_all = float(full(m, _collapse(m)))
+            rinfo["excess_over_room"] = float(full(m, f)) / h_all if h_all > 0 else None
     v, ci = _boot(q, m, f, B, seed)
     own = crit.decide(v, ci)
     out = {"value": v, "ci95": list(ci), "outcome": own, "outcome_flow": own, "controls": {},
@@ -1727,6 +1850,14 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
             out["no_headroom"] = {"headroom": h, "threshold": float(headroom)}
             out["blocked_by"] = ["no headroom"]
             out["measured"] = False
+    if rinfo is not None:  # review round 8, F1, F2: the depths with room
+        out["room"] = rinfo
+        if not rinfo["enough"] and out["measured"]:  # an earlier reason (collapse, round 7's mean) first
+            out["no_headroom"] = {"headroom": float(np.mean(rinfo["room"])), "threshold": rinfo["threshold"],
+                                  "depths_with_room": len(rinfo["kept"]), "depths": len(rinfo["depths"]),
+                                  "min_depths": rinfo["min_depths"]}  # fmt: skip
+            out["blocked_by"] = ["no headroom"]
+            out["measured"] = False
     if collapse_eps is not None and "collapse" in diffs:  # review round 7, F6 (ii): the collapse's value
         lo, hi = diffs["collapse"][1]
         if -collapse_eps <= lo and hi <= collapse_eps:
@@ -1754,7 +1885,8 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
            log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
            unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
            collapse_pair: bool = False, unmeasured_outcomes: list | None = None,
-           collapse_eps: float | None = None, headroom: float | None = None) -> None:  # fmt: skip
+           collapse_eps: float | None = None, headroom: float | None = None,
+           room: tuple | None = None) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
     interval for each (ref, flow) pair, each value's outcome decided with its own controls
     (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
@@ -1766,7 +1898,7 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
     qs = [q] * len(pairs) if qs is None else qs
     factors = tuple(rob_alt or ())
     xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin, rule=rule, margin_factors=factors,
-                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom)
+                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom, room=room)
           for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
@@ -1776,9 +1908,8 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
              f"[{xs[i]['is_collapse']['ci95'][0]:+.3f}, {xs[i]['is_collapse']['ci95'][1]:+.3f}] within "
              f"+-{xs[i]['is_collapse']['eps']:g}: unmeasured (collapses; review round 7, F6)")
             if xs[i].get("is_collapse") else
-            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome']}): no headroom, 1 - the model's "
-             f"mean cosine is {xs[i]['no_headroom']['headroom']:.3f} < {xs[i]['no_headroom']['threshold']:g} "
-             "(review round 7, F3)")
+            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome']}): no headroom, "
+             + no_room_text(xs[i]["no_headroom"], kind))
             if xs[i].get("no_headroom") else
             f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion), because "
             f"the collapse control does not fail there ({_describe(xs[i])}): the criterion cannot tell the "
@@ -1925,6 +2056,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             scoring = {"kind": kind, "margin": margin, "rule": c.control_paired_rule,
                        "collapse_pair": cpair,
                        "headroom": float(getattr(c, field)) if kind == "over" and c.headroom_rule else None,
+                       "room": (float(getattr(c, field)), c.room_min_depth_share) if c.room_per_depth and (
+                           kind == "over" or (kind == "gap" and stat == "cos")) else None,
                        "collapse_eps": c.step_tolerance_share * margin
                        if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
@@ -2059,6 +2192,18 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     notes.append(f"free-running fit {fv:.3f}: a description ({fr['why']})")
             ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, margin_factors=factors, **scoring)
             main, main_flow = ms["outcome"], ms["outcome_flow"]
+            q_main = q
+            if ms.get("room"):  # review round 8, F1, F2: the value over the depths with room
+                extra["room_per_depth"] = ms["room"]
+                if ms["room"]["masked"] and ms["room"]["enough"]:
+                    q_main = room_of(q, main_pair[0], *scoring["room"])[0]
+                    notes.append(f"value over the depths with room {ms['room']['kept']} only (declared: "
+                                 f"{v:.3f} over {ms['room']['depths']}; config room_per_depth; review round "
+                                 "8, F1, F2)")  # fmt: skip
+                    extra["value_all_depths"] = v
+                    v, ci = ms["value"], tuple(ms["ci95"])
+                if ms["room"].get("excess_over_room") is not None:
+                    extra["excess_over_room"] = ms["room"]["excess_over_room"]
             collapsed = None
             if cpair and "collapse" in ms["controls"]:  # F4 (review round 6): the outcome 'collapses'
                 Kr = Kf or (Kc if watched else res.get("step", c.steps_per_layer))
@@ -2119,7 +2264,27 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 j = jl[0]
                 head = (f"layer {j}'s MLP is a jump ({tab['flow_speed'][j]:.1f} rad per unit time against "
                         f"{tab['network_angle'][j]:.2f})")  # fmt: skip
-                if only:
+                rng_ = summary.get("mlp_factor_range") if c.mlp_jump_reading else None
+                if rng_:
+                    extra["mlp_jump"]["factor_range_same_layers"] = rng_
+                extra["mlp_jump"]["flow_angle_T1_over_network"] = [
+                    tab["flow_angle_T1"][i] / tab["network_angle"][i] for i in jl]  # fmt: skip
+                if only and c.mlp_jump_reading:  # review round 8, F4: like with like
+                    m1 = float(np.asarray(_pair(res, flow, "cos", "sphere", k=None, ref=ref)[0], float)[:, 1]
+                               .mean())  # the reference's mean cosine (not the record's statistic)
+                    rr = (f"; any mlp_jump_factor in ({rng_['low']:.2f}, {rng_['high']:.2f}) flags the same "
+                          "layers in every family" if rng_ else "")  # fmt: skip
+                    jump_why = (
+                        f"unmeasured (collapses at layer {j}): after one unit of time layer {j}'s MLP flow "
+                        f"turns each token by {tab['flow_angle_T1'][j]:.2f} rad, the network by "
+                        f"{tab['network_angle'][j]:.2f}; the direction differs: every token goes to one "
+                        f"point (depth-1 mean cosine {fc[1]:.3f} against the model's {m1:.3f})"
+                        f" -- its speed as t -> 0 ({tab['flow_speed'][j]:.1f} rad per unit time) exceeds "
+                        f"{c.mlp_jump_factor:g} x the network's turn{rr}; from depth 1 on the flow sits at "
+                        f"that field's sink (mean cosine >= {c.collapse_depth1_cos:g} at every depth): the "
+                        "record is decided by that layer alone (config mlp_jump_factor, mlp_jump_reading; "
+                        "review round 7, F1; round 8, F4)")  # fmt: skip
+                elif only:
                     jump_why = (
                         f"{head}: the flow's displacement per unit time exceeds {c.mlp_jump_factor:g} x "
                         "the network's turn, so the flow has no small-step limit at T_l = 1 there, and "
@@ -2131,7 +2296,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                                  "the record is not decided by them alone")  # fmt: skip
             if ctl:
                 if c.stand_still_control:
-                    ss = stand_still(*main_pair, q=q, B=c.bootstrap, seed=seed)
+                    ss = stand_still(*main_pair, q=q_main, B=c.bootstrap, seed=seed)
                     ss["outcome"] = crit.decide(ss["value"], ss["ci95"])
                     if "paired" in ms["controls"].get("stand-still", {}):
                         ss["paired_test"] = ms["controls"]["stand-still"]["paired"]
@@ -2176,10 +2341,13 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 notes.append(f"the step rule alone would say: {step_bad}")
             if why_main is None and collapsed is None and ms.get("no_headroom"):  # review round 7, F3
                 nh = ms["no_headroom"]
-                why_main = (f"no headroom (1 - the model's mean cosine {nh['headroom']:.3f} < "
-                            f"{nh['threshold']:g}): no flow can exceed the model by the criterion's "
-                            f"threshold, so the value {v:.3f} ({main_flow} by the criterion) cannot fail the "
-                            "claim (config headroom_rule; review round 7, F3)")  # fmt: skip
+                why_main = (
+                    f"no headroom (1 - the model's mean cosine {nh['headroom']:.3f} < {nh['threshold']:g}): "
+                    f"no flow can exceed the model by the criterion's threshold, so the value {v:.3f} "
+                    f"({main_flow} by the criterion) cannot fail the claim (config headroom_rule; review "
+                    "round 7, F3)" if "depths_with_room" not in nh else
+                    f"no headroom: {no_room_text(nh, kind)}, so the value {v:.3f} ({main_flow} by the "
+                    "criterion) does not test the claim")  # fmt: skip
                 extra["no_headroom"] = nh
             elif why_main is None and collapsed is None and not ms["measured"]:
                 why_main = (f"main value unmeasured: {v:.3f} ({main_flow} by the criterion), the collapse "
@@ -2244,8 +2412,11 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                         f"{crit.threshold:g} of one cluster; the fail is a fail, not 'too slow at T_l = 1' "
                         "(config headroom_rule; review round 7, F3)")  # fmt: skip
                     notes.append(extra["null_fail_not_slow"])
+            # review round 8, F5 (config guard_time_flows_only): the guard speaks of time (T_l = 1); the
+            # no-MLP network (n) is discrete, with no time to run longer, so its fail is a fail
+            timed = flow != "no_mlp" or not c.guard_time_flows_only
             if (null_base(fam) is not None and kind == "over" and main == "fails" and c.null_specificity
-                    and slow and not why_main):  # fmt: skip
+                    and slow and not why_main and timed):  # fmt: skip
                 extra["null_fail_guard"] = (
                     "the flow runs one time unit per layer (T_l = 1): a null flow that does not over-cluster "
                     "in that time may still cluster later (review round 5, F8: random MiniLM heads reach "
@@ -2278,6 +2449,10 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     extra["reading"] = _choice_reading(extra, ctl_log, verdict_now, outcome,
                                                        why_main is None and collapsed is None,
                                                        crit.threshold, margin, factors)  # fmt: skip
+                if c.caps_named:  # review round 8, F3, F9: the caps a reading rests on
+                    cap = _caps(summary, fam, res, flow, stat, ref, k, q, c, extra)
+                    if cap:
+                        extra["reading"] += "; " + cap
                 if why_main is None and extra["reading"] != combine(outcome, rob):
                     notes.insert(0, f"reading: {extra['reading']}")
             spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
@@ -2305,10 +2480,57 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
     return out
 
 
+def _caps(summary: dict, fam: str, res: dict, flow: str, stat: str, ref: str, k, q, c, extra: dict) -> str:
+    """The scale and time caps a record rests on (config ``caps_named``; review round 8, F3, F9), in words;
+    stored in ``extra`` (``scale_caps``, ``time_cap``). Empty where none applies."""
+    parts = []
+    fs = (summary.get("families") or {}).get(fam) or {}
+    if extra.get("depends_on_estimator") and fs.get("rho_mean") and fs.get("scale_alt"):
+        rho = np.asarray(fs["rho_mean"], float)
+        alt = next(iter(fs["scale_alt"]))
+        ralt = np.asarray(fs["scale_alt"][alt].get("rho_mean", []), float)
+        j = int(np.argmax(rho[2:] / rho[1:-1])) + 2  # layer 0 -> 1 is the embeddings' norm, not a jump
+        m, f = _pair(res, flow, "cos", "sphere", k=None, ref=ref, est=alt)
+        fc = np.asarray(f, float).mean(0)
+        at = [d for d in range(1, len(fc)) if np.all(fc[d:] >= c.collapse_depth1_cos)]
+        mq, fq = _pair(res, flow, stat, "sphere", k=k, ref=ref, est=alt)
+        full = _quantity(q.kind)
+        va, room = full(mq, fq), full(mq, _collapse(mq))
+        extra["scale_caps"] = {
+            "declared_rho_jump": {"layer": j, "from": float(rho[j - 1]), "to": float(rho[j]),
+                                  f"{alt}_there": float(ralt[j]) if len(ralt) > j else None},
+            f"{alt}_one_cluster_from_depth": at[0] if at else None,
+            f"{alt}_value_over_collapse_value": va / room if room else None,
+        }  # fmt: skip
+        t = (f"the declared estimator's scale jumps {rho[j - 1]:.1f} -> {rho[j]:.1f} at layer {j} ("
+             + (f"{alt} {ralt[j]:.1f} there), slowing the flow that much from there" if len(ralt) > j else "")
+             )  # fmt: skip
+        if at:
+            t += (f"; under {alt} the flow sits at one cluster (>= {c.collapse_depth1_cos:g}) from depth "
+                  f"{at[0]}")
+        if room:
+            t += f" and its {va:.3f} (depths 1..L) is {va / room:.2f} of the collapse's value"
+        parts.append(t + " (review round 8, F3; a sink-robust scale and 96 sentences were not run)")
+    if flow == "fitted_time" and res.get("fitted"):
+        capped = {f"seed {x['split_seed']} {x['direction']}": [i for i, t in enumerate(x.get("times") or [])
+                                                             if t >= c.max_time - 1e-9]
+                  for x in res["fitted"]}  # fmt: skip
+        capped = {n: v for n, v in capped.items() if v}
+        if capped:
+            extra["time_cap"] = {"max_time": c.max_time, "layers_at_cap": capped}
+            lay = sorted({i for v in capped.values() for i in v})
+            parts.append(f"the time grid's cap {c.max_time:g} binds at layer{'s' * (len(lay) > 1)} "
+                         f"{', '.join(map(str, lay))} in {len(capped)} of {len(res['fitted'])} fits (a fit "
+                         "there may want more time; review round 8, F9; not refitted)")  # fmt: skip
+    return "; ".join(parts)
+
+
 def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collapsed, why_main) -> str:
     """A test record's verdict in words (config ``verdict_reading``; review round 6, F3, F6): the class stays
     ``combine``'s; this says why."""
     if why_main is not None:
+        if why_main.startswith("unmeasured"):  # review round 8, F4: the reading up to its details
+            return why_main.split(" -- ")[0]
         return f"inconclusive: {why_main.split(':')[0]}"
     if collapsed == "unmeasured":  # review round 7, F6
         return "unmeasured (collapses): the flow drives every token to one point"
@@ -2438,8 +2660,9 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
                 + ", ".join(other) + ")" + rest + cant + excl)  # fmt: skip
     if present and not speak:
-        return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1' or is a "
-                f"description or an identity: {named})" + cant + excl)  # fmt: skip
+        return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1', has no "
+                f"headroom, is inconclusive, or is a description or an identity: {named})"
+                + cant + excl)  # fmt: skip
     return f"{lead}; in the null(s): " + named + cant + excl
 
 
