@@ -684,3 +684,86 @@ def test_study_step_count_flows_are_the_flows_of_a_run_declared_at_that_step():
                                three["fitted"][0]["stats"]["sphere"]["cos"], rtol=0, atol=1e-12)  # fmt: skip
     # and the step matters: the flows at 2 and 3 steps differ
     assert not np.allclose(two["stats"]["sphere"]["mlp"]["cos"], alt["sphere"]["mlp"]["cos"])
+
+
+# -- layers taken from the network (review round 7, F1 (ii): the after-jump reading) -----------------------
+def _flow_inputs(w, fp):
+    rho = stream_norms(w, fp.hidden_states) if w.arch == "pre_ln" else None
+    return rho, {"fitted_time": {"layer_times": [0.7, 1.3]}, "model_scores": {"attentions": fp.attentions}}
+
+
+@pytest.mark.parametrize("build", [_bert, _gpt2, _llama])
+def test_network_layers_all_give_the_models_tokens_and_none_gives_the_flow(build):
+    w = build()
+    fp = forward(w, IDS)
+    rho, extra = _flow_inputs(w, fp)
+    for v in VARIANTS:
+        kw = {"residual_norms": rho, **extra.get(v, {})}
+        every = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=3, network_layers=(1, 0),
+                           model_tokens=fp.tokens, **kw)  # fmt: skip
+        assert torch.equal(every, fp.tokens)
+        plain = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=3, **kw)
+        empty = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=3, network_layers=(),
+                           model_tokens=fp.tokens, **kw)  # fmt: skip
+        assert torch.equal(empty, plain)
+        assert float((plain[-1] - fp.tokens[-1]).abs().max()) > 1e-3  # the flow is not the model
+
+
+@pytest.mark.parametrize("build", [_bert, _gpt2, _llama])
+def test_network_layer_0_is_the_flow_of_the_later_layers_from_the_models_tokens(build):
+    """Independent route (layer0_ladder.py's): the network without its first layer, flowed from tokens[1].
+    Post-LN: layer 1's attention reads layer 0's output LayerNorm, so that becomes the cut network's
+    embedding LayerNorm."""
+    import dataclasses
+
+    w = build()
+    fp = forward(w, IDS)
+    rho, extra = _flow_inputs(w, fp)
+    rest = dataclasses.replace(w, layers=w.layers[1:])
+    if w.arch == "post_ln":
+        rest = dataclasses.replace(rest, embedding_ln=w.layers[0].ln_mlp)
+    extra_rest = {"fitted_time": {"layer_times": [1.3]}, "model_scores": {"attentions": fp.attentions[1:]}}
+    for v in VARIANTS:
+        ours = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=3, residual_norms=rho,
+                          network_layers=(0,), model_tokens=fp.tokens, **extra.get(v, {}))  # fmt: skip
+        rho_rest = None if rho is None else rho[1:]
+        ref = layer_flow(rest, fp.tokens[1], variant=v, steps_per_layer=3, residual_norms=rho_rest,
+                         **extra_rest.get(v, {}))  # fmt: skip
+        assert torch.equal(ours[0], fp.tokens[0])
+        torch.testing.assert_close(ours[1:], ref, rtol=0, atol=0)
+        assert float((ours[2] - fp.tokens[2]).abs().max()) > 1e-3  # layer 1 is a flow, not the model
+        # layer 1 from the network: depths 0..1 are the plain flow's
+        last = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=3, residual_norms=rho,
+                          network_layers=[1], model_tokens=fp.tokens, **extra.get(v, {}))  # fmt: skip
+        plain = layer_flow(
+            w, fp.tokens[0], variant=v, steps_per_layer=3, residual_norms=rho, **extra.get(v, {})
+        )
+        assert torch.equal(last[:2], plain[:2]) and torch.equal(last[2], fp.tokens[2])
+
+
+def test_network_layers_errors():
+    w = _bert()
+    fp = forward(w, IDS)
+    z, toks = fp.tokens[0], fp.tokens
+    with pytest.raises(
+        ValueError, match=r"network_layers must be layer indices in \[0, L\) = \[0, 2\): got \[2\]"
+    ):
+        layer_flow(w, z, variant="mlp", steps_per_layer=1, network_layers=(0, 2), model_tokens=toks)
+    with pytest.raises(ValueError, match=r"layer indices .*got \[-1\]"):
+        layer_flow(w, z, variant="mlp", steps_per_layer=1, network_layers=(-1,), model_tokens=toks)
+    with pytest.raises(ValueError, match=r"layer indices .*got \[True\]"):
+        layer_flow(w, z, variant="mlp", steps_per_layer=1, network_layers=(True,), model_tokens=toks)
+    with pytest.raises(ValueError, match=r"network_layers must be distinct: \[0\] repeated in \[0, 1, 0\]"):
+        layer_flow(w, z, variant="mlp", steps_per_layer=1, network_layers=(0, 1, 0), model_tokens=toks)
+    with pytest.raises(
+        ValueError, match=r"needs its tokens: got model_tokens=None; pass model_tokens=forward"
+    ):
+        layer_flow(w, z, variant="mlp", steps_per_layer=1, network_layers=(0,))
+    with pytest.raises(
+        ValueError, match=r"model_tokens must have shape \(L \+ 1, n, d\) = \(3, 10, 24\): got \(2, 10, 24\)"
+    ):
+        layer_flow(w, z, variant="mlp", steps_per_layer=1, network_layers=(0,), model_tokens=toks[:2])
+    with pytest.raises(
+        ValueError, match=r"model_tokens\[0\] must be z0 \(the same sentence\): max .* > 1e-9"
+    ):
+        layer_flow(w, z, variant="mlp", steps_per_layer=1, network_layers=(0,), model_tokens=toks.flip(1))

@@ -45,6 +45,10 @@ position-free Theta_t, but the drift is the same sub-layer. The variants (:data:
   :math:`u = A'_l x' + b'_l`, :math:`z_{l+1} = \Pi(P_c u)`). Sequential, not Lie-split as ``mlp``: the
   analogue of the full model. Pre-LN: the attention flow then the MLP flow, no frames.
 
+Layers from the network (``layer_flow(..., network_layers=..., model_tokens=...)``, review round 7, F1 (ii)):
+at a listed layer the flow does not integrate; it takes the model's own tokens after that layer and flows on
+from them (the "after-jump" reading of a layer whose MLP is a jump, ``mlp_jump_factor`` of the study).
+
 Scales (pre-LN): :func:`stream_scales` with ``estimator="mean"`` (the declared default: the mean token
 norm, :func:`~attnflow.bridge.stream_norms`) or ``"median_rest"`` (the median norm of tokens 2..n: a
 decoder's first token can carry a norm 100x the others and inflate the mean).
@@ -157,11 +161,19 @@ def layer_flow(
     layer_times: Sequence[float] | None = None,
     attentions: torch.Tensor | None = None,
     residual_norms: Sequence[float] | None = None,
+    network_layers: Sequence[int] = (),
+    model_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""One of the flows of :data:`VARIANTS` from ``z0``, recorded at every layer boundary.
 
     Layer l runs :math:`m_l = \lceil T_l\,s\rceil` projected Euler steps of length :math:`T_l / m_l`
     (s = ``steps_per_layer``; T_l = 1 except for ``fitted_time``; T_l = 0 leaves the tokens unmoved).
+
+    A layer of ``network_layers`` is taken from the network instead (review round 7, F1 (ii): a layer whose
+    MLP is a jump, with no small-step limit at T_l = 1): the flow does not integrate there, its tokens after
+    layer l are the model's own, :math:`x_{l+1} = z_{l+1}` (``model_tokens[l + 1]``), and the flow goes on
+    from them through the next layers. Empty (the default): every layer is a flow (the flows before
+    2026-12-04, bit for bit); every layer: the model's tokens at every depth.
 
     Parameters
     ----------
@@ -178,6 +190,11 @@ def layer_flow(
         ``model_scores`` only (required there): ``ForwardPass.attentions`` of the same sentence.
     residual_norms : sequence of float or None, shape=[L]
         Pre-LN models: rho_l (:func:`~attnflow.bridge.stream_norms`); ignored by post-LN models.
+    network_layers : sequence of int
+        Distinct layer indices in [0, L) taken from the network, not integrated (needs ``model_tokens``).
+    model_tokens : Tensor or None, shape=[L + 1, n, d]
+        The model's sphere tokens at every depth (``ForwardPass.tokens`` of the same sentence: its depth 0
+        must be ``z0``); required when ``network_layers`` is not empty.
 
     Returns
     -------
@@ -205,12 +222,17 @@ def layer_flow(
             f"variant 'model_scores' needs attentions of shape (L = {L}, H, n, n): got "
             f"{None if attentions is None else tuple(attentions.shape)}; pass ForwardPass.attentions"
         )
+    net = _check_network_layers(network_layers, model_tokens, z0, L)
     mlps = None
     if variant in ("mlp", "frames_mlp"):
         mlps = [mlp_drift(weights, l, residual_norm=None if rho is None else rho[l]) for l in range(L)]
     post_frames = variant in ("frames", "frames_mlp") and weights.arch == "post_ln"
     x, out = z0, [z0]
     for l in range(L):
+        if l in net:  # the network's own layer: its output tokens, and the flow goes on from them
+            x = model_tokens[l + 1]
+            out.append(x)
+            continue
         m = math.ceil(times[l] * steps_per_layer - 1e-9)
         dt = times[l] / m if m else 0.0
         for _ in range(m):
@@ -231,6 +253,42 @@ def layer_flow(
             x = sphere_tokens(_affine(weights.layers[l].ln_attn, x, weights.d))
         out.append(x)
     return torch.stack(out)
+
+
+def _check_network_layers(network_layers, model_tokens, z0: torch.Tensor, L: int) -> frozenset[int]:
+    """Validate :func:`layer_flow`'s ``network_layers`` / ``model_tokens`` once; the set of those layers."""
+    layers = list(network_layers)
+    bad = [v for v in layers if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < L]
+    if bad:
+        raise ValueError(
+            f"network_layers must be layer indices in [0, L) = [0, {L}): got {bad!r} in {layers!r}; "
+            f"e.g. network_layers=(0,) for the first layer"
+        )
+    if len(set(layers)) != len(layers):
+        dup = sorted({v for v in layers if layers.count(v) > 1})
+        raise ValueError(
+            f"network_layers must be distinct: {dup} repeated in {layers!r}; list each layer once"
+        )
+    if model_tokens is None:
+        if layers:
+            raise ValueError(
+                f"network_layers {layers} are taken from the network, which needs its tokens: got "
+                "model_tokens=None; pass model_tokens=forward(weights, ids).tokens"
+            )
+        return frozenset()
+    want = (L + 1, *z0.shape)
+    if tuple(model_tokens.shape) != want:
+        raise ValueError(
+            f"model_tokens must have shape (L + 1, n, d) = {want}: got {tuple(model_tokens.shape)}; pass "
+            "ForwardPass.tokens of the sentence z0 comes from"
+        )
+    gap = float((model_tokens[0] - z0).abs().max())
+    if not gap <= 1e-9:
+        raise ValueError(
+            f"model_tokens[0] must be z0 (the same sentence): max |model_tokens[0] - z0| = {gap:.3g} > 1e-9; "
+            "pass z0 = ForwardPass.tokens[0] and model_tokens = ForwardPass.tokens of one forward pass"
+        )
+    return frozenset(layers)
 
 
 def _affine(ln, x: torch.Tensor, d: int) -> torch.Tensor:

@@ -517,6 +517,21 @@ class FlowsConfig(StudyConfig):
         "layers are jumps (result.mlp_jump). A family without the table: no rule",
     )
 
+    after_jump_check: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04 round 8 (review round 7, F1 (ii); "
+        "review/round8/after_jump.md), declared before any study dir was rerun with it: where the family has "
+        "MLP jump layers (mlp_jump_factor), the flows with the MLP ((e), (g)) are also run with those layers "
+        "taken from the network (bridge.layer_flow network_layers: at a jump layer the tokens after it are "
+        "the model's own and the flow goes on from them; each flow at its own step of the step rule, the "
+        "family's sentences, sphere tokens). Each 'follows' record of (e) and (g) (mean cosine, cluster "
+        "count, effective rank) gets the robustness value 'after jump': its own quantity over depths s..L, "
+        "s = 1 + the last layer of the leading run 0, 1, .. of jump layers, scored with the same criterion "
+        "and controls, the stand-still holding the model's depth s - 1 (result.after_jump). Layer 0 no "
+        "jump, or s > L: no value (a later jump layer is also taken from the network: the depth after it is "
+        "the model's by construction). False: the round-7 records",
+    )
+
     headroom_rule: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 7 (F3), declared before the records "
@@ -815,6 +830,35 @@ def mlp_layer_table(w, ids: list[list[int]], scale_estimator: str = "mean", K: i
         "tokens_skipped": "the first (attention sink)" if pre else "none",
         **{k: [float(np.median(v)) if v else None for v in rows[k]] for k in keys},
     }  # fmt: skip
+
+
+def after_jump_start(jumps: list[int]) -> int:
+    """The first depth the 'after jump' value reads (config ``after_jump_check``): 1 + the last layer of the
+    leading run 0, 1, ..., j of jump layers (1: layer 0 is no jump, nothing is taken from the network)."""
+    s = 0
+    while s in jumps:
+        s += 1
+    return s + 1
+
+
+def after_jump_flows(w, ids: list[list[int]], c: FlowsConfig, K, jumps: list[int]) -> dict:
+    """The flows (e), (g) with the jump layers ``jumps`` taken from the network (config
+    ``after_jump_check``; :func:`attnflow.bridge.layer_flow` ``network_layers``) on sentences ``ids``, each at
+    its own step (``K``: one number or flow -> K), sphere tokens: per flow the stacked profiles
+    (:func:`_profile`, against the model's tokens; shape [S, L + 1] per statistic), with ``layers`` and
+    ``start_depth`` (:func:`after_jump_start`)."""
+    pre = w.arch == "pre_ln"
+    rows = {v: [] for v in ("mlp", "frames_mlp")}
+    with torch.no_grad():
+        for t in ids:
+            fp = forward(w, t)
+            rho = stream_scales(w, fp.hidden_states, c.scale_estimator) if pre else None
+            for v in rows:
+                x = layer_flow(w, fp.tokens[0], variant=v, steps_per_layer=_k_of(K, v), residual_norms=rho,
+                               network_layers=jumps, model_tokens=fp.tokens)  # fmt: skip
+                rows[v].append(_profile(x, fp.tokens, c.thresholds))
+    return {"layers": list(jumps), "start_depth": after_jump_start(jumps),
+            "sphere": {v: _stack(p) for v, p in rows.items()}}  # fmt: skip
 
 
 def mlp_jumps(table: dict | None, factor: float) -> list[int]:
@@ -1378,6 +1422,12 @@ def family_task(config: dict, family: str) -> dict:
                          for v in SCALE_FLOWS}}
         for est in rows[0]["scale_alt"]
     }  # fmt: skip
+    mlp_table = mlp_layer_table(w, ids, c.scale_estimator, K=0)
+    jumps = mlp_jumps(mlp_table, c.mlp_jump_factor) if c.after_jump_check else []
+    after_jump = None
+    if 0 in jumps and after_jump_start(jumps) <= w.depth:  # review round 8: the jump layers from the network
+        with one_thread():
+            after_jump = after_jump_flows(w, ids, c, K, jumps)
     return jsonable(
         {
             "family": family,
@@ -1401,7 +1451,8 @@ def family_task(config: dict, family: str) -> dict:
             "rho": [row["rho"] for row in rows],
             "sink": {k: np.stack([r["sink"][k] for r in rows]) for k in rows[0]["sink"]},
             # review round 7, F1: the network's MLP turn against the MLP flow's (config mlp_jump_factor)
-            "mlp_layers": mlp_layer_table(w, ids, c.scale_estimator, K=0),
+            "mlp_layers": mlp_table,
+            "after_jump": after_jump,  # review round 8 (config after_jump_check)
             "timing_s": {
                 "load": t_load, "variants": t_var, "total": time.perf_counter() - t0,
                 "cpu": time.process_time() - cpu0,
@@ -1659,6 +1710,9 @@ def _verdict_data(res: dict) -> dict:
                       for K, a in (res.get("steps_alt") or {}).items()},
         "step": res.get("step"),
         "mlp_layers": res.get("mlp_layers"),
+        "after_jump": None if not res.get("after_jump") else {
+            **{k: res["after_jump"][k] for k in ("layers", "start_depth")},
+            "sphere": {v: rnd(x) for v, x in res["after_jump"]["sphere"].items()}},
         "step_ladder": None if not res.get("step_ladder") else {
             "candidates": res["step_ladder"]["candidates"], "chosen": res["step_ladder"]["chosen"],
             "cpu_s": res["step_ladder"]["cpu_s"],
@@ -2088,7 +2142,23 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if alts and (flow in SCALE_FLOWS or ref in SCALE_FLOWS):
                 check("scale estimator", [f"{c.scale_estimator} (declared)", *alts],
                       [pair("sphere"), *[pair("sphere", est=e) for e in alts]])  # fmt: skip
+            aj = res.get("after_jump") if c.after_jump_check else None
+            m_all = _arr(res, "sphere", ref, stat, k)
+            after = None
+            if aj and kind in ("gap", "rel") and flow in aj["sphere"] and aj["start_depth"] < m_all.shape[1]:
+                st = aj["start_depth"]  # review round 8: the jump layers from the network, depths st..L
+                fa = np.asarray(aj["sphere"][flow][stat], float)
+                after = (m_all[:, st - 1 :], (fa[..., k] if stat == "clusters" else fa)[:, st - 1 :])
+                check("after jump", ["every layer a flow, depths 1..L (declared)",
+                                     f"layers {aj['layers']} from the network, depths {st}..L"],
+                      [pair("sphere"), after])  # fmt: skip
             extra = {}
+            if after is not None:
+                extra["after_jump"] = {
+                    "layers": aj["layers"], "start_depth": aj["start_depth"], "value": q(*after),
+                    "rule": "config after_jump_check (2026-12-04 round 8; review round 7, F1 (ii)): the jump "
+                    "layers taken from the network, the record's quantity over depths start_depth..L",
+                }  # fmt: skip
             if z0:
                 extra["null_seed_z0"] = z0
             notes = []
