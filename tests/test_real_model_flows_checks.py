@@ -222,7 +222,9 @@ def test_a_value_the_collapse_control_passes_is_unmeasured():
     (where the collapse control fails) still decides. 'Over-clusters' records get no collapse control."""
     from attnflow.studies.real_model_flows import FlowsConfig, records
 
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=20)  # values exact (constant shifts) or 5 sd away
+    # room_per_depth (review round 8) off: this is round 4's collapse control over every depth; with it on,
+    # depth 3 (no room: 1 - 1.0 < 0.1) leaves the mean, checked at the end
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=20, room_per_depth=False)  # values exact or 5 sd away
     # cosine 0.3, 0.533, 0.767, 1.0: collapse gap 0.233 over depths 1..3 (fails), ~0 at depth 3 (holds)
     res = _fake({"mlp": 0.05}, trend=0.7 / 3)
     r = {x.id.split("tiny-bert-")[1]: x for x in records({}, c, {"tiny-bert": res})}
@@ -244,8 +246,15 @@ def test_a_value_the_collapse_control_passes_is_unmeasured():
     assert "unmeasured (left out of the combination" in mlp.notes
     assert "collapse" not in r["attention-overclusters"].result
     # the control off: the last depth is measured again
-    off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, collapse_control=False),
-                  {"tiny-bert": res})  # fmt: skip
+    off = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20, collapse_control=False,
+                                  room_per_depth=False), {"tiny-bert": res})  # fmt: skip
     depth = next(x for x in {y.id: y for y in off}["flows-tiny-bert-mlp-cos"].robustness
                  if x.choice == "depth summary")  # fmt: skip
     assert depth.results[1] == pytest.approx(0.05)
+    # room per depth (review round 8, the default): the collapse control over the depths with room only
+    on = records({}, FlowsConfig(families=["tiny-bert"], bootstrap=20), {"tiny-bert": res})
+    on = {x.id.split("tiny-bert-")[1]: x for x in on}
+    room = (1 - m[1:]) >= 0.1
+    assert room.tolist() == [True, True, False]
+    want = np.mean(np.abs(1 - m[1:][room]))
+    assert on["mlp-cos"].result["collapse"]["value"] == pytest.approx(want, abs=1e-12)

@@ -179,6 +179,26 @@ def test_f4_the_jump_reading_compares_the_turn_after_one_unit_of_time_and_the_di
     assert old.result["reading"] == want
 
 
+def test_f4_a_table_made_at_k0_has_no_turn_and_the_reading_says_so():
+    """The study's own run stores the MLP table at K = 0 (no T = 1 integration: flow_angle_T1 None). The
+    records must not divide None (a SmolLM2 rerun crashed there after the round-8 merge) and the reading says
+    the flow's turn is not in the table, giving the network's turn and the direction."""
+    res = fake_family({}, trend=0.1)
+    for f in ("mlp", "frames_mlp"):
+        res["stats"]["sphere"][f]["cos"][:, 1:] = 1.0
+    res["mlp_layers"] = _table([10.0, 0.4, 0.3], [1.0, 0.3, 0.3], [None, None, None])
+    m1 = float(res["stats"]["sphere"]["model"]["cos"][:, 1].mean())
+    r = _recs(res)["mlp-cos"]
+    assert r.verdict == "inconclusive"
+    assert r.result["mlp_jump"]["flow_angle_T1"] == [None]
+    assert r.result["mlp_jump"]["flow_angle_T1_over_network"] == [None]
+    assert r.result["reading"].startswith(
+        "unmeasured (collapses at layer 0): the network turns each token by 1.00 rad in layer 0 (the flow's "
+        "turn after one unit of time is not in this run's table: made at K = 0); the direction differs: "
+        f"every token goes to one point (depth-1 mean cosine 1.000 against the model's {m1:.3f})"
+    )
+
+
 def test_f9_a_fitted_time_record_names_where_the_time_cap_binds():
     """One of the four fits has T_l = max_time (8) at layer 1: the (c) record says the grid binds there."""
     res = fake_family({"fitted_time": 0.3})

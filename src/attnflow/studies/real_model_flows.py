@@ -2322,12 +2322,15 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 )  # review round 7, F1: the MLP layers with no small step
                 fc = np.asarray(_pair(res, flow, "cos", "sphere", k=None, ref=ref,
                                       **({"steps": Kf} if Kf else {}))[1], float).mean(0)  # fmt: skip
+                # the turn after T = 1 is None where the table was made without that integration (K = 0:
+                # the study's own run, review round 7, F1)
+                a1 = tab.get("flow_angle_T1") or [None] * len(tab["network_angle"])
                 only = jl[0] == 0 and bool(np.all(fc[1:] >= c.collapse_depth1_cos))
                 extra["mlp_jump"] = {
                     "layers": jl, "factor": c.mlp_jump_factor,
                     "flow_speed": [tab["flow_speed"][i] for i in jl],
                     "network_angle": [tab["network_angle"][i] for i in jl],
-                    "flow_angle_T1": [tab["flow_angle_T1"][i] for i in jl],
+                    "flow_angle_T1": [a1[i] for i in jl],
                     "flow_mean_cos_per_depth": fc.tolist(), "decided_only_through_jumps": only,
                     "rule": "config mlp_jump_factor (review round 7, F1)",
                 }  # fmt: skip
@@ -2338,17 +2341,22 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 if rng_:
                     extra["mlp_jump"]["factor_range_same_layers"] = rng_
                 extra["mlp_jump"]["flow_angle_T1_over_network"] = [
-                    tab["flow_angle_T1"][i] / tab["network_angle"][i] for i in jl]  # fmt: skip
+                    None if a1[i] is None or not tab["network_angle"][i] else a1[i] / tab["network_angle"][i]
+                    for i in jl]  # fmt: skip
                 if only and c.mlp_jump_reading:  # review round 8, F4: like with like
                     m1 = float(np.asarray(_pair(res, flow, "cos", "sphere", k=None, ref=ref)[0], float)[:, 1]
                                .mean())  # the reference's mean cosine (not the record's statistic)
+                    na = tab["network_angle"][j]
+                    turn = (
+                        f"after one unit of time layer {j}'s MLP flow turns each token by {a1[j]:.2f} rad, "
+                        f"the network by {na:.2f}" if a1[j] is not None else
+                        f"the network turns each token by {na:.2f} rad in layer {j} (the flow's turn after "
+                        "one unit of time is not in this run's table: made at K = 0)")  # fmt: skip
                     rr = (f"; any mlp_jump_factor in ({rng_['low']:.2f}, {rng_['high']:.2f}) flags the same "
                           "layers in every family" if rng_ else "")  # fmt: skip
                     jump_why = (
-                        f"unmeasured (collapses at layer {j}): after one unit of time layer {j}'s MLP flow "
-                        f"turns each token by {tab['flow_angle_T1'][j]:.2f} rad, the network by "
-                        f"{tab['network_angle'][j]:.2f}; the direction differs: every token goes to one "
-                        f"point (depth-1 mean cosine {fc[1]:.3f} against the model's {m1:.3f})"
+                        f"unmeasured (collapses at layer {j}): {turn}; the direction differs: every token "
+                        f"goes to one point (depth-1 mean cosine {fc[1]:.3f} against the model's {m1:.3f})"
                         f" -- its speed as t -> 0 ({tab['flow_speed'][j]:.1f} rad per unit time) exceeds "
                         f"{c.mlp_jump_factor:g} x the network's turn{rr}; from depth 1 on the flow sits at "
                         f"that field's sink (mean cosine >= {c.collapse_depth1_cos:g} at every depth): the "
