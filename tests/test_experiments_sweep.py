@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -58,8 +59,13 @@ def test_local_processes_and_dask_cluster_agree_and_keep_failures(tmp_path):
         dask = run_sweep(base, GRID, tmp_path / "dask", scheduler=cluster.scheduler_address)
     _check_failures(tmp_path / "dask", dask)
 
+    # scheduler="local:2": the sweep starts (and closes) its own Dask cluster on this machine
+    own = run_sweep(base, GRID, tmp_path / "own", scheduler="local:2")
+    _check_failures(tmp_path / "own", own)
+
     a, b = open_sweep(tmp_path / "local").load(), open_sweep(tmp_path / "dask").load()
     xr.testing.assert_identical(a, b)
+    xr.testing.assert_identical(a, open_sweep(tmp_path / "own").load())
     assert a["energy"].dims == ("heads_H", "weights_F", "path", "time")
     assert a["heads_H"].values.tolist() == [1, 2]
     assert a["weights_F"].values.tolist() == ["identity", "[[1, 0], [0, 1]]"]
@@ -156,3 +162,21 @@ def test_a_task_runs_numpy_blas_on_one_thread_wherever_it_runs(monkeypatch, tmp_
         out = sweep._run_task({"kind": "compute", "fn": "x", "params": {}}, str(tmp_path / "t"), False, None)
     assert out["status"] == "done", out
     assert seen and seen[0] and all(n == 1 for n in seen[0]), seen
+
+
+@pytest.mark.parametrize("bad", ["local:0", "local:two", "local:", "local:-1", "local:²"])
+def test_malformed_local_scheduler_is_refused_before_anything_runs(tmp_path, bad):
+    out = tmp_path / "s"
+    with pytest.raises(ValueError, match=r"'local:N' with N a whole number of workers >= 1"):
+        run_sweep(TINY, {"heads.H": [1]}, out, scheduler=bad)
+    assert not out.exists()
+
+
+def test_local_scheduler_sizes():
+    from attnflow.experiments.sweep import local_cluster_size
+
+    assert local_cluster_size("local") == max(1, os.cpu_count() or 1)
+    assert local_cluster_size("local:5") == 5
+    assert local_cluster_size("tcp://127.0.0.1:8786") is None
+    assert local_cluster_size("localhost:8786") is None  # a host named local... is an address
+    assert local_cluster_size(None) is None

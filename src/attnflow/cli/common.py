@@ -26,10 +26,30 @@ DeviceOption = Annotated[
     str | None, typer.Option("--device", help="cpu, cuda or cuda:N (checked before anything runs).")
 ]
 
+
+def _check_scheduler(value: str | None) -> str | None:
+    """Refuse a malformed ``local:N`` at the command line (exit status 2), before anything is planned."""
+    if value is not None and value.startswith("local:"):
+        from ..experiments.sweep import local_cluster_size
+
+        try:
+            local_cluster_size(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
 #: the ``--scheduler`` option of sweep and study run (the runner connects to it)
 SchedulerOption = Annotated[
-    str | None, typer.Option("--scheduler", help="Address of a Dask distributed scheduler.")
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="Address of a Dask distributed scheduler, or 'local' ('local:N'): a Dask cluster on this "
+        "machine for this command, one worker per core (N workers).",
+        callback=_check_scheduler,
+    ),
 ]
+
 
 #: the ``--resume/--no-resume`` option of study run and study run-all
 ResumeOption = Annotated[

@@ -12,7 +12,9 @@ Execution. Locally the tasks run in a ``ProcessPoolExecutor`` with the ``spawn``
 ``cpu_count // workers`` threads; ``workers=1`` runs the tasks one after the other in this process.
 With ``scheduler=ADDRESS`` they run on an existing Dask distributed cluster
 (``distributed.Client(address).submit``; the sweep directory must be visible to the workers), one
-torch thread per task. Results do not depend on where a task runs: each task is a seeded run.
+torch thread per task; ``scheduler="local"`` (or ``"local:N"``) starts a ``distributed.LocalCluster`` of
+one-thread worker processes for the call and closes it after. Results do not depend on where a task
+runs: each task is a seeded run.
 
 Failures. A task that raises is recorded as ``failed`` (its traceback in its ``meta.json`` and in
 ``sweep.json``) and the others go on. A local worker that dies (killed, out of memory) breaks the
@@ -111,6 +113,34 @@ class SweepMismatchError(ValueError):
 
 class SchedulerError(RuntimeError):
     """The Dask scheduler given as ``scheduler`` cannot be reached."""
+
+
+#: ``scheduler`` value that starts a Dask cluster on this machine for the call (``local:N``: N workers)
+LOCAL_SCHEDULER = "local"
+
+
+def local_cluster_size(scheduler: str | None) -> int | None:
+    """The worker count of a ``scheduler`` that names a cluster on this machine, else None.
+
+    ``"local"`` is one worker process per core (``os.cpu_count()``), ``"local:N"`` N workers, each with one
+    thread; any other value is the address of a running scheduler (None: no Dask).
+
+    >>> local_cluster_size("local:3"), local_cluster_size("tcp://10.0.0.1:8786"), local_cluster_size(None)
+    (3, None, None)
+    """
+    if scheduler is None:
+        return None
+    if scheduler == LOCAL_SCHEDULER:
+        return max(1, os.cpu_count() or 1)
+    head, sep, tail = scheduler.partition(":")
+    if head != LOCAL_SCHEDULER or not sep:
+        return None
+    if not (tail.isascii() and tail.isdigit()) or int(tail) < 1:
+        raise ValueError(
+            f"scheduler {scheduler!r}: a local Dask cluster is 'local' (one worker per core) or 'local:N' "
+            f"with N a whole number of workers >= 1, got N = {tail!r}; e.g. --scheduler local:2"
+        )
+    return int(tail)
 
 
 def _split_values(text: str) -> list[str]:
@@ -529,7 +559,9 @@ def run_sweep(
     out_dir : path
         The sweep directory.
     scheduler : str or None
-        Address of a Dask distributed scheduler (e.g. ``tcp://10.0.0.1:8786``); None runs locally.
+        Address of a Dask distributed scheduler (e.g. ``tcp://10.0.0.1:8786``), or ``"local"`` /
+        ``"local:N"``: a Dask cluster on this machine started for the call (one worker per core, or N),
+        one thread per worker (:func:`local_cluster_size`); None runs in a local process pool.
     workers : int or None
         Local worker processes (default ``min(tasks, os.cpu_count())``); 1 runs in this process.
     resume : bool
@@ -545,6 +577,7 @@ def run_sweep(
         elapsed_s), ``done`` and ``failed`` counts.
     """
     base = load_config(config)
+    local_cluster_size(scheduler)  # a malformed local:N is refused before anything is written
     if not grid:
         raise ValueError(
             "the grid is empty: give at least one key and its values, e.g. grid={'heads.H': [2, 4]}"
@@ -634,6 +667,7 @@ def run_tasks(
     """
     from .progress import ProgressBar
 
+    local_cluster_size(scheduler)  # a malformed local:N is refused before anything runs
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     configs = {name: task_spec(task) for name, task in tasks.items()}
@@ -671,7 +705,7 @@ def run_tasks(
         bar.update(1, extra=f"{failed} failed" if failed else "")
 
     try:
-        if scheduler is not None:
+        if scheduler is not None and todo:
             _run_dask(scheduler, todo, out, finish)
         else:
             n_workers = min(len(todo), workers or os.cpu_count() or 1)
@@ -752,16 +786,31 @@ def _result_or_failure(fut) -> dict:
 
 
 def _run_dask(address: str, todo: list, out: Path, finish) -> None:
+    import contextlib
+
     import distributed
 
-    try:
-        client = distributed.Client(address)
-    except (OSError, ValueError) as exc:  # TimeoutError is an OSError; a malformed address a ValueError
-        raise SchedulerError(
-            f"cannot reach the Dask scheduler at {address!r} ({type(exc).__name__}: {exc}); check the "
-            "address and that the scheduler runs, or run locally with scheduler=None"
-        ) from None
-    with client:
+    n_local = local_cluster_size(address)
+    with contextlib.ExitStack() as stack:
+        if n_local is not None:  # a cluster of this call: started here, closed when its tasks are done
+            cluster = stack.enter_context(
+                distributed.LocalCluster(
+                    n_workers=min(n_local, max(1, len(todo))),
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                )
+            )
+            address = cluster.scheduler_address
+        try:
+            client = distributed.Client(address)
+        except (OSError, ValueError) as exc:  # TimeoutError is an OSError; a malformed address a ValueError
+            raise SchedulerError(
+                f"cannot reach the Dask scheduler at {address!r} ({type(exc).__name__}: {exc}); check the "
+                "address and that the scheduler runs, use scheduler='local' for a cluster on this machine, "
+                "or run locally with scheduler=None"
+            ) from None
+        stack.enter_context(client)
         futs = {
             client.submit(_run_task, spec, str(out / name), resume, 1, pure=False): name
             for name, spec, resume in todo

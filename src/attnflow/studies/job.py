@@ -26,7 +26,7 @@ from ..experiments.files import atomic_write_text, utc_now
 from ..experiments.pde_runs import load_pde_config
 from ..experiments.progress import format_duration
 from ..experiments.store import CONFIG_FILE
-from ..experiments.sweep import resolve_inputs
+from ..experiments.sweep import local_cluster_size, resolve_inputs
 from ..experiments.training_config import load_training_config
 from .base import RUN_KEY, Study, StudyResult, StudyRuns
 from .errors import StudyMismatchError, StudyPlanError, StudyResultError, StudyRunError
@@ -289,6 +289,7 @@ class StudyJob:
         t_start: float | None = None,
         key: str = "",
     ):
+        local_cluster_size(scheduler)  # a malformed local:N is refused before anything is planned
         self.t_start = time.time() if t_start is None else t_start
         self.study = get_study(study) if isinstance(study, str) else study
         self.params = dict(params or {})

@@ -30,7 +30,7 @@ from typing import Any
 from ..experiments.files import atomic_write_text, utc_now
 from ..experiments.locking import DirectoryLock
 from ..experiments.progress import overall_progress
-from ..experiments.sweep import run_tasks
+from ..experiments.sweep import local_cluster_size, run_tasks
 from .errors import StudyRunError, UnknownStudyError
 from .job import RUNS_DIR, StudyJob
 from .registry import available_studies
@@ -102,7 +102,9 @@ def run_all(
     quick : bool
         Every study's quick variant.
     scheduler : str or None
-        Address of a Dask distributed scheduler; None runs locally.
+        Address of a Dask distributed scheduler, or ``"local"`` / ``"local:N"`` (a Dask cluster on this
+        machine started for the run-all, :func:`~attnflow.experiments.sweep.local_cluster_size`); None runs
+        a local process pool.
     workers : int or None
         Local worker processes shared by all the studies' tasks; None: one per core (``os.cpu_count()``);
         1 runs the tasks one after the other in this process.
@@ -131,6 +133,7 @@ def run_all(
         Another process runs a run-all in ``out_dir``.
     """
     names = select_studies(only, exclude)
+    local_cluster_size(scheduler)  # a malformed local:N is refused before anything is written
     t0, cpu0 = time.time(), _cpu_s()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -92,7 +92,9 @@ def run_study(
     quick : bool
         Start from the study's quick parameters (a run of seconds, for CI).
     scheduler : str or None
-        Address of a Dask distributed scheduler; None runs locally.
+        Address of a Dask distributed scheduler, or ``"local"`` / ``"local:N"`` (a Dask cluster on this
+        machine started for the study, :func:`~attnflow.experiments.sweep.local_cluster_size`); None runs
+        locally.
     workers : int or None
         Local worker processes; 1 runs the tasks one after the other in this process. None picks by the
         work (:func:`attnflow.studies.tasks.choose_workers`: one process below 30 estimated seconds).
