@@ -48,7 +48,8 @@ _took "numba warm-up"
 # that finishes a file takes the next, and the run ends on the cheap files, not on one worker idle while the
 # other runs a long test it was handed last. Whole files: the tests of a file share its numba compiles and
 # module fixtures (handed out test by test, both workers compiled the same kernels at once). Each test's
-# wall and CPU time goes to a temporary directory; scripts/test_times.py prints each worker's busy time.
+# wall and CPU time goes to a temporary directory; scripts/test_times.py prints each worker's busy time
+# (ATTNFLOW_TEST_TABLE=FILE also writes the per-file CPU table there: copy it to tests/durations.json).
 times="$(mktemp -d "${TMPDIR:-/tmp}/attnflow-test-times.XXXXXX")"
 status=0
 if [ $# -eq 0 ]; then
@@ -62,6 +63,6 @@ else
   ATTNFLOW_TEST_TIMES="$times" python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q "$@" || status=$?
 fi
 _took "pytest"
-python scripts/test_times.py "$times" --top 10 || true
+python scripts/test_times.py "$times" --top 10 ${ATTNFLOW_TEST_TABLE:+--table "$ATTNFLOW_TEST_TABLE"} || true
 rm -rf "$times"
 exit "$status"
