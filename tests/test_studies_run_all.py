@@ -177,7 +177,7 @@ def test_unknown_or_empty_selections_are_refused_before_anything_runs(tmp_path):
     for cmd in (["study", "run-all", "--out", str(out)], ["study", "run", "longtime", "--out", str(out)]):
         res = runner.invoke(app, [*cmd, "--scheduler", "local:0"])
         assert res.exit_code == 2 and "'local:N' with N a whole number of workers >= 1" in res.output
-    with pytest.raises(ValueError, match=r"got N = 'x'; e.g. --scheduler local:2"):
+    with pytest.raises(ValueError, match=r"got N = 'x'; e.g. local:2"):
         run_all(out, only=["longtime"], scheduler="local:x")
     assert not out.exists()
 

@@ -138,7 +138,7 @@ def local_cluster_size(scheduler: str | None) -> int | None:
     if not (tail.isascii() and tail.isdigit()) or int(tail) < 1:
         raise ValueError(
             f"scheduler {scheduler!r}: a local Dask cluster is 'local' (one worker per core) or 'local:N' "
-            f"with N a whole number of workers >= 1, got N = {tail!r}; e.g. --scheduler local:2"
+            f"with N a whole number of workers >= 1, got N = {tail!r}; e.g. local:2"
         )
     return int(tail)
 
