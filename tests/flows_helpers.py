@@ -87,3 +87,14 @@ def with_chosen(fake: dict, K: int, cpu=None) -> dict:
             "fitted": fitted, "step": K,
             "step_ladder": {"candidates": [4, 16, 64], "chosen": K, "levels": fake["levels"],
                             "cpu_s": cpu or {k: 1.0 for k in fake["levels"]}}}  # fmt: skip
+
+
+def records_by_id(
+    res: dict, fam: str = "tiny-bert", summary: dict | None = None, *, bootstrap: int, **cfg
+) -> dict:
+    """The records of one fake family ``fam`` (per-sentence profiles ``res``) under ``FlowsConfig(**cfg)``
+    with ``bootstrap`` resamples, by id without the ``flows-{fam}-`` prefix."""
+    from attnflow.studies.real_model_flows import FlowsConfig, records
+
+    c = FlowsConfig(families=["tiny-bert"], bootstrap=bootstrap, **cfg)
+    return {r.id.removeprefix(f"flows-{fam}-"): r for r in records(summary or {}, c, {fam: res})}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flows_helpers import fake_family
+from flows_helpers import fake_family, records_by_id
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -19,13 +19,10 @@ B = 20
 
 
 def _recs(res: dict, fam: str = "tiny-bert", summary: dict | None = None, **cfg) -> dict:
-    from attnflow.studies.real_model_flows import FlowsConfig, records
-
     # the round-5 rules (review round 6 made them config choices: no margin check, the asymmetric paired
     # test, no collapse outcome); tests/test_real_model_flows_round6.py tests the round-6 defaults
     round5 = {"control_margin_variants": [], "control_paired_rule": "asymmetric", "collapse_outcome": False}
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=B, **(round5 | cfg))
-    return {r.id.removeprefix(f"flows-{fam}-"): r for r in records(summary or {}, c, {fam: res})}
+    return records_by_id(res, fam, summary, bootstrap=B, **(round5 | cfg))
 
 
 def test_over_clusters_is_decided_by_flow_minus_stand_still_against_the_margin():

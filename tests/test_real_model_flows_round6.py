@@ -6,9 +6,11 @@ profiles only (no model, no flow): each test a few seconds at most."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
-from flows_helpers import fake_family, fake_ladder, with_chosen
+from flows_helpers import fake_family, fake_ladder, records_by_id, with_chosen
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -18,11 +20,7 @@ pytest.importorskip("transformers")
 B = 20
 
 
-def _recs(res: dict, fam: str = "tiny-bert", summary: dict | None = None, **cfg) -> dict:
-    from attnflow.studies.real_model_flows import FlowsConfig, records
-
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=B, **cfg)
-    return {r.id.removeprefix(f"flows-{fam}-"): r for r in records(summary or {}, c, {fam: res})}
+_recs = partial(records_by_id, bootstrap=B)
 
 
 def test_f1_the_margin_is_a_robustness_check_and_the_record_says_what_its_paired_test_tests():

@@ -7,8 +7,10 @@ flow): each test a few seconds at most."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
-from flows_helpers import fake_family
+from flows_helpers import fake_family, records_by_id
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -16,11 +18,7 @@ pytest.importorskip("transformers")
 B = 20  # as round 6: the flows are the model + a constant, every decided interval far from its boundary
 
 
-def _recs(res: dict, fam: str = "tiny-bert", summary: dict | None = None, **cfg) -> dict:
-    from attnflow.studies.real_model_flows import FlowsConfig, records
-
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=B, **cfg)
-    return {r.id.removeprefix(f"flows-{fam}-"): r for r in records(summary or {}, c, {fam: res})}
+_recs = partial(records_by_id, bootstrap=B)
 
 
 def _nulls(res: dict, fam: str = "tiny-bert-permuted") -> dict:

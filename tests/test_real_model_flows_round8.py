@@ -5,8 +5,10 @@ like with like (F4), the scale and time caps named (F3, F9). Fake per-sentence p
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
-from flows_helpers import fake_family
+from flows_helpers import fake_family, records_by_id
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -14,11 +16,7 @@ pytest.importorskip("transformers")
 B = 20
 
 
-def _recs(res: dict, fam: str = "tiny-bert", summary: dict | None = None, **cfg) -> dict:
-    from attnflow.studies.real_model_flows import FlowsConfig, records
-
-    c = FlowsConfig(families=["tiny-bert"], bootstrap=B, **cfg)
-    return {r.id.removeprefix(f"flows-{fam}-"): r for r in records(summary or {}, c, {fam: res})}
+_recs = partial(records_by_id, bootstrap=B)
 
 
 def _nulls(res: dict, fam: str = "tiny-bert-permuted", **cfg) -> dict:
@@ -26,6 +24,13 @@ def _nulls(res: dict, fam: str = "tiny-bert-permuted", **cfg) -> dict:
 
     recs = [r.to_json() for r in _recs(res, fam=fam, **cfg).values()]
     return {"null_outcomes": {"tiny-bert": null_outcomes(recs, [fam], {fam: True})}}
+
+
+def _trained_with_null(null: dict, flow: str, rid: str) -> tuple:
+    """Record ``rid`` of a trained family whose ``flow`` is 0.3 above the model, labelled with the null
+    ``null``'s outcomes: under the round-8 room per depth, then under the round-7 rule (no room per depth)."""
+    trained = fake_family({flow: 0.3})
+    return tuple(_recs(trained, summary=_nulls(null, **cfg))[rid] for cfg in ({}, {"room_per_depth": False}))
 
 
 def _set_cos(res: dict, src: str, depths: list[float], seed: int = 0) -> None:
@@ -107,10 +112,8 @@ def test_f1_too_few_depths_with_room_is_no_headroom_and_the_null_falls_silent():
     assert a.result["unmeasured_main"].startswith("no headroom: only 1 of 3 depths have room")
     old = _recs(res, fam="tiny-bert-permuted", room_per_depth=False)["attention-overclusters"]
     assert old.verdict == "fails"
-    trained = fake_family({"attention": 0.3})
-    t = _recs(trained, summary=_nulls(res))["attention-overclusters"]
+    t, t7 = _trained_with_null(res, "attention", "attention-overclusters")
     assert t.verdict == "holds" and t.result["null_specificity"].startswith("specificity untested")
-    t7 = _recs(trained, summary=_nulls(res, room_per_depth=False))["attention-overclusters"]
     assert t7.result["null_specificity"].startswith("holds; specific to training (fails in null")
 
 
@@ -126,10 +129,8 @@ def test_f2_a_cosine_follows_value_of_a_collapsing_null_has_no_room():
     assert e.verdict == "inconclusive" and "no headroom" in e.result["reading"]
     e7 = _recs(res, fam="tiny-bert-permuted", room_per_depth=False)["mlp-cos"]
     assert e7.verdict == "holds"
-    trained = fake_family({"mlp": 0.3})
-    t = _recs(trained, summary=_nulls(res))["mlp-cos"]
+    t, t7 = _trained_with_null(res, "mlp", "mlp-cos")
     assert t.verdict == "fails" and t.result["null_specificity"].startswith("specificity untested")
-    t7 = _recs(trained, summary=_nulls(res, room_per_depth=False))["mlp-cos"]
     assert t7.result["null_specificity"].startswith("fails; specific to training (holds in null")
 
 

@@ -13,15 +13,18 @@ Usage: python flows_ablation.py FAMILY S STEPS... > out.json
 
 import json
 import sys
+from pathlib import Path
 
-import numpy as np
 import torch
 
 from attnflow.bridge import forward, layer_flow, stream_norms
 from attnflow.bridge.passes import attention_sublayer, layer_norm, mlp, sphere_tokens
 from attnflow.observables import mean_pairwise_inner_product
-from attnflow.studies.real_model import load_corpus
 from attnflow.studies.real_model_flows import load_family
+
+# the study's sentence draw, shared with the review scripts of docs/studies/real_model_flows/review/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs/studies/real_model_flows/review"))
+from common import draw_sentences  # noqa: E402
 
 
 def ablated(w, ids, *, attn: bool, use_mlp: bool):
@@ -59,15 +62,7 @@ def main():
     torch.set_num_threads(1)
     with torch.no_grad():
         w, tokenize, _ = load_family(fam, 0)
-        corpus = load_corpus()
-        order = np.random.default_rng(0).permutation(len(corpus))
-        ids = []
-        for k in order:
-            t = tokenize(corpus[k])
-            if 3 <= len(t) <= min(24, w.max_length):
-                ids.append(t)
-            if len(ids) == S:
-                break
+        ids, _ = draw_sentences(tokenize, w.max_length, 0, 24, S)
         out = {k: [] for k in ["model", "model_check", "no_mlp", "frames", *[f"flow_s{s}" for s in steps]]}
         for t in ids:
             fp = forward(w, t)

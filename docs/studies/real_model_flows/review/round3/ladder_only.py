@@ -8,14 +8,13 @@ the rule did not fit the session; the same functions as family_task (_ladder_lev
 import json
 import sys
 import time
+from pathlib import Path
 
-import numpy as np
 import torch
 
 from attnflow.bridge import forward
 from attnflow.bridge.flows import stream_scales, without_mlp
 from attnflow.studies.multihead_common import jsonable, one_thread
-from attnflow.studies.real_model import load_corpus
 from attnflow.studies.real_model_flows import (
     FlowsConfig,
     _halves,
@@ -28,20 +27,15 @@ from attnflow.studies.real_model_flows import (
     step_values,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # review/: common
+from common import draw_sentences  # noqa: E402
+
 fam, S, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 c = FlowsConfig(families=["smollm2"], sentences=S, split_seeds=[0])
 t0 = time.perf_counter()
 with one_thread(), torch.no_grad():
     w, tokenize, _ = load_family(fam, 0)
-    corpus = load_corpus()
-    order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
-    ids = []
-    for k in order:
-        t = tokenize(corpus[k])
-        if 3 <= len(t) <= min(c.max_tokens, w.max_length):
-            ids.append(t)
-        if len(ids) == S:
-            break
+    ids, _ = draw_sentences(tokenize, w.max_length, c.corpus_seed, c.max_tokens, S)
     fps = [forward(w, t) for t in ids]
     pre = w.arch == "pre_ln"
     rhos = [stream_scales(w, fp.hidden_states, c.scale_estimator) if pre else None for fp in fps]

@@ -15,17 +15,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # review/: common
+from common import draw_sentences  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     from attnflow.bridge import forward, layer_flow
     from attnflow.bridge.flows import stream_scales
     from attnflow.observables import mean_pairwise_inner_product
-    from attnflow.studies.real_model import load_corpus
     from attnflow.studies.real_model_flows import load_family
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,15 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     w, tokenize, _ = load_family("smollm2", 0)
     w1 = dataclasses.replace(w, layers=w.layers[:1])
-    corpus = load_corpus()
-    order = np.random.default_rng(0).permutation(len(corpus))
-    ids = []
-    for k in order:
-        t = tokenize(corpus[k])
-        if 3 <= len(t) <= min(24, w.max_length):
-            ids.append(t)
-        if len(ids) == args.sentences:
-            break
+    ids, _ = draw_sentences(tokenize, w.max_length, 0, 24, args.sentences)
     Ks = (16, 64, 256)
     rows = {"model": [], "z0": [], **{f"{v}_K{K}": [] for v in ("attention", "mlp") for K in Ks}}
     with torch.no_grad():

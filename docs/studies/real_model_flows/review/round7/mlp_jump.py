@@ -7,8 +7,8 @@ Usage, from the repository root with ``src`` on the path::
     python docs/studies/real_model_flows/review/round7/mlp_jump.py [ROOT] [--out FILE.json]
 
 Each family: its study's own draw (config corpus_seed, sentences, max_tokens; the first ``sentences`` of
-``family_task``'s draw), the null's weights as ``family_task`` builds them (null_seeds[0], permuted_embeddings),
-one forward pass per sentence and the MLP flow alone for T = 1 at K = 64
+``family_task``'s draw), the null's weights as ``family_task`` builds them (null_seeds[0],
+permuted_embeddings), one forward pass per sentence and the MLP flow alone for T = 1 at K = 64
 (:func:`~attnflow.studies.real_model_flows.mlp_layer_table`). Prints the table and writes JSON.
 """
 
@@ -16,34 +16,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # review/: common
+from common import draw_sentences, family_weights  # noqa: E402
 
 DIRS = (".", "smollm2", "permuted", "random", "permuted_smollm2", "random_smollm2")
 
 
 def family_ids(family: str, c):
-    from attnflow.studies.real_model import load_corpus
-    from attnflow.studies.real_model_flows import load_family, null_base, null_weights
-
-    base = null_base(family)
-    if base is None:
-        w, tokenize, _ = load_family(family, c.seed)
-    else:
-        trained, tokenize, _ = load_family(base, c.seed)
-        w = null_weights(family, trained, c.null_seeds[0], keep_embeddings=c.permuted_embeddings == "keep")
-    corpus = load_corpus()
-    order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
-    ids = []
-    for k in order:
-        t = tokenize(corpus[k])
-        if 3 <= len(t) <= min(c.max_tokens, w.max_length):
-            ids.append(t)
-        if len(ids) == c.sentences:
-            break
+    w, tokenize = family_weights(family, c)
+    ids, _ = draw_sentences(tokenize, w.max_length, c.corpus_seed, c.max_tokens, c.sentences)
     return w, ids
 
 

@@ -38,11 +38,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # review/: common
+from common import draw_sentences, family_weights  # noqa: E402
 
 FAMILIES = (("smollm2", "smollm2"), ("smollm2-permuted", "permuted_smollm2"))
 RECORDS = (("mlp-cos", "cos", "gap", "criterion_cos_gap"), ("mlp-erank", "erank", "rel", "criterion_rel_gap"))
@@ -50,26 +54,8 @@ RECORDS = (("mlp-cos", "cos", "gap", "criterion_cos_gap"), ("mlp-erank", "erank"
 
 def draw(family: str, c):
     """The weights and the sentences of ``family`` as ``real_model_flows.family_task`` draws them."""
-    from attnflow.studies.real_model import load_corpus
-    from attnflow.studies.real_model_flows import load_family, null_base, null_weights
-
-    base = null_base(family)
-    if base is None:
-        w, tokenize, _ = load_family(family, c.seed)
-    else:
-        trained, tokenize, _ = load_family(base, c.seed)
-        w = null_weights(family, trained, c.null_seeds[0], keep_embeddings=c.permuted_embeddings == "keep")
-    corpus = load_corpus()
-    order = np.random.default_rng(c.corpus_seed).permutation(len(corpus))
-    ids, idx = [], []
-    for k in order:
-        t = tokenize(corpus[k])
-        if 3 <= len(t) <= min(c.max_tokens, w.max_length):
-            ids.append(t)
-            idx.append(int(k))
-        if len(ids) == c.sentences:
-            break
-    return w, ids, idx
+    w, tokenize = family_weights(family, c)
+    return (w, *draw_sentences(tokenize, w.max_length, c.corpus_seed, c.max_tokens, c.sentences))
 
 
 def start_depth(jumps: list[int]) -> int:
