@@ -1529,14 +1529,20 @@ def _quantity(kind: str, depths: str = "all"):
     sl = slice(1, None) if depths == "all" else slice(-1, None)
 
     def q(m: np.ndarray, f: np.ndarray) -> float:
-        mm, fm = m.mean(0)[sl], f.mean(0)[sl]
-        if kind == "over":
-            return float(np.mean(fm - mm))
-        gap = float(np.mean(np.abs(fm - mm)))
-        return gap if kind == "gap" else gap / float(np.mean(mm))
+        return _depth_value(kind, m.mean(0)[sl], f.mean(0)[sl])
 
     q.kind, q.depths = kind, depths
     return q
+
+
+def _depth_value(kind: str, mm: np.ndarray, fm: np.ndarray) -> float:
+    """A verdict quantity from the per-depth means of the reference ``mm`` and the flow ``fm`` (the depths
+    already selected): ``over`` the mean excess, ``gap`` the mean absolute gap, ``rel`` that gap over the
+    reference's mean."""
+    if kind == "over":
+        return float(np.mean(fm - mm))
+    gap = float(np.mean(np.abs(fm - mm)))
+    return gap if kind == "gap" else gap / float(np.mean(mm))
 
 
 def room_of(q, m: np.ndarray, threshold: float, share: float):
@@ -1559,11 +1565,7 @@ def room_of(q, m: np.ndarray, threshold: float, share: float):
     kind, idx = q.kind, np.asarray(keep)
 
     def qk(a: np.ndarray, f: np.ndarray) -> float:
-        mm_, fm_ = a.mean(0)[idx], f.mean(0)[idx]
-        if kind == "over":
-            return float(np.mean(fm_ - mm_))
-        gap = float(np.mean(np.abs(fm_ - mm_)))
-        return gap if kind == "gap" else gap / float(np.mean(mm_))
+        return _depth_value(kind, a.mean(0)[idx], f.mean(0)[idx])
 
     qk.kind, qk.depths = kind, q.depths
     return qk, info
