@@ -555,6 +555,32 @@ class FlowsConfig(StudyConfig):
         "and has no time to run longer): a fail of (n) is a fail. False: round 7 (the guard on (n) too)",
     )
 
+    room_fail_stands: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 9 (F2), declared after reading the "
+        "reviewer's finding on SmolLM2 (f) vs (n) (0.255 [0.222, 0.284] against the threshold 0.1, read as "
+        "'no headroom'): where too few depths have room (room_per_depth), a 'follows' value (gap or relative "
+        "gap) whose all-depth criterion fails (its whole 95% interval above the threshold) is measured and "
+        "fails: a reference with no room is one a collapse follows, so only a 'holds' is void there, not a "
+        "flow that leaves it by more than the threshold. 'Over-clusters' values are unchanged (no room voids "
+        "their non-holds, as before). False: round 8 (any outcome void)",
+    )
+    fit_grid_check: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 9 (F1), declared after reading the "
+        "reviewer's numbers (SmolLM2 (c) 0.259 against (a) 0.090; MiniLM-L6 (c) 0.152 against standing "
+        "still 0.094): the time fit of flow (c) maximises token-wise agreement, layer by layer from the "
+        "model's tokens, and its grid holds the constant times T = 0 (standing still) and T = 1 (flow (a) "
+        "at (c)'s step count where stored, else at (a)'s own). Where the fitted-time record fails and one of "
+        "those two constant times scores better than the whole 95% interval of the fitted value on the "
+        "record's own quantity (same sentences: the fit's report half) and is itself within the criterion's "
+        "threshold (point estimate; a constant time that fails too leaves the fail standing), the fail is "
+        "the fit objective's, "
+        "not fitted time's: the record is inconclusive ('fit objective'), with both values stated. A fit "
+        "on the tested quantity was not run. The threshold condition was added after a first regeneration "
+        "had turned MiniLM-L3's fail (standing still 0.184, (a) 0.296, both failing) inconclusive too. False: "
+        "round 8",
+    )
     room_per_depth: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 8 (F1, F2, F10), the reviewer's rule, "
@@ -1820,11 +1846,47 @@ def _value_outcome(own: str, tests: list[str]) -> str:
         "inconclusive")  # fmt: skip
 
 
+def fit_grid_reading(res: dict, m: np.ndarray, q, ms: dict, stat: str, k: int | None,
+                     steps: int | None, threshold: float) -> tuple[str | None, dict]:
+    """The fitted-time record against the constant times its fit's grid holds (config ``fit_grid_check``;
+    review round 9, F1): the record's quantity ``q`` on the report half ``m`` for T = 0 (standing still)
+    and T = 1 (flow (a) on the same sentences, at ``steps`` where stored, else at the run's step). Returns
+    (the reason the fail is the fit objective's -- None where no constant time both beats the fitted value's
+    whole 95% interval and is within the criterion's ``threshold`` (point estimate): a constant time that
+    fails too leaves the fail standing -- and the record of both values)."""
+    report = np.asarray(res["fitted"][0]["report"])
+    a = None
+    if steps is not None:
+        try:
+            a = _arr(res, "sphere", "attention", stat, k, steps=steps)
+        except KeyError:
+            a = None
+    at = steps if a is not None else "the run's"
+    if a is None:
+        a = _arr(res, "sphere", "attention", stat, k)
+    grid = {"T = 0 (standing still)": float(q(m, _still(m))), "T = 1 (flow (a))": float(q(m, a[report]))}
+    lo = float(ms["ci95"][0])
+    better = {g: x for g, x in grid.items() if x < lo}
+    passing = {g: x for g, x in better.items() if x <= threshold}
+    rec = {"values": grid, "fitted": float(ms["value"]), "fitted_ci95": list(ms["ci95"]),
+           "flow_a_steps": at, "better_than_fit": sorted(better), "within_threshold": sorted(passing),
+           "threshold": float(threshold),
+           "rule": "config fit_grid_check (review round 9, F1)"}  # fmt: skip
+    if not passing:
+        return None, rec
+    vals = ", ".join(f"{g} {x:.3f}" for g, x in grid.items())
+    return (f"fit objective: the time fit (token-wise agreement, layer by layer from the model's tokens) "
+            f"scores {ms['value']:.3f} [{lo:.3f}, {ms['ci95'][1]:.3f}] on this quantity, worse than "
+            f"{' and '.join(sorted(passing))}, a constant time its own grid holds, within the threshold "
+            f"{threshold:g} ({vals}; same sentences): the fail is the fit objective's, not fitted time's; a "
+            "fit on this quantity was not run (config fit_grid_check; review round 9, F1)"), rec  # fmt: skip
+
+
 def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, controls, *,
            kind: str = "over", margin: float | None = None, rule: str = "symmetric",
            margin_factors=(), collapse_pair: bool = False,
            collapse_eps: float | None = None, headroom: float | None = None,
-           room: tuple | None = None) -> dict:  # fmt: skip
+           room: tuple | None = None, room_fail_stands: bool = False) -> dict:  # fmt: skip
     """One value of a record (main or a robustness value): q(m, f) with its paired bootstrap interval and
     the criterion's outcome (``outcome_flow``), and each control of ``controls`` (:func:`controls_of`)
     scored on the same reference ``m`` by the same q, criterion and resamples.
@@ -1841,7 +1903,9 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
     not fail the criterion and the value does not fail either (``blocked_by``). A reference without a
     finite depth-0 statistic cannot be controlled (``missing_depth0``: the criterion alone decides).
     ``room`` (threshold, share; config ``room_per_depth``; review round 8, F1, F2): the value is taken over
-    the depths with room only (:func:`room_of`); too few such depths: 'no headroom', unmeasured."""
+    the depths with room only (:func:`room_of`); too few such depths: 'no headroom', unmeasured -- but with
+    ``room_fail_stands`` (config; review round 9, F2) a 'follows' value (kind gap / rel) whose all-depth
+    criterion fails is measured and fails (``room_fail_stands`` in the result)."""
     rinfo = None
     if room is not None and getattr(q, "depths", None):
         full = q
@@ -1908,7 +1972,16 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
             out["measured"] = False
     if rinfo is not None:  # review round 8, F1, F2: the depths with room
         out["room"] = rinfo
-        if not rinfo["enough"] and out["measured"]:  # an earlier reason (collapse, round 7's mean) first
+        fail_stands = None
+        if not rinfo["enough"] and out["measured"] and room_fail_stands and kind != "over":
+            fv, fci = _boot(full, m, f, B, seed)  # review round 9, F2: a follow-claim's fail stands
+            if crit.decide(fv, fci) == "fails":
+                fail_stands = {"value": fv, "ci95": list(fci), "depths_with_room": len(rinfo["kept"]),
+                               "depths": len(rinfo["depths"]), "min_depths": rinfo["min_depths"],
+                               "rule": "config room_fail_stands (review round 9, F2)"}  # fmt: skip
+                out.update(value=fv, ci95=list(fci), outcome="fails", outcome_flow="fails", blocked_by=[],
+                           outcome_margin={s: "fails" for s in margin_factors}, room_fail_stands=fail_stands)
+        if not rinfo["enough"] and out["measured"] and fail_stands is None:  # an earlier reason first
             out["no_headroom"] = {"headroom": float(np.mean(rinfo["room"])), "threshold": rinfo["threshold"],
                                   "depths_with_room": len(rinfo["kept"]), "depths": len(rinfo["depths"]),
                                   "min_depths": rinfo["min_depths"]}  # fmt: skip
@@ -1942,7 +2015,7 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
            unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
            collapse_pair: bool = False, unmeasured_outcomes: list | None = None,
            collapse_eps: float | None = None, headroom: float | None = None,
-           room: tuple | None = None) -> None:  # fmt: skip
+           room: tuple | None = None, room_fail_stands: bool = False) -> None:  # fmt: skip
     """Append the robustness check ``choice``: q (or ``qs[i]`` for the i-th value) with its bootstrap
     interval for each (ref, flow) pair, each value's outcome decided with its own controls
     (:func:`scored`). Review round 5, F4: a value that its collapse control makes unmeasured leaves the
@@ -1954,7 +2027,8 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
     qs = [q] * len(pairs) if qs is None else qs
     factors = tuple(rob_alt or ())
     xs = [scored(qq, *p, crit, B, seed, controls, kind=kind, margin=margin, rule=rule, margin_factors=factors,
-                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom, room=room)
+                 collapse_pair=collapse_pair, collapse_eps=collapse_eps, headroom=headroom, room=room,
+                 room_fail_stands=room_fail_stands)
           for qq, p in zip(qs, pairs, strict=True)]  # fmt: skip
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
@@ -2114,6 +2188,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                        "headroom": float(getattr(c, field)) if kind == "over" and c.headroom_rule else None,
                        "room": (float(getattr(c, field)), c.room_min_depth_share) if c.room_per_depth and (
                            kind == "over" or (kind == "gap" and stat == "cos")) else None,
+                       "room_fail_stands": c.room_fail_stands,
                        "collapse_eps": c.step_tolerance_share * margin
                        if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
@@ -2276,6 +2351,20 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     v, ci = ms["value"], tuple(ms["ci95"])
                 if ms["room"].get("excess_over_room") is not None:
                     extra["excess_over_room"] = ms["room"]["excess_over_room"]
+            if ms.get("room_fail_stands"):  # review round 9, F2
+                rf = ms["room_fail_stands"]
+                extra["room_fail_stands"] = rf
+                notes.append(f"only {rf['depths_with_room']} of {rf['depths']} depths have room (at least "
+                             f"{rf['min_depths']} needed), but the value fails over all depths "
+                             f"({rf['value']:.3f} [{rf['ci95'][0]:.3f}, {rf['ci95'][1]:.3f}]): a reference "
+                             "with no room voids only a 'holds' (config room_fail_stands; review round 9, "
+                             "F2)")  # fmt: skip
+            fit_why = None
+            if c.fit_grid_check and flow == "fitted_time" and kind in ("gap", "rel") and main == "fails":
+                # review round 9, F1: the fit's own grid holds T = 0 (standing still) and T = 1 (flow (a))
+                fit_why, grid = fit_grid_reading(res, main_pair[0], q_main, ms, stat, k, Kf,
+                                                 float(getattr(c, field)))
+                extra["fit_grid"] = grid
             collapsed = None
             if cpair and "collapse" in ms["controls"]:  # F4 (review round 6): the outcome 'collapses'
                 Kr = Kf or (Kc if watched else res.get("step", c.steps_per_layer))
@@ -2416,7 +2505,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             # F4 (review round 5): an unmeasured main value makes the record inconclusive with its reason;
             # unmeasured robustness values leave the combination and are listed. Review round 6, F4: a
             # value that is the collapse is reported as such whatever the step
-            why_main = jump_why or (step_bad if collapsed is None else None)
+            why_main = jump_why or fit_why or (step_bad if collapsed is None else None)
             if step_bad is not None and collapsed is not None:
                 notes.append(f"the step rule alone would say: {step_bad}")
             if why_main is None and collapsed is None and ms.get("no_headroom"):  # review round 7, F3

@@ -1,0 +1,102 @@
+"""Review round 9 of the ``real_model_flows`` verdicts (review9_findings.md; rules declared 2026-12-04,
+round 9, in the config): a 'follows' value that fails over all depths stands where too few depths have room
+(F2, ``room_fail_stands``); a fitted-time fail that a constant time of the fit's own grid beats is the fit
+objective's (F1, ``fit_grid_check``). Fake per-sentence profiles only; the values are checked against NumPy."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pytest
+from flows_helpers import fake_family, records_by_id
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+B = 20
+_recs = partial(records_by_id, bootstrap=B)
+
+
+def _set_cos(res: dict, src: str, depths: list[float], seed: int = 0) -> None:
+    a = res["stats"]["sphere"][src]["cos"]
+    noise = 0.005 * np.random.default_rng(seed).standard_normal((a.shape[0], len(depths)))
+    a[:, 1:] = np.minimum(np.asarray(depths) + noise, 1.0)
+
+
+def _gap(m: np.ndarray, f: np.ndarray) -> float:
+    """The independent reference: mean over depths 1..L of |flow - reference| mean cosine."""
+    return float(np.mean(np.abs(np.asarray(f, float).mean(0)[1:] - np.asarray(m, float).mean(0)[1:])))
+
+
+def test_f2_a_follows_value_that_fails_over_all_depths_stands_without_room():
+    """A reference at 0.40 / 0.95 / 0.95 (1 of 3 depths with room for 0.1, 2 needed) and an MLP flow at
+    0.10 / 0.60 / 0.60, 0.3-0.35 off at every depth: round 8 read it 'no headroom'; it fails over all
+    depths, and a collapse-level reference voids only a 'holds', so round 9 says fails."""
+    res = fake_family({}, trend=0.1)
+    _set_cos(res, "model", [0.40, 0.95, 0.95])
+    _set_cos(res, "mlp", [0.10, 0.60, 0.60], seed=1)
+    m, f = res["stats"]["sphere"]["model"]["cos"], res["stats"]["sphere"]["mlp"]["cos"]
+    r = _recs(res)["mlp-cos"]
+    assert r.verdict == "fails"
+    assert r.result["value"] == pytest.approx(_gap(m, f), abs=1e-9)
+    rf = r.result["room_fail_stands"]
+    assert (rf["depths_with_room"], rf["depths"], rf["min_depths"]) == (1, 3, 2)
+    assert rf["ci95"][0] > 0.1
+    assert "a reference with no room voids only a 'holds' (config room_fail_stands" in r.notes
+    old = _recs(res, room_fail_stands=False)["mlp-cos"]
+    assert old.verdict == "inconclusive" and "no headroom" in old.result["reading"]
+
+
+def test_f2_a_follows_value_that_holds_without_room_stays_no_headroom():
+    """The same reference, a flow within 0.02 of it: a collapse would follow it too; still 'no headroom'."""
+    res = fake_family({}, trend=0.1)
+    _set_cos(res, "model", [0.40, 0.95, 0.95])
+    _set_cos(res, "mlp", [0.42, 0.97, 0.97], seed=1)
+    r = _recs(res)["mlp-cos"]
+    assert r.verdict == "inconclusive" and "no headroom" in r.result["reading"]
+    assert "room_fail_stands" not in r.result
+
+
+def test_f1_a_fitted_time_fail_beaten_by_a_constant_time_of_its_grid_is_the_fit_objectives():
+    """(c) 0.3 above the model (fails 0.1); flow (a), T = 1, is the model itself (gap 0) and standing still
+    misses by 0.2: both beat the fit, so the fail is the fit objective's (inconclusive), both values given."""
+    res = fake_family({"fitted_time": 0.3, "attention": 0.0})
+    r = _recs(res)["fitted-time-cos"]
+    assert r.verdict == "inconclusive"
+    assert r.result["unmeasured_main"].startswith("fit objective: the time fit (token-wise agreement")
+    g = r.result["fit_grid"]
+    rep = np.asarray(res["fitted"][0]["report"])
+    m = np.asarray(res["stats"]["sphere"]["model"]["cos"])[rep]
+    a = np.asarray(res["stats"]["sphere"]["attention"]["cos"])[rep]
+    still = np.repeat(m[:, :1], m.shape[1], axis=1)
+    assert g["values"]["T = 1 (flow (a))"] == pytest.approx(_gap(m, a), abs=1e-9)
+    assert g["values"]["T = 0 (standing still)"] == pytest.approx(_gap(m, still), abs=1e-9)
+    assert sorted(g["better_than_fit"]) == ["T = 0 (standing still)", "T = 1 (flow (a))"]
+    assert g["within_threshold"] == ["T = 1 (flow (a))"]  # standing still (0.2) fails the threshold 0.1 too
+    assert r.result["outcome_if_measured"] == "fails"
+    old = _recs(res, fit_grid_check=False)["fitted-time-cos"]
+    assert old.verdict == "fails" and "fit_grid" not in old.result
+
+
+def test_f1_a_fitted_time_fail_that_no_constant_time_beats_stands():
+    """(c) 0.15 off (fails 0.1); standing still misses by 0.2, (a) by 0.4: the fit is the best of the three,
+    its fail stands, with the grid's values recorded."""
+    res = fake_family({"fitted_time": 0.15, "attention": 0.4})
+    r = _recs(res)["fitted-time-cos"]
+    assert r.verdict == "fails"
+    g = r.result["fit_grid"]
+    assert g["better_than_fit"] == []
+    assert g["values"]["T = 0 (standing still)"] == pytest.approx(0.2, abs=0.02)
+    assert g["values"]["T = 1 (flow (a))"] == pytest.approx(0.4, abs=1e-9)
+
+
+def test_f1_a_fitted_time_fail_whose_better_constant_times_fail_too_stands():
+    """(c) 0.3 off; (a) 0.25 and standing still 0.2 are better but fail the threshold 0.1 as well: the flow
+    fails at every time checked, so the fail stands."""
+    res = fake_family({"fitted_time": 0.3, "attention": 0.25})
+    r = _recs(res)["fitted-time-cos"]
+    assert r.verdict == "fails"
+    g = r.result["fit_grid"]
+    assert sorted(g["better_than_fit"]) == ["T = 0 (standing still)", "T = 1 (flow (a))"]
+    assert g["within_threshold"] == []
