@@ -28,7 +28,7 @@ def test_f1_the_margin_is_a_robustness_check_and_the_record_says_what_its_paired
     model exceeds standing still by 0.12: holds at the margin 0.1 and at x0.5 (0.05), fails at x1.5 (0.15),
     so the record depends on the margin (and on the depth summary: at the last depth standing still is 0.3
     above the model); 0.45 above (0.25 over standing still, 0.15 at the last depth) survives both."""
-    v = _recs(fake_family({"attention": 0.32, "biases": 0.45}, trend=-0.1))
+    v = _recs(fake_family({"attention": 0.32, "biases": 0.45}, trend=-0.1), margin_within_threshold=False)
     a = v["attention-overclusters"]
     assert a.result["outcome"] == "holds" and a.verdict == "depends on depth summary, stand-still margin"
     chk = next(x for x in a.robustness if x.choice == "stand-still margin")

@@ -1,7 +1,8 @@
 """Review round 9 of the ``real_model_flows`` verdicts (review9_findings.md; rules declared 2026-12-04,
-round 9, in the config): a 'follows' value that fails over all depths stands where too few depths have room
-(F2, ``room_fail_stands``); a fitted-time fail that a constant time of the fit's own grid beats is the fit
-objective's (F1, ``fit_grid_check``). Fake per-sentence profiles only; the values are checked against NumPy."""
+round 9, in the config): a 'follows' value that fails over all depths stands where too few depths have
+room (F2, ``room_fail_stands``); a fitted-time fail that a constant time of the fit's own grid beats is the
+fit objective's (F1, ``fit_grid_check``); a margin above the threshold is reported, not combined (F7,
+``margin_within_threshold``). Fake per-sentence profiles only; the values are checked against NumPy."""
 
 from __future__ import annotations
 
@@ -100,3 +101,17 @@ def test_f1_a_fitted_time_fail_whose_better_constant_times_fail_too_stands():
     g = r.result["fit_grid"]
     assert sorted(g["better_than_fit"]) == ["T = 0 (standing still)", "T = 1 (flow (a))"]
     assert g["within_threshold"] == []
+
+
+def test_f7_a_margin_above_the_threshold_is_reported_not_combined():
+    """A flat model and (a) 0.12 above it: over-clusters by 0.12 >= 0.1, and exceeds standing still by 0.12:
+    it passes the margin 0.1 and x0.5 (0.05) but not x1.5 (0.15 > the threshold 0.1). Round 8 said 'depends
+    on stand-still margin'; round 9 combines only the margins within the threshold: holds, x1.5 reported."""
+    res = fake_family({"attention": 0.12}, trend=0.0)
+    r = _recs(res)["attention-overclusters"]
+    assert r.verdict == "holds"
+    assert r.result["margin_variants"]["x1.5 (0.15)"] == "fails"
+    nc = r.result["margin_variants_not_combined"]
+    assert nc["variants"] == ["x1.5 (0.15)"] and "stronger claim" in nc["why"]
+    old = _recs(res, margin_within_threshold=False)["attention-overclusters"]
+    assert old.verdict == "depends on stand-still margin"

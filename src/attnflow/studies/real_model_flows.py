@@ -555,6 +555,15 @@ class FlowsConfig(StudyConfig):
         "and has no time to run longer): a fail of (n) is a fail. False: round 7 (the guard on (n) too)",
     )
 
+    margin_within_threshold: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 9 (F7), declared after reading the "
+        "reviewer's count (the x1.5 margin decides 4 of MiniLM's 8 'depends'): the check 'stand-still "
+        "margin' combines only the factors of control_margin_variants whose margin (margin x factor) is <= "
+        "the criterion's threshold; a larger one tests a stronger claim than the one declared (the reading "
+        "said so since round 7) and is reported in result.margin_variants and "
+        "result.margin_variants_not_combined, not combined. False: round 8 (every factor combined)",
+    )
     room_fail_stands: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 9 (F2), declared after reading the "
@@ -577,9 +586,9 @@ class FlowsConfig(StudyConfig):
         "threshold (point estimate; a constant time that fails too leaves the fail standing), the fail is "
         "the fit objective's, "
         "not fitted time's: the record is inconclusive ('fit objective'), with both values stated. A fit "
-        "on the tested quantity was not run. The threshold condition was added after a first regeneration "
-        "had turned MiniLM-L3's fail (standing still 0.184, (a) 0.296, both failing) inconclusive too. False: "
-        "round 8",
+        "on the tested quantity was not run. The threshold condition was added after a first "
+        "regeneration had turned MiniLM-L3's fail (standing still 0.184, (a) 0.296, both failing) "
+        "inconclusive too. False: round 8",
     )
     room_per_depth: bool = Field(
         True,
@@ -2549,9 +2558,21 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 extra["margin_variants"] = {
                     x: combine(at(s), rob_alt[s]) for x, s in zip(labels, factors, strict=True)
                 }
-                rob.append(RobustnessCheck.from_values(
-                    crit, "stand-still margin", labels, [v] * len(factors), ci95=[list(ci)] * len(factors),
-                    outcomes=[at(s) for s in factors]))  # fmt: skip
+                # review round 9, F7: a factor whose margin exceeds the criterion's threshold tests a stronger
+                # claim than the one declared: reported (margin_variants), not combined
+                thr = float(getattr(c, field))
+                use = [i for i, s in enumerate(factors)
+                       if not c.margin_within_threshold or margin * s <= thr + 1e-12]  # fmt: skip
+                if len(use) < len(factors):
+                    extra["margin_variants_not_combined"] = {
+                        "variants": [labels[i] for i in range(len(factors)) if i not in use],
+                        "why": f"the margin exceeds the criterion's threshold {thr:g}: a stronger claim than "
+                        "the one declared (config margin_within_threshold; review round 9, F7)",
+                    }
+                if use:
+                    rob.append(RobustnessCheck.from_values(
+                        crit, "stand-still margin", [labels[i] for i in use], [v] * len(use),
+                        ci95=[list(ci)] * len(use), outcomes=[at(factors[i]) for i in use]))  # fmt: skip
             if kind == "over" and ms.get("headroom") is not None:  # F3 (review round 7): the model's ceiling
                 extra["headroom"] = ms["headroom"]
             if kind == "over" and c.reading_names_choice:  # F5 (review round 7): descriptive
