@@ -2781,7 +2781,7 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
                 f"sphere tokens (declared): {verdict}; hidden states: {next(iter(outs))} at every margin "
                 f"({hid['value']:.3f})")  # fmt: skip
             reading = f"{reading} [{extra['representation_reading']}]"
-    if margin is not None and "stand-still margin" in verdict:
+    if margin is not None and "stand-still margin" in verdict and "margin_variants_not_combined" not in extra:
         above = [f"x{s:g} ({margin * s:g})" for s in factors if margin * s > threshold + 1e-12]
         if above:
             extra["margin_above_threshold"] = (
