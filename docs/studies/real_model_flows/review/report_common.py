@@ -1,4 +1,5 @@
-"""The before -> after tables shared by review/round7/report.py and review/round8/report.py.
+"""The before -> after tables shared by review/round7/report.py and review/round8/report.py; from round 9 on,
+run it directly: ``python docs/studies/real_model_flows/review/report_common.py 8 9 BEFORE.json AFTER.json``.
 
 ``main(argv, before_round, after_round)`` reads BEFORE.json AFTER.json (the snapshots regen.py saves) and
 prints markdown: verdict counts per directory (holds / fails / depends / inconclusive / unmeasured, then
@@ -72,3 +73,10 @@ def main(argv: list[str], before_round: int, after_round: int) -> int:
             print("\n".join(rows))
     return 0
 
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 5 or not (sys.argv[1].isdigit() and sys.argv[2].isdigit()):
+        sys.exit("usage: report_common.py BEFORE_ROUND AFTER_ROUND BEFORE.json AFTER.json (e.g. 8 9 ...)")
+    sys.exit(main(sys.argv[3:], int(sys.argv[1]), int(sys.argv[2])))
