@@ -7,9 +7,12 @@ Usage (from the repository root, with the package on the path)::
 
 For each study directory it reads ``study.json`` (which study, its config) and ``summary.json`` (the
 numbers), calls the study module's ``records(summary, config)`` and writes the records back under the
-summary's key ``"verdicts"`` (every other key untouched). The config is the committed one; criterion
-fields that did not exist when the study ran take their declared defaults (the criterion is declared in
-the code, before any data it is applied to). Only studies whose module defines ``records`` are handled.
+summary's key ``"verdicts"``. The config is the committed one; criterion fields that did not exist when
+the study ran take their declared defaults (the criterion is declared in the code, before any data it is
+applied to). Those fields, with the value the records were built with and their description (which dates
+the rule), are written under the summary's key ``"config_added_after_run"``, so that a reader of the
+directory sees which rules decided its records beyond the config it ran with; ``study.json`` stays the
+config as run. Every other key is untouched. Only studies whose module defines ``records`` are handled.
 """
 
 from __future__ import annotations
@@ -37,6 +40,31 @@ def regenerate(study_dir: Path) -> tuple[dict, list]:
     return summary, [r.to_json() for r in build(summary, config)]
 
 
+ADDED_NOTE = (
+    "config fields absent from study.json's config (the config the study ran with): the records were built "
+    "with these values, the fields' declared defaults (scripts/regen_verdicts.py)"
+)
+
+
+def added_config(study_dir: Path) -> dict | None:
+    """The config fields ``regenerate`` took as defaults because ``study.json`` lacks them, with their values
+    and descriptions, or None when the stored config has every field."""
+    from attnflow.studies import get_study
+
+    meta = json.loads((study_dir / "study.json").read_text())
+    study = get_study(meta["study"])
+    stored = meta.get("config", {})
+    fields = study.Config.model_fields
+    config = study.Config.model_validate({k: v for k, v in stored.items() if k in fields})
+    values = config.model_dump(mode="json")
+    added = {
+        k: {"value": values[k], "description": " ".join((f.description or "").split())}
+        for k, f in fields.items()
+        if k not in stored
+    }
+    return {"note": ADDED_NOTE, "fields": added} if added else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="committed study directories (docs/studies/NAME)")
@@ -45,14 +73,19 @@ def main(argv: list[str] | None = None) -> int:
     stale = 0
     for d in args.dirs:
         summary, recs = regenerate(d)
-        if summary.get("verdicts") == recs:
+        added = added_config(d)
+        if summary.get("verdicts") == recs and summary.get("config_added_after_run") == added:
             print(f"{d}: {len(recs)} records, up to date")
             continue
         stale += 1
         if args.check:
-            print(f"{d}: records differ from a regeneration")
+            print(f"{d}: records or config_added_after_run differ from a regeneration")
             continue
         summary["verdicts"] = recs
+        if added is None:
+            summary.pop("config_added_after_run", None)
+        else:
+            summary["config_added_after_run"] = added
         text = (d / "summary.json").read_text()
         lines = text.splitlines()
         indent = (len(lines[1]) - len(lines[1].lstrip(" "))) if len(lines) > 1 else 1  # keep the file's style

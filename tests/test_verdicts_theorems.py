@@ -439,3 +439,41 @@ def test_committed_records_regenerate():
         text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_regen_writes_the_config_fields_added_after_the_run(tmp_path):
+    """``regen_verdicts`` names the config fields a directory's records took as defaults (absent from the
+    config the study ran with), with their values; ``--check`` fails when that list is missing or stale."""
+    import shutil
+
+    src = ROOT / "docs" / "studies" / "ntk_injectivity"
+    d = tmp_path / "ntk"
+    shutil.copytree(src, d)
+    script = [sys.executable, str(ROOT / "scripts" / "regen_verdicts.py")]
+    meta = json.loads((d / "study.json").read_text())
+    study = get_study(meta["study"])
+    absent = sorted(set(study.Config.model_fields) - set(meta["config"]))
+    assert absent, "the committed ntk_injectivity config should lack a field added after its run"
+
+    def check():
+        return subprocess.run([*script, "--check", str(d)], capture_output=True, text=True).returncode
+
+    added = json.loads((d / "summary.json").read_text())["config_added_after_run"]["fields"]
+    assert sorted(added) == absent
+    for k in absent:
+        assert added[k]["value"] == study.Config.model_fields[k].default
+    assert check() == 0
+    summary = json.loads((d / "summary.json").read_text())
+    del summary["config_added_after_run"]
+    (d / "summary.json").write_text(json.dumps(summary, indent=1))
+    assert check() == 1
+    subprocess.run([*script, str(d)], check=True, capture_output=True)
+    assert sorted(json.loads((d / "summary.json").read_text())["config_added_after_run"]["fields"]) == absent
+    # once the stored config carries every field, nothing was added after the run
+    for k in absent:
+        meta["config"][k] = study.Config.model_fields[k].default
+    (d / "study.json").write_text(json.dumps(meta, indent=1))
+    assert check() == 1
+    subprocess.run([*script, str(d)], check=True, capture_output=True)
+    assert "config_added_after_run" not in json.loads((d / "summary.json").read_text())
+    assert check() == 0
