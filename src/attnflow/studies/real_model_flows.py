@@ -591,6 +591,40 @@ class FlowsConfig(StudyConfig):
         "estimate within the threshold, a condition added after the data (review round 10, F1). False: "
         "round 8",
     )
+    holds_reachable_check: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 11 (F5), declared after reading the "
+        "reviewer's finding (MiniLM-L6 fitted-time-cos: standing still scores 0.094 [0.085, 0.102], within "
+        "the stand-still margin 0.1); no new margin or threshold: a 'follows' record (gap or relative gap) "
+        "whose perfect flow (the reference itself, value 0) would not pass the paired stand-still test (its "
+        "flow - stand-still interval, the same resamples, not wholly <= -margin) could not have held. The "
+        "record says so (result.holds_reachable, reading, notes); its verdict is unchanged (a fail is a "
+        "fail), but a null that holds the same claim is not a contrast: the null-specificity label reads "
+        "'specificity untested (the trained record could not have held ...)' instead of 'specific to "
+        "training'. False: round 10",
+    )
+    scale_source_rule: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 11 (F1), declared after the "
+        "reviewer's hypothesis was measured (review/round11/scale_check.md: SmolLM2's (f) vs (n) gap 0.255 "
+        "at the full model's stream scale, 0.030 [0.023, 0.038] with flow (a) at (n)'s own stream scale, "
+        "where a collapse scores 0.046): in a pre-LN model every flow divides by the full model's stream "
+        "scale rho_l, while the no-MLP network (n) runs on its own stream, which lacks the MLPs' writes "
+        "(14.7x smaller at layer 1 in SmolLM2). A record whose reference is (n) in a pre-LN model therefore "
+        "does not let a fail stand without room (room_fail_stands does not apply to it): with too few depths "
+        "with room it is inconclusive ('no headroom'), as in round 8. Its statement names the scale, and its "
+        "reading gives the scale check where the summary carries it (families[fam].scale_source_check, "
+        "written by review/round11/regen.py from the committed check). False: round 10",
+    )
+    statement_names_fit: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 11 (F3, F8), a label change (no "
+        "outcome changes): the statement of the fitted-time record names the fit that defines it, the "
+        "teacher-forced one (T_l maximising token-wise agreement with the model's layer output, layer by "
+        "layer from the model's own tokens, on the fit half), since its fail is the fail of that procedure, "
+        "not of every per-layer time (the free-running fit to the mean-cosine profile, a description, "
+        "scores lower in MiniLM-L6 and SmolLM2). False: round 10's statement",
+    )
     room_per_depth: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 8 (F1, F2, F10), the reviewer's rule, "
@@ -1628,6 +1662,14 @@ def _boot(q, m: np.ndarray, f: np.ndarray, B: int, seed: int) -> tuple[float, tu
     return v, (float(min(lo, v)), float(max(hi, v)))
 
 
+#: the fitted-time record's statement naming its fit (config ``statement_names_fit``; review round 11, F3, F8)
+FITTED_STATEMENT = (
+    "with one time per layer fitted on held-out sentences by the teacher-forced fit (T_l maximising "
+    "token-wise agreement with the model's layer output, layer by layer from the model's own tokens), the "
+    "attention-only flow run from z_0 follows the model's mean cosine (a fail is this fit's, not that of "
+    "every per-layer time)"
+)
+
 #: the verdicts of each family: (id, flow, reference, statistic, quantity kind, criterion field, statement);
 #: the reference is the model, or (n) the no-MLP network for "(f) follows (n)"
 VERDICTS = (
@@ -2139,11 +2181,21 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if any(src not in res["stats"]["sphere"] for src in (flow, ref) if src != "fitted_time"):
                 continue  # a summary older than the flow (round-2 random SmolLM2 predates (n), (f), (g))
             q = _quantity(kind)
+            # review round 11, F1: in a pre-LN model the flows run at the full model's stream scale, (n) on
+            # its own
+            scale_mismatch = c.scale_source_rule and ref == "no_mlp" and (res.get("model") or {}).get(
+                "arch") == "pre_ln"  # fmt: skip
+            if flow == "fitted_time" and c.statement_names_fit:  # review round 11, F3, F8
+                what = FITTED_STATEMENT
             if f_is_a and flow in ("frames", "frames_mlp") and not (flow in _IDENTITIES and ref == "model"):
                 why = _identity_why(res, "frames").split(", so")[0]
                 what += f" -- here flow (f) is flow (a) bit for bit (no LayerNorm frame acts: {why})"
                 if flow == "frames_mlp":
                     what += "; (g) is flow (a) then the MLP flow in each layer"
+            if scale_mismatch:
+                what += (" -- the flow divides by the full model's stream scale rho_l, while (n) runs on its "
+                         "own stream, without the MLPs' writes (config scale_source_rule; review round 11, "
+                         "F1)")  # fmt: skip
             if flow in _IDENTITIES and ref == "model" and _same_flow(res, flow, _IDENTITIES[flow][0]):
                 out.append(record_identity(
                     id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
@@ -2208,7 +2260,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                        "headroom": float(getattr(c, field)) if kind == "over" and c.headroom_rule else None,
                        "room": (float(getattr(c, field)), c.room_min_depth_share) if c.room_per_depth and (
                            kind == "over" or (kind == "gap" and stat == "cos")) else None,
-                       "room_fail_stands": c.room_fail_stands,
+                       "room_fail_stands": c.room_fail_stands and not scale_mismatch,
                        "collapse_eps": c.step_tolerance_share * margin
                        if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
@@ -2494,6 +2546,11 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     if kind != "over":  # F3 (review round 4): descriptive
                         ss["gap_ratio_flow_over_stand_still"] = v / ss["value"] if ss["value"] else None
                     extra["stand_still"] = ss
+                    if kind != "over" and margin is not None and c.holds_reachable_check:  # round 11, F5
+                        extra["holds_reachable"] = holds_reachable(*main_pair, q=q_main, B=c.bootstrap,
+                                                                   seed=seed, margin=margin)  # fmt: skip
+                        if not extra["holds_reachable"]["reachable"]:
+                            notes.append(extra["holds_reachable"]["reading"])
                 if "collapse" in ms["controls"]:
                     extra["collapse"] = ms["controls"]["collapse"]
                 extra["controls_per_value"] = ctl_log
@@ -2656,6 +2713,13 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     cap = _caps(summary, fam, res, flow, stat, ref, k, q, c, extra)
                     if cap:
                         extra["reading"] += "; " + cap
+                sc = ((summary.get("families") or {}).get(fam) or {}).get("scale_source_check")
+                if scale_mismatch and sc:  # review round 11, F1: the check at (n)'s own stream scale
+                    extra["scale_source_check"] = sc
+                    extra["reading"] += "; " + scale_source_reading(sc)
+                hr = extra.get("holds_reachable")
+                if hr and not hr["reachable"]:  # review round 11, F5: named beside the verdict
+                    extra["reading"] += f"; could not have held ({hr['short']})"
                 if why_main is None and extra["reading"] != combine(outcome, rob):
                     notes.insert(0, f"reading: {extra['reading']}")
             spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
@@ -2670,7 +2734,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             # F8 (round 5), F7 (round 6): the claim in the nulls; round 7 (F2, F7): for every test verdict
             every = c.specificity_every_verdict and out[-1].klass == "test"
             if spec and (out[-1].verdict == "holds" or every):
-                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"))
+                hr = out[-1].result.get("holds_reachable") or {}
+                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"),
+                                  cannot_hold=None if hr.get("reachable", True) else hr["short"])
                 r = out[-1].to_json()
                 out[-1] = VerdictRecord.model_validate(
                     {**r, "result": {**r["result"], "null_specificity": lab},
@@ -2804,14 +2870,18 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
     return reading
 
 
-def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None) -> str:
+def specificity(
+    vid: str, spec: dict, verdict: str = "holds", main: str | None = None, cannot_hold: str | None = None
+) -> str:
     """The null-specificity label of a trained test record (config ``null_specificity``; review round 5, F8,
     round 6, F7; round 7, F2, F7: every test verdict, config ``specificity_every_verdict``), from its nulls'
     records of the same claim (``spec``: null family -> verdict id -> verdict, value, ``guard``: a fail that
     says only 'too slow at T_l = 1', ``no_headroom``: a fail the model's ceiling leaves no room for,
     ``cannot_test``: why the null cannot test the claim by construction, ``ladder``: whether the null ran
     under the step ladder). ``verdict``: the trained record's verdict, ``main``: its main outcome (what a
-    'depends on ...' record is compared by). A null run without the ladder never labels the record."""
+    'depends on ...' record is compared by). A null run without the ladder never labels the record.
+    ``cannot_hold``: why the trained record could not have held (config ``holds_reachable_check``; review
+    round 11, F5): a null that holds is then no contrast to its fail ('specificity untested')."""
     entries = {nf: d.get(vid) for nf, d in spec.items()}
     off = [nf for nf, e in entries.items() if e is not None and e.get("ladder") is False]
     excl = f" ({', '.join(off)}: not run under the step ladder, not used)" if off else ""
@@ -2858,6 +2928,9 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         return f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}{cant}{excl}"
     if side == "fails" and real_fail:
         return f"{lead}, not specific to training (also fails in null {', '.join(real_fail)}){cant}{excl}"
+    if side == "fails" and cannot_hold and held:  # review round 11, F5: no contrast to a fail that must be
+        return (f"{lead}; specificity untested: the trained record could not have held ({cannot_hold}), so a "
+                f"null that holds is no contrast (in the null(s): {named}){cant}{excl}")  # fmt: skip
     other = real_fail if side == "holds" else held
     if speak and len(other) == len(speak):
         return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
@@ -2910,6 +2983,49 @@ def stand_still(m: np.ndarray, f: np.ndarray, *, q, B: int, seed: int) -> dict:
     both = np.stack([f, still], axis=-1)
     dv, dci = _boot(lambda a, b: q(a, b[..., 0]) - q(a, b[..., 1]), m, both, B, seed)
     return {"value": v, "ci95": list(ci), "flow_minus_stand_still": {"value": dv, "ci95": list(dci)}}
+
+
+def scale_source_reading(sc: dict) -> str:
+    """The scale check of a (n)-referenced record in a pre-LN model in words (config ``scale_source_rule``;
+    review round 11, F1); ``sc``: ``families[fam].scale_source_check`` (the committed check's numbers)."""
+
+    def v(key: str) -> str:
+        x = sc[key]
+        return f"{x['value']:.3f} [{x['ci95'][0]:.3f}, {x['ci95'][1]:.3f}]"
+
+    d = sc["flow_at_n_scale_minus_collapse"]
+    beats = d["ci95"][1] <= -sc["margin"]
+    return (
+        f"scale source (K = {sc['K']}, {sc['source']}): the flow at the full model's stream scale "
+        f"{v('flow_at_model_scale')}, at (n)'s own {v('flow_at_n_scale')}, a collapse {v('collapse')}; "
+        f"flow at (n)'s scale - collapse {v('flow_at_n_scale_minus_collapse')}: "
+        + ("better than a collapse" if beats else "no better than a collapse")
+        + f" (margin {sc['margin']:g}; config scale_source_rule)"
+    )
+
+
+def holds_reachable(m: np.ndarray, f: np.ndarray, *, q, B: int, seed: int, margin: float) -> dict:
+    """Whether a 'follows' record could hold (config ``holds_reachable_check``; review round 11, F5): the
+    paired stand-still test of the perfect flow (the reference itself, ``f`` replaced by ``m``), with the
+    resamples of :func:`stand_still`; it passes when its whole interval of q(perfect) - q(stand-still) is
+    <= -margin. Where it does not, no flow can be 'better than standing still' by the margin, so the
+    record can only fail or be inconclusive."""
+    still = _still(m)
+    both = np.stack([np.asarray(m, float), still], axis=-1)
+    dv, dci = _boot(lambda a, b: q(a, b[..., 0]) - q(a, b[..., 1]), m, both, B, seed)
+    ok = bool(dci[1] <= -margin)
+    out = {"perfect_minus_stand_still": {"value": dv, "ci95": list(dci)}, "margin": margin,
+           "reachable": ok, "rule": "config holds_reachable_check (review round 11, F5)"}  # fmt: skip
+    if not ok:
+        out["short"] = (f"the reference itself beats standing still by only {-dv:.3f} [{-dci[1]:.3f}, "
+                        f"{-dci[0]:.3f}], margin {margin:g}")  # fmt: skip
+        out["reading"] = (
+            f"could not have held: even the reference itself scores only {dv:.3f} "
+            f"[{dci[0]:.3f}, {dci[1]:.3f}] against standing still (the paired test needs <= -{margin:g} "
+            "over the whole interval), so the record can only fail or be inconclusive (config "
+            "holds_reachable_check; review round 11, F5)"
+        )
+    return out
 
 
 def _mean_ci(a: np.ndarray, B: int, seed: int) -> dict:

@@ -1,0 +1,135 @@
+"""Review round 11 of the ``real_model_flows`` verdicts (review11_findings.md; rules declared 2026-12-04,
+round 11, in the config): a 'follows' record whose perfect flow would not pass the paired stand-still test
+could not have held, and a null that holds is then no contrast to its fail (F5, ``holds_reachable_check``);
+the fitted-time statement names its fit (F3, F8, ``statement_names_fit``). Fake per-sentence profiles only;
+the values are checked against NumPy."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pytest
+from flows_helpers import fake_family, records_by_id
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+B = 20
+_recs = partial(records_by_id, bootstrap=B)
+
+
+def _gap(m: np.ndarray, f: np.ndarray) -> float:
+    """The independent reference: mean over depths 1..L of |flow - reference| mean cosine."""
+    return float(np.mean(np.abs(np.asarray(f, float).mean(0)[1:] - np.asarray(m, float).mean(0)[1:])))
+
+
+def _null(vid: str, verdict: str, value: float) -> dict:
+    entry = {vid: {"verdict": verdict, "value": value}}
+    return {"null_outcomes": {"tiny-bert": {"tiny-bert-permuted": entry}}}
+
+
+def test_f5_a_model_that_barely_moves_leaves_no_room_to_hold():
+    """The model's mean cosine rises by 0.02 a layer: standing still misses it by 0.04 on average, under the
+    stand-still margin 0.1, so even the model itself is 'no better than standing still': the MLP flow, 0.3
+    off, fails and says it could not have held; a null that holds the claim is no contrast."""
+    res = fake_family({"mlp": 0.3}, trend=0.02)
+    m = np.asarray(res["stats"]["sphere"]["model"]["cos"])
+    still = np.repeat(m[:, :1], m.shape[1], axis=1)
+    r = _recs(res)["mlp-cos"]
+    assert r.verdict == "fails"
+    hr = r.result["holds_reachable"]
+    assert hr["reachable"] is False
+    assert hr["perfect_minus_stand_still"]["value"] == pytest.approx(-_gap(m, still), abs=1e-9)
+    assert hr["perfect_minus_stand_still"]["ci95"][1] > -0.1
+    assert "could not have held" in r.notes
+    lab = _recs(res, summary=_null("mlp-cos", "holds", 0.05))["mlp-cos"].result["null_specificity"]
+    assert lab.startswith(
+        "fails; specificity untested: the trained record could not have held (the reference itself beats "
+        "standing still by only 0.0"
+    )
+    old = _recs(res, summary=_null("mlp-cos", "holds", 0.05), holds_reachable_check=False)["mlp-cos"]
+    assert "holds_reachable" not in old.result
+    assert old.result["null_specificity"].startswith("fails; specific to training (holds in null")
+    # a null that fails too: 'not specific' stands, whether or not the trained record could hold
+    both = _recs(res, summary=_null("mlp-cos", "fails", 0.4))["mlp-cos"].result["null_specificity"]
+    assert both.startswith("fails, not specific to training (also fails in null")
+
+
+def test_f5_a_model_that_moves_leaves_room_to_hold():
+    """The model's mean cosine rises by 0.1 a layer (standing still misses by 0.2): the perfect flow passes
+    the paired test, the record could hold, and a null that holds makes the fail specific to training."""
+    res = fake_family({"mlp": 0.3}, trend=0.1)
+    r = _recs(res, summary=_null("mlp-cos", "holds", 0.05))["mlp-cos"]
+    assert r.verdict == "fails"
+    assert r.result["holds_reachable"]["reachable"] is True
+    assert r.result["holds_reachable"]["perfect_minus_stand_still"]["ci95"][1] <= -0.1
+    assert "could not have held" not in r.notes
+    assert r.result["null_specificity"].startswith("fails; specific to training (holds in null")
+
+
+def test_f3_f8_the_fitted_time_statement_names_its_fit():
+    res = fake_family({"fitted_time": 0.3, "attention": 0.3})
+    r = _recs(res)["fitted-time-cos"]
+    assert "by the teacher-forced fit (T_l maximising token-wise agreement" in r.statement
+    assert "a fail is this fit's, not that of every per-layer time" in r.statement
+    old = _recs(res, statement_names_fit=False)["fitted-time-cos"]
+    assert "teacher-forced" not in old.statement
+    assert old.verdict == r.verdict and old.result["value"] == r.result["value"]
+
+
+def test_f5_the_reading_beside_the_verdict_says_it_could_not_have_held():
+    res = fake_family({"mlp": 0.3}, trend=0.02)
+    r = _recs(res)["mlp-cos"]
+    assert "could not have held (the reference itself beats standing still by only 0.0" in r.result["reading"]
+    moving = _recs(fake_family({"mlp": 0.3}, trend=0.1))["mlp-cos"]
+    assert "could not have held" not in moving.result["reading"]
+
+
+def _set_cos(res: dict, src: str, depths: list[float], seed: int = 0) -> None:
+    a = res["stats"]["sphere"][src]["cos"]
+    noise = 0.005 * np.random.default_rng(seed).standard_normal((a.shape[0], len(depths)))
+    a[:, 1:] = np.minimum(np.asarray(depths) + noise, 1.0)
+
+
+def _no_room_network(arch: str) -> dict:
+    """(n) at 0.40 / 0.95 / 0.95 (1 of 3 depths with room for 0.1, 2 needed), flow (f) 0.3-0.35 below it."""
+    res = fake_family({}, trend=0.1)
+    res["model"]["arch"] = arch
+    _set_cos(res, "no_mlp", [0.40, 0.95, 0.95])
+    _set_cos(res, "frames", [0.10, 0.60, 0.60], seed=1)
+    return res
+
+
+SC = {
+    "K": 16, "source": "review/round11/scale_check_x_K16.json", "margin": 0.1,
+    "flow_at_model_scale": {"value": 0.255, "ci95": [0.222, 0.284]},
+    "flow_at_n_scale": {"value": 0.030, "ci95": [0.023, 0.038]},
+    "collapse": {"value": 0.046, "ci95": [0.040, 0.054]},
+    "flow_at_n_scale_minus_collapse": {"value": -0.017, "ci95": [-0.018, -0.015]},
+}  # fmt: skip
+
+
+def test_f1_a_pre_ln_fail_against_the_no_mlp_network_without_room_does_not_stand():
+    """Post-LN: the all-depth fail stands without room (round 9, F2). Pre-LN: the flow runs at the full
+    model's stream scale and (n) on its own, so the fail does not stand ('no headroom'); the statement names
+    the scale and the reading gives the stored scale check."""
+    vid = "frames-follows-network-cos"
+    post = _recs(_no_room_network("post_ln"))[vid]
+    assert post.verdict == "fails" and "room_fail_stands" in post.result
+    assert "stream scale" not in post.statement
+    fams = {"families": {"tiny-bert": {"scale_source_check": SC}}}
+    pre = _recs(_no_room_network("pre_ln"), summary=fams)[vid]
+    assert pre.verdict == "inconclusive" and "no headroom" in pre.result["reading"]
+    assert "room_fail_stands" not in pre.result
+    assert "divides by the full model's stream scale rho_l, while (n) runs on its own stream" in pre.statement
+    assert "at (n)'s own 0.030 [0.023, 0.038], a collapse 0.046" in pre.result["reading"]
+    assert "no better than a collapse (margin 0.1" in pre.result["reading"]
+    assert pre.result["scale_source_check"] == SC
+    old = _recs(_no_room_network("pre_ln"), scale_source_rule=False)[vid]
+    assert old.verdict == "fails" and "stream scale" not in old.statement
+    # a flow at (n)'s scale that beats the collapse by the margin is named so
+    sc = {**SC, "flow_at_n_scale_minus_collapse": {"value": -0.2, "ci95": [-0.25, -0.15]}}
+    fams = {"families": {"tiny-bert": {"scale_source_check": sc}}}
+    r = _recs(_no_room_network("pre_ln"), summary=fams)[vid]
+    assert ": better than a collapse (margin 0.1" in r.result["reading"]
