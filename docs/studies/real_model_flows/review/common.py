@@ -38,3 +38,17 @@ def draw_sentences(tokenize, max_length: int, corpus_seed: int, max_tokens: int,
         if len(ids) == n:
             break
     return ids, idx
+
+
+def stored_config(study_dir):
+    """The study's config as a committed directory ran it (``study.json``; fields added since take their
+    declared defaults, as ``scripts/regen_verdicts.py`` reads it) and the directory's summary."""
+    import json
+
+    from attnflow.studies import get_study
+
+    study = get_study("real_model_flows")
+    meta = json.loads((study_dir / "study.json").read_text())
+    fields = study.Config.model_fields
+    c = study.Config.model_validate({k: v for k, v in meta["config"].items() if k in fields})
+    return c, json.loads((study_dir / "summary.json").read_text())

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # review/: common
-from common import draw_sentences, family_weights  # noqa: E402
+from common import draw_sentences, family_weights, stored_config  # noqa: E402
 
 FAMILY, DIR, RECORD = "smollm2", "smollm2", "fitted-time-cos"
 TOL = 1e-6
@@ -37,16 +37,11 @@ TOL = 1e-6
 def run(K: int, root: Path) -> dict:
     from attnflow.bridge import forward, layer_flow
     from attnflow.bridge.flows import fit_layer_times, layer_time_curve, stream_scales
-    from attnflow.studies import get_study
     from attnflow.studies.real_model_flows import _boot, _halves, _profile, _quantity
 
     t0 = time.process_time()
     d = root / DIR
-    study = get_study("real_model_flows")
-    meta = json.loads((d / "study.json").read_text())
-    fields = study.Config.model_fields
-    c = study.Config.model_validate({k: v for k, v in meta["config"].items() if k in fields})
-    summ = json.loads((d / "summary.json").read_text())
+    c, summ = stored_config(d)
     fam = summ["families"][FAMILY]
     ids_rec = [v["id"] for v in summ["verdicts"]]
     seed = c.seed + ids_rec.index(f"flows-{FAMILY}-{RECORD}")

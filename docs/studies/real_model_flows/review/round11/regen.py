@@ -59,20 +59,11 @@ def scale_source(root: Path) -> None:
 
 
 if __name__ == "__main__":
+    # round 8 takes the --before snapshot of the records; the scale check written first changes no record
     argv = sys.argv[1:]
-    pos = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in
-                                                                        ("--before", "--after"))]  # fmt: skip
-    root = Path(pos[0]) if pos else Path("docs/studies/real_model_flows")
-    if "--before" in argv:  # the snapshot before anything is rewritten
-        sys.path.insert(0, str(HERE.parent / "round6"))
-        from regen import _snapshot
-
-        Path(argv[argv.index("--before") + 1]).write_text(json.dumps(_snapshot(root), indent=1))
-        i = argv.index("--before")
-        argv = argv[:i] + argv[i + 2:]
-        sys.path.pop(0)
-        sys.modules.pop("regen", None)
-    scale_source(root)
-    sys.argv = [str(HERE.parent / "round8" / "regen.py"), *argv]
+    flags = ("--before", "--after")
+    pos = [a for i, a in enumerate(argv) if not a.startswith("-") and (i == 0 or argv[i - 1] not in flags)]
+    scale_source(Path(pos[0]) if pos else Path("docs/studies/real_model_flows"))
+    sys.argv = [str(HERE.parent / "round8" / "regen.py"), *sys.argv[1:]]
     sys.path.insert(0, str(HERE.parent / "round8"))
     runpy.run_path(str(HERE.parent / "round8" / "regen.py"), run_name="__main__")

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # review/: common
-from common import draw_sentences, family_weights  # noqa: E402
+from common import draw_sentences, family_weights, stored_config  # noqa: E402
 
 DIRS = {"smollm2": "smollm2", "smollm2-permuted": "permuted_smollm2"}
 RECORD = "frames-follows-network-cos"
@@ -58,7 +58,6 @@ TOL = 1e-6
 def run(family: str, K: int, root: Path, limit: int | None = None) -> dict:
     from attnflow.bridge import forward, layer_flow
     from attnflow.bridge.flows import stream_scales, without_mlp
-    from attnflow.studies import get_study
     from attnflow.studies.real_model_flows import (
         _boot,
         _collapse,
@@ -71,11 +70,7 @@ def run(family: str, K: int, root: Path, limit: int | None = None) -> dict:
 
     t0, c0 = time.perf_counter(), time.process_time()
     d = root / DIRS[family]
-    study = get_study("real_model_flows")
-    meta = json.loads((d / "study.json").read_text())
-    fields = study.Config.model_fields
-    c = study.Config.model_validate({k: v for k, v in meta["config"].items() if k in fields})
-    summ = json.loads((d / "summary.json").read_text())
+    c, summ = stored_config(d)
     fam = summ["families"][family]
     stored = fam["verdict_data"]
     ids_rec = [v["id"] for v in summ["verdicts"]]
