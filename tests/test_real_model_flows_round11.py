@@ -43,15 +43,12 @@ def test_f5_a_model_that_barely_moves_leaves_no_room_to_hold():
     assert hr["perfect_minus_stand_still"]["value"] == pytest.approx(-_gap(m, still), abs=1e-9)
     assert hr["perfect_minus_stand_still"]["ci95"][1] > -0.1
     assert "could not have held" in r.notes
+    # review round 12, F7: a fail's contrast is a null that does not fail; the label is unchanged
     lab = _recs(res, summary=_null("mlp-cos", "holds", 0.05))["mlp-cos"].result["null_specificity"]
-    assert lab.startswith(
-        "fails; specificity untested: the trained record could not have held (the reference itself beats "
-        "standing still by only 0.0"
-    )
-    old = _recs(res, summary=_null("mlp-cos", "holds", 0.05), holds_reachable_check=False)["mlp-cos"]
-    assert "holds_reachable" not in old.result
-    assert old.result["null_specificity"].startswith("fails; specific to training (holds in null")
-    # a null that fails too: 'not specific' stands, whether or not the trained record could hold
+    assert lab.startswith("fails; specific to training (holds in null")
+    old = _recs(res, holds_reachable_check=False)["mlp-cos"]
+    assert "holds_reachable" not in old.result and "could not have held" not in old.notes
+    # a null that fails too: 'not specific'
     both = _recs(res, summary=_null("mlp-cos", "fails", 0.4))["mlp-cos"].result["null_specificity"]
     assert both.startswith("fails, not specific to training (also fails in null")
 
@@ -110,26 +107,61 @@ SC = {
 }  # fmt: skip
 
 
-def test_f1_a_pre_ln_fail_against_the_no_mlp_network_without_room_does_not_stand():
-    """Post-LN: the all-depth fail stands without room (round 9, F2). Pre-LN: the flow runs at the full
-    model's stream scale and (n) on its own, so the fail does not stand ('no headroom'); the statement names
-    the scale and the reading gives the stored scale check."""
+def test_f1_a_pre_ln_record_against_the_no_mlp_network_names_the_scale_and_keeps_its_fail():
+    """Round 11 kept the pre-LN fail from standing without room; review round 12 (F1): a rule that could only
+    remove fails. Now the statement names the scale, the reading gives the stored scale check, and the
+    all-depth fail stands as in a post-LN model (room_fail_stands)."""
     vid = "frames-follows-network-cos"
     post = _recs(_no_room_network("post_ln"))[vid]
     assert post.verdict == "fails" and "room_fail_stands" in post.result
     assert "stream scale" not in post.statement
     fams = {"families": {"tiny-bert": {"scale_source_check": SC}}}
     pre = _recs(_no_room_network("pre_ln"), summary=fams)[vid]
-    assert pre.verdict == "inconclusive" and "no headroom" in pre.result["reading"]
-    assert "room_fail_stands" not in pre.result
+    assert pre.verdict == "fails" and "room_fail_stands" in pre.result
+    assert pre.result["value"] == post.result["value"]
     assert "divides by the full model's stream scale rho_l, while (n) runs on its own stream" in pre.statement
     assert "at (n)'s own 0.030 [0.023, 0.038], a collapse 0.046" in pre.result["reading"]
     assert "no better than a collapse (margin 0.1" in pre.result["reading"]
     assert pre.result["scale_source_check"] == SC
-    old = _recs(_no_room_network("pre_ln"), scale_source_rule=False)[vid]
+    old = _recs(_no_room_network("pre_ln"), summary=fams, scale_source_rule=False)[vid]
     assert old.verdict == "fails" and "stream scale" not in old.statement
+    assert "scale_source_check" not in old.result
     # a flow at (n)'s scale that beats the collapse by the margin is named so
     sc = {**SC, "flow_at_n_scale_minus_collapse": {"value": -0.2, "ci95": [-0.25, -0.15]}}
     fams = {"families": {"tiny-bert": {"scale_source_check": sc}}}
     r = _recs(_no_room_network("pre_ln"), summary=fams)[vid]
     assert ": better than a collapse (margin 0.1" in r.result["reading"]
+
+
+def test_r12_f2_a_value_without_room_is_named_with_its_own_outcome():
+    """(n) at 0.40 / 0.95 / 0.95 (room at depth 1 only), flow (f) within 0.02 of it: 'no headroom'. The value
+    beside the outcome is the depth-1 value (its outcome), the all-depth one kept apart."""
+    res = fake_family({}, trend=0.1)
+    _set_cos(res, "no_mlp", [0.40, 0.95, 0.95])
+    _set_cos(res, "frames", [0.42, 0.97, 0.97], seed=1)
+    m, f = res["stats"]["sphere"]["no_mlp"]["cos"], res["stats"]["sphere"]["frames"]["cos"]
+    r = _recs(res)["frames-follows-network-cos"]
+    assert r.verdict == "inconclusive" and "no headroom" in r.result["reading"]
+    depth1 = float(np.abs(np.asarray(f, float).mean(0)[1] - np.asarray(m, float).mean(0)[1]))
+    assert r.result["unmeasured_value"] == pytest.approx(depth1, abs=1e-9)
+    assert r.result["value_all_depths"] == pytest.approx(_gap(m, f), abs=1e-9)
+    assert f"so the value {depth1:.3f} (holds by the criterion)" in r.result["unmeasured_main"]
+    old = _recs(res, room_value_named=False)["frames-follows-network-cos"]
+    assert old.result["unmeasured_value"] == pytest.approx(_gap(m, f), abs=1e-9)
+
+
+def test_r12_f8_the_fit_is_worse_than_a_constant_time_by_a_paired_interval():
+    """(c) 0.3 off the model and flow (a) (T = 1) 0.05 off: fit - T = 1 is +0.25, paired, wholly above 0;
+    standing still (0.2 off) is also beaten by the fit's 0.3: fit - T = 0 about +0.1."""
+    res = fake_family({"fitted_time": 0.3, "attention": 0.05})
+    r = _recs(res)["fitted-time-cos"]
+    g = r.result["fit_grid"]
+    rep = np.asarray(res["fitted"][0]["report"])
+    m = np.asarray(res["stats"]["sphere"]["model"]["cos"])[rep]
+    a = np.asarray(res["stats"]["sphere"]["attention"]["cos"])[rep]
+    fc = np.asarray(res["fitted"][0]["stats"]["sphere"]["cos"])
+    d1 = g["values"]["T = 1 (flow (a))"]["fit_minus_this"]
+    assert d1["value"] == pytest.approx(_gap(m, fc) - _gap(m, a), abs=1e-9)
+    assert d1["ci95"][0] > 0 and "T = 1 (flow (a))" in g["better_than_fit"]
+    assert "(paired fit - constant: T = 0 +0.0" in g["reading"] and ", T = 1 +0.250 [" in g["reading"]
+    assert "fitted on one half of the sentences by the teacher-forced fit" in r.statement

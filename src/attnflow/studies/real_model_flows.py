@@ -593,28 +593,41 @@ class FlowsConfig(StudyConfig):
     )
     holds_reachable_check: bool = Field(
         True,
-        description="post-review amendment of 2026-12-04, review round 11 (F5), declared after reading the "
-        "reviewer's finding (MiniLM-L6 fitted-time-cos: standing still scores 0.094 [0.085, 0.102], within "
-        "the stand-still margin 0.1); no new margin or threshold: a 'follows' record (gap or relative gap) "
-        "whose perfect flow (the reference itself, value 0) would not pass the paired stand-still test (its "
-        "flow - stand-still interval, the same resamples, not wholly <= -margin) could not have held. The "
-        "record says so (result.holds_reachable, reading, notes); its verdict is unchanged (a fail is a "
-        "fail), but a null that holds the same claim is not a contrast: the null-specificity label reads "
-        "'specificity untested (the trained record could not have held ...)' instead of 'specific to "
-        "training'. False: round 10",
+        description="post-review amendment of 2026-12-04, review round 11 (F5), revised after review round "
+        "12 "
+        "(F7); declared after reading the reviewer's finding (MiniLM-L6 fitted-time-cos: standing still "
+        "scores 0.094 [0.085, 0.102], within the stand-still margin 0.1); no new margin or threshold: a "
+        "'follows' record (gap or relative gap) whose perfect flow (the reference itself, value 0) would not "
+        "pass the paired stand-still test (its flow - stand-still interval, the same resamples, not wholly "
+        "<= -margin) could not have held: a one-sided test, which can only fail or be inconclusive. The "
+        "record says so (result.holds_reachable, reading, notes); its verdict and its null-specificity label "
+        "are unchanged (round 11's first version called a null that holds 'no contrast'; a fail's contrast "
+        "is a null that does not fail, which needs no reachable hold: review round 12, F7). False: round 10",
     )
     scale_source_rule: bool = Field(
         True,
-        description="post-review amendment of 2026-12-04, review round 11 (F1), declared after the "
-        "reviewer's hypothesis was measured (review/round11/scale_check.md: SmolLM2's (f) vs (n) gap 0.255 "
-        "at the full model's stream scale, 0.030 [0.023, 0.038] with flow (a) at (n)'s own stream scale, "
-        "where a collapse scores 0.046): in a pre-LN model every flow divides by the full model's stream "
-        "scale rho_l, while the no-MLP network (n) runs on its own stream, which lacks the MLPs' writes "
-        "(14.7x smaller at layer 1 in SmolLM2). A record whose reference is (n) in a pre-LN model therefore "
-        "does not let a fail stand without room (room_fail_stands does not apply to it): with too few depths "
-        "with room it is inconclusive ('no headroom'), as in round 8. Its statement names the scale, and its "
-        "reading gives the scale check where the summary carries it (families[fam].scale_source_check, "
-        "written by review/round11/regen.py from the committed check). False: round 10",
+        description="post-review amendment of 2026-12-04, review round 11 (F1), revised after review round "
+        "12 "
+        "(F1, F3, F5); declared after the reviewer's hypothesis was measured (review/round11/scale_check.md: "
+        "SmolLM2's (f) vs (n) gap 0.255 at the full model's stream scale, 0.030 [0.023, 0.038] with flow (a) "
+        "at (n)'s own stream scale, where a collapse scores 0.046): in a pre-LN model every flow divides by "
+        "the full model's stream scale rho_l, while the no-MLP network (n) runs on its own stream (14.7x "
+        "smaller at SmolLM2's layer 1, the MLP's writes; 6.8-9.9x at layers 12-15, mostly the first token's "
+        "norm in the mean estimator). A record whose reference is (n) in a pre-LN model names that scale in "
+        "its statement, and its reading gives the scale check where the summary carries it "
+        "(families[fam].scale_source_check, written by review/round11/regen.py from the committed check). "
+        "It changes no outcome: round 11's first version also kept such a record's all-depth fail from "
+        "standing without room, a rule that could only remove fails (review round 12, F1); the fail is the "
+        "flow's as the statement names it. False: round 10's statement and reading",
+    )
+    room_value_named: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 12 (F2), a bug: where too few depths "
+        "have room (room_per_depth) and the value is void ('no headroom'), the value named beside its "
+        "outcome (notes, unmeasured_value, the stand-still control) is the one over the depths with room, "
+        "whose outcome it is; the all-depth value is kept in result.value_all_depths. Round 11 printed the "
+        "all-depth value beside the masked value's outcome (SmolLM2 (f) vs (n): '0.255 (holds by the "
+        "criterion)', the 'holds' of 0.070 at depth 1). False: round 11",
     )
     statement_names_fit: bool = Field(
         True,
@@ -1664,10 +1677,10 @@ def _boot(q, m: np.ndarray, f: np.ndarray, B: int, seed: int) -> tuple[float, tu
 
 #: the fitted-time record's statement naming its fit (config ``statement_names_fit``; review round 11, F3, F8)
 FITTED_STATEMENT = (
-    "with one time per layer fitted on held-out sentences by the teacher-forced fit (T_l maximising "
-    "token-wise agreement with the model's layer output, layer by layer from the model's own tokens), the "
-    "attention-only flow run from z_0 follows the model's mean cosine (a fail is this fit's, not that of "
-    "every per-layer time)"
+    "with one time per layer fitted on one half of the sentences by the teacher-forced fit (T_l maximising "
+    "token-wise agreement with the model's layer output, layer by layer from the model's own tokens) and "
+    "scored on the other half, the attention-only flow run from z_0 follows the model's mean cosine (a fail "
+    "is this fit's, not that of every per-layer time)"
 )
 
 #: the verdicts of each family: (id, flow, reference, statistic, quantity kind, criterion field, statement);
@@ -1899,7 +1912,8 @@ def _value_outcome(own: str, tests: list[str]) -> str:
 
 
 def fit_grid_reading(res: dict, m: np.ndarray, q, ms: dict, stat: str, k: int | None,
-                     steps: int | None, crit: Criterion, B: int, seed: int) -> tuple[str | None, dict]:
+                     steps: int | None, crit: Criterion, B: int, seed: int,
+                     f: np.ndarray | None = None) -> tuple[str | None, dict]:  # fmt: skip
     """The fitted-time record against the constant times its fit's grid holds (config ``fit_grid_check``;
     review rounds 9 and 10, F1): the record's quantity ``q`` on the report half ``m`` for T = 0 (standing
     still) and T = 1 (flow (a) on the same sentences, at ``steps`` where stored, else at the run's step),
@@ -1920,8 +1934,14 @@ def fit_grid_reading(res: dict, m: np.ndarray, q, ms: dict, stat: str, k: int | 
     for g, x in (("T = 0 (standing still)", _still(m)), ("T = 1 (flow (a))", a[report])):
         v, ci = _boot(q, m, x, B, seed)
         grid[g] = {"value": v, "ci95": list(ci), "outcome": crit.decide(v, ci)}
+        if f is not None:  # review round 12, F8: fit - constant time, paired (the same resamples)
+            dv, dci = _paired_boot(q, m, f, x, B, seed)
+            grid[g]["fit_minus_this"] = {"value": dv, "ci95": list(dci)}
     lo = float(ms["ci95"][0])
-    better = sorted(g for g, x in grid.items() if x["value"] < lo)
+    if f is not None:  # worse than a constant time: the paired interval wholly above 0
+        better = sorted(g for g, x in grid.items() if x["fit_minus_this"]["ci95"][0] > 0)
+    else:
+        better = sorted(g for g, x in grid.items() if x["value"] < lo)
     holding = sorted(g for g, x in grid.items() if x["outcome"] == "holds")
     rec = {"values": grid, "fitted": float(ms["value"]), "fitted_ci95": list(ms["ci95"]),
            "flow_a_steps": at, "better_than_fit": better, "holds_the_criterion": holding,
@@ -1931,7 +1951,11 @@ def fit_grid_reading(res: dict, m: np.ndarray, q, ms: dict, stat: str, k: int | 
     rec["reading"] = (
         f"the fitted times (token-wise agreement, layer by layer from the model's tokens) score "
         f"{ms['value']:.3f} [{lo:.3f}, {ms['ci95'][1]:.3f}]; constant times of the fit's own grid, same "
-        f"sentences: {vals}" + (f"; the fit is worse than {' and '.join(better)}" if better else ""))
+        f"sentences: {vals}" + (f"; the fit is worse than {' and '.join(better)}" if better else "")
+        + ("" if f is None or not better else " (paired fit - constant: " + ", ".join(
+            f"{g.split(' (')[0]} {grid[g]['fit_minus_this']['value']:+.3f} "
+            f"[{grid[g]['fit_minus_this']['ci95'][0]:+.3f}, {grid[g]['fit_minus_this']['ci95'][1]:+.3f}]"
+            for g in better) + ")"))  # fmt: skip
     if not holding:
         return None, rec
     why = (f"fit objective: {rec['reading']}: a constant time holds where the fitted times fail, so the "
@@ -2260,7 +2284,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                        "headroom": float(getattr(c, field)) if kind == "over" and c.headroom_rule else None,
                        "room": (float(getattr(c, field)), c.room_min_depth_share) if c.room_per_depth and (
                            kind == "over" or (kind == "gap" and stat == "cos")) else None,
-                       "room_fail_stands": c.room_fail_stands and not scale_mismatch,
+                       "room_fail_stands": c.room_fail_stands,
                        "collapse_eps": c.step_tolerance_share * margin
                        if cpair and c.collapse_symmetric and margin is not None else None}  # fmt: skip
             check = partial(_check, rob, crit, q, c.bootstrap, seed, controls=ctl, log=ctl_log,
@@ -2421,6 +2445,15 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                                  "8, F1, F2)")  # fmt: skip
                     extra["value_all_depths"] = v
                     v, ci = ms["value"], tuple(ms["ci95"])
+                elif ms["room"]["masked"] and not ms.get("room_fail_stands") and c.room_value_named:
+                    # review round 12, F2: too few depths with room: the value whose outcome is reported
+                    # (the one over the depths with room) is the one named, with its controls
+                    q_main = room_of(q, main_pair[0], *scoring["room"])[0]
+                    notes.append(f"value over the depths with room {ms['room']['kept']} only, too few to "
+                                 f"measure (declared: {v:.3f} over {ms['room']['depths']}; config "
+                                 "room_value_named; review round 12, F2)")  # fmt: skip
+                    extra["value_all_depths"] = v
+                    v, ci = ms["value"], tuple(ms["ci95"])
                 if ms["room"].get("excess_over_room") is not None:
                     extra["excess_over_room"] = ms["room"]["excess_over_room"]
             if ms.get("room_fail_stands"):  # review round 9, F2
@@ -2435,7 +2468,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if c.fit_grid_check and flow == "fitted_time" and kind in ("gap", "rel") and main == "fails":
                 # review round 9, F1: the fit's own grid holds T = 0 (standing still) and T = 1 (flow (a))
                 fit_why, grid = fit_grid_reading(res, main_pair[0], q_main, ms, stat, k, Kf, crit,
-                                                 c.bootstrap, seed)
+                                                 c.bootstrap, seed, f=main_pair[1])
                 extra["fit_grid"] = grid
                 if fit_why is None:
                     notes.append(grid["reading"] + " (config fit_grid_check; review rounds 9 and 10, F1)")
@@ -2734,9 +2767,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             # F8 (round 5), F7 (round 6): the claim in the nulls; round 7 (F2, F7): for every test verdict
             every = c.specificity_every_verdict and out[-1].klass == "test"
             if spec and (out[-1].verdict == "holds" or every):
-                hr = out[-1].result.get("holds_reachable") or {}
-                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"),
-                                  cannot_hold=None if hr.get("reachable", True) else hr["short"])
+                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"))
                 r = out[-1].to_json()
                 out[-1] = VerdictRecord.model_validate(
                     {**r, "result": {**r["result"], "null_specificity": lab},
@@ -2870,18 +2901,14 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
     return reading
 
 
-def specificity(
-    vid: str, spec: dict, verdict: str = "holds", main: str | None = None, cannot_hold: str | None = None
-) -> str:
+def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None) -> str:
     """The null-specificity label of a trained test record (config ``null_specificity``; review round 5, F8,
     round 6, F7; round 7, F2, F7: every test verdict, config ``specificity_every_verdict``), from its nulls'
     records of the same claim (``spec``: null family -> verdict id -> verdict, value, ``guard``: a fail that
     says only 'too slow at T_l = 1', ``no_headroom``: a fail the model's ceiling leaves no room for,
     ``cannot_test``: why the null cannot test the claim by construction, ``ladder``: whether the null ran
     under the step ladder). ``verdict``: the trained record's verdict, ``main``: its main outcome (what a
-    'depends on ...' record is compared by). A null run without the ladder never labels the record.
-    ``cannot_hold``: why the trained record could not have held (config ``holds_reachable_check``; review
-    round 11, F5): a null that holds is then no contrast to its fail ('specificity untested')."""
+    'depends on ...' record is compared by). A null run without the ladder never labels the record."""
     entries = {nf: d.get(vid) for nf, d in spec.items()}
     off = [nf for nf, e in entries.items() if e is not None and e.get("ladder") is False]
     excl = f" ({', '.join(off)}: not run under the step ladder, not used)" if off else ""
@@ -2928,9 +2955,6 @@ def specificity(
         return f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}{cant}{excl}"
     if side == "fails" and real_fail:
         return f"{lead}, not specific to training (also fails in null {', '.join(real_fail)}){cant}{excl}"
-    if side == "fails" and cannot_hold and held:  # review round 11, F5: no contrast to a fail that must be
-        return (f"{lead}; specificity untested: the trained record could not have held ({cannot_hold}), so a "
-                f"null that holds is no contrast (in the null(s): {named}){cant}{excl}")  # fmt: skip
     other = real_fail if side == "holds" else held
     if speak and len(other) == len(speak):
         return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "

@@ -55,7 +55,7 @@ RECORD = "frames-follows-network-cos"
 TOL = 1e-6
 
 
-def run(family: str, K: int, root: Path, limit: int | None = None) -> dict:
+def run(family: str, K: int, root: Path, limit: int | None = None, estimator: str | None = None) -> dict:
     from attnflow.bridge import forward, layer_flow
     from attnflow.bridge.flows import stream_scales, without_mlp
     from attnflow.studies.real_model_flows import (
@@ -78,6 +78,11 @@ def run(family: str, K: int, root: Path, limit: int | None = None) -> dict:
     rec = summ["verdicts"][ids_rec.index(rid)]
     seed = c.seed + ids_rec.index(rid)  # real_model_flows.records: seed = c.seed + len(out)
     levels = stored["step_ladder"]["levels"]
+    est = c.scale_estimator if estimator is None else estimator
+    if est != c.scale_estimator and (K != c.steps_per_layer or est not in (stored.get("scale_alt") or {})):
+        raise ValueError(f"--estimator {est}: the study stored that estimator's flows at the run's step only "
+                         f"(K = {c.steps_per_layer}; stored: {sorted(stored.get('scale_alt') or {})}); use "
+                         f"--K {c.steps_per_layer}")  # fmt: skip
     if str(K) not in levels or "frames" not in levels[str(K)]["sphere"]:
         raise ValueError(f"--K {K}: the committed summary has no ladder rung with flow (f) at K = {K} "
                          f"(rungs: {sorted(levels, key=int)}); use one of them")  # fmt: skip
@@ -97,8 +102,8 @@ def run(family: str, K: int, root: Path, limit: int | None = None) -> dict:
         for i, t in enumerate(ids[:n_use]):
             fp = forward(w, t)
             nm = forward(w0, t)
-            rm = stream_scales(w, fp.hidden_states, c.scale_estimator)
-            rn = stream_scales(w0, nm.hidden_states, c.scale_estimator)
+            rm = stream_scales(w, fp.hidden_states, est)
+            rn = stream_scales(w0, nm.hidden_states, est)
             rho_m.append(rm)
             rho_n.append(rn)
             xs = {"model": fp.tokens, "no_mlp": nm.tokens}
@@ -118,11 +123,15 @@ def run(family: str, K: int, root: Path, limit: int | None = None) -> dict:
     # step 1 / 2: the committed per-sentence values and the record's quantity
     ref = {"model": np.asarray(stored["stats"]["sphere"]["model"]["cos"], float)[:n_use],
            "no_mlp": np.asarray(stored["stats"]["sphere"]["no_mlp"]["cos"], float)[:n_use],
-           "a_rho_model": np.asarray(levels[str(K)]["sphere"]["frames"]["cos"], float)[:n_use]}  # fmt: skip
+           "a_rho_model": np.asarray(levels[str(K)]["sphere"]["frames"]["cos"] if est == c.scale_estimator
+                                     else stored["scale_alt"][est]["sphere"]["frames"]["cos"],
+                                     float)[:n_use]}  # fmt: skip
     diffs = {k: float(np.abs(arr[k] - v).max()) for k, v in ref.items()}
     q_new, q_stored = q(arr["no_mlp"], arr["a_rho_model"]), q(ref["no_mlp"], ref["a_rho_model"])
     sl = rec["result"].get("step_ladder") or {}
     q_record = dict(zip(sl.get("K", []), sl.get("values", []), strict=True)).get(K)
+    if est != c.scale_estimator:  # the record's value is the declared estimator's
+        q_record = None
     match = {"max_abs_diff_per_sentence_depth": diffs, "tolerance": TOL,
              "quantity_recomputed": q_new, "quantity_from_committed_arrays": q_stored,
              "quantity_committed_record": q_record if n_use == len(ids) else None,
@@ -159,7 +168,7 @@ def run(family: str, K: int, root: Path, limit: int | None = None) -> dict:
     return {
         "family": family, "K": K, "record": rid, "bootstrap": {"B": B, "seed": seed, "helper": "_boot"},
         "representation": "sphere tokens (ForwardPass.tokens; flows' states), mean pairwise cosine",
-        "scale_estimator": c.scale_estimator, "corpus_index": idx[:n_use],
+        "scale_estimator": est, "corpus_index": idx[:n_use],
         "tokens": [len(t) for t in ids[:n_use]],
         "n_sentences": n_use, "threshold": float(c.criterion_cos_gap),
         "step1_match": match, "gaps_depths_1_to_L": gaps,
@@ -180,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=Path("docs/studies/real_model_flows"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--limit", type=int, default=None, help="only the first N sentences (a timing run)")
+    ap.add_argument("--estimator", default=None, help="the scale estimator of both streams (default: the "
+                    "declared one; another one needs --K equal to the run's step, where the study stored "
+                    "its flows: scale_alt)")  # fmt: skip
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    res = run(args.family, args.K, args.root, args.limit)
+    res = run(args.family, args.K, args.root, args.limit, args.estimator)
     g = res["gaps_depths_1_to_L"]
     print(
         f"{args.family} K={args.K} S={res['n_sentences']} step-1 match ok "
