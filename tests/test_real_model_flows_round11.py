@@ -78,7 +78,8 @@ def test_f3_f8_the_fitted_time_statement_names_its_fit():
 def test_f5_the_reading_beside_the_verdict_says_it_could_not_have_held():
     res = fake_family({"mlp": 0.3}, trend=0.02)
     r = _recs(res)["mlp-cos"]
-    assert "could not have held (the reference itself beats standing still by only 0.0" in r.result["reading"]
+    want = "the declared value could not have held (the reference itself beats standing still by only 0.0"
+    assert want in r.result["reading"]
     moving = _recs(fake_family({"mlp": 0.3}, trend=0.1))["mlp-cos"]
     assert "could not have held" not in moving.result["reading"]
 
@@ -119,23 +120,29 @@ def test_f1_a_pre_ln_record_against_the_no_mlp_network_names_the_scale_and_keeps
     pre = _recs(_no_room_network("pre_ln"), summary=fams)[vid]
     assert pre.verdict == "fails" and "room_fail_stands" in pre.result
     assert pre.result["value"] == post.result["value"]
-    assert "divides by the full model's stream scale rho_l, while (n) runs on its own stream" in pre.statement
+    want = "stream scale rho_l (its 'mean' token norm), while (n) runs on its own "
+    assert want in pre.statement
     assert "at (n)'s own 0.030 [0.023, 0.038], a collapse 0.046" in pre.result["reading"]
-    assert "no better than a collapse (margin 0.1" in pre.result["reading"]
+    # the collapse itself is within the margin of (n) (0.046 < 0.1): no comparison with it could pass
+    assert "a collapse is itself within the margin 0.1 of (n), so no flow can be told from it" in (
+        pre.result["reading"])
     assert pre.result["scale_source_check"] == SC
     old = _recs(_no_room_network("pre_ln"), summary=fams, scale_source_rule=False)[vid]
     assert old.verdict == "fails" and "stream scale" not in old.statement
     assert "scale_source_check" not in old.result
     # a flow at (n)'s scale that beats the collapse by the margin is named so
-    sc = {**SC, "flow_at_n_scale_minus_collapse": {"value": -0.2, "ci95": [-0.25, -0.15]}}
+    sc = {**SC, "collapse": {"value": 0.3, "ci95": [0.28, 0.32]},
+          "flow_at_n_scale_minus_collapse": {"value": -0.2, "ci95": [-0.25, -0.15]}}
     fams = {"families": {"tiny-bert": {"scale_source_check": sc}}}
     r = _recs(_no_room_network("pre_ln"), summary=fams)[vid]
     assert ": better than a collapse (margin 0.1" in r.result["reading"]
 
 
-def test_r12_f2_a_value_without_room_is_named_with_its_own_outcome():
-    """(n) at 0.40 / 0.95 / 0.95 (room at depth 1 only), flow (f) within 0.02 of it: 'no headroom'. The value
-    beside the outcome is the depth-1 value (its outcome), the all-depth one kept apart."""
+def test_r12_r13_f2_a_value_without_room_is_named_with_its_own_outcome():
+    """(n) at 0.40 / 0.95 / 0.95 (room at depth 1 only), flow (f) within 0.02 of it: 'no headroom'. The
+    record's value stays the declared all-depth one (review round 13, F2); the depth-1 value, whose outcome
+    is reported, is named beside it (review round 12, F2) and kept in value_over_room; the record could not
+    have held (too few depths with room: review round 13, F3)."""
     res = fake_family({}, trend=0.1)
     _set_cos(res, "no_mlp", [0.40, 0.95, 0.95])
     _set_cos(res, "frames", [0.42, 0.97, 0.97], seed=1)
@@ -143,11 +150,16 @@ def test_r12_f2_a_value_without_room_is_named_with_its_own_outcome():
     r = _recs(res)["frames-follows-network-cos"]
     assert r.verdict == "inconclusive" and "no headroom" in r.result["reading"]
     depth1 = float(np.abs(np.asarray(f, float).mean(0)[1] - np.asarray(m, float).mean(0)[1]))
-    assert r.result["unmeasured_value"] == pytest.approx(depth1, abs=1e-9)
-    assert r.result["value_all_depths"] == pytest.approx(_gap(m, f), abs=1e-9)
-    assert f"so the value {depth1:.3f} (holds by the criterion)" in r.result["unmeasured_main"]
+    assert r.result["unmeasured_value"] == pytest.approx(_gap(m, f), abs=1e-9)
+    assert r.result["value_over_room"]["value"] == pytest.approx(depth1, abs=1e-9)
+    assert r.result["value_over_room"]["outcome"] == "holds"
+    want = f"so the value {depth1:.3f} over the depths with room [1] (the declared value over [1, 2, 3]: "
+    assert want in r.result["unmeasured_main"]
+    hr = r.result["holds_reachable"]
+    assert hr["reachable"] is False and hr["short"].startswith("only 1 of 3 depths have room, 2 needed")
     old = _recs(res, room_value_named=False)["frames-follows-network-cos"]
-    assert old.result["unmeasured_value"] == pytest.approx(_gap(m, f), abs=1e-9)
+    assert "value_over_room" not in old.result
+    assert f"so the value {_gap(m, f):.3f} (holds by the criterion)" in old.result["unmeasured_main"]
 
 
 def test_r12_f8_the_fit_is_worse_than_a_constant_time_by_a_paired_interval():
@@ -165,3 +177,21 @@ def test_r12_f8_the_fit_is_worse_than_a_constant_time_by_a_paired_interval():
     assert d1["ci95"][0] > 0 and "T = 1 (flow (a))" in g["better_than_fit"]
     assert "(paired fit - constant: T = 0 +0.0" in g["reading"] and ", T = 1 +0.250 [" in g["reading"]
     assert "fitted on one half of the sentences by the teacher-forced fit" in r.statement
+
+
+def test_r13_f1_a_null_specificity_label_says_it_holds_under_the_declared_estimator_only():
+    """(a) 0.05 over the model with the declared estimator (fails), 0.3 with median_rest (holds): the record
+    depends on the estimator, so its null-specificity label says it is the declared estimator's."""
+    import copy
+
+    res = fake_family({"attention": 0.05}, trend=-0.1)
+    alt = copy.deepcopy(res["stats"]["sphere"])
+    alt["attention"]["cos"] = alt["model"]["cos"] + 0.3
+    res["scale_alt"] = {"median_rest": {"sphere": alt}}
+    vid = "attention-overclusters"
+    r = _recs(res, summary=_null(vid, "fails", 0.02))[vid]
+    assert "depends_on_estimator" in r.result
+    assert r.result["null_specificity"].endswith(
+        "-- with the declared scale estimator (mean) only: the record depends on it")
+    plain = _recs(fake_family({"attention": 0.05}, trend=-0.1), summary=_null(vid, "fails", 0.02))[vid]
+    assert "declared scale estimator" not in plain.result["null_specificity"]

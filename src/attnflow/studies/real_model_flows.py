@@ -624,10 +624,11 @@ class FlowsConfig(StudyConfig):
         True,
         description="post-review amendment of 2026-12-04, review round 12 (F2), a bug: where too few depths "
         "have room (room_per_depth) and the value is void ('no headroom'), the value named beside its "
-        "outcome (notes, unmeasured_value, the stand-still control) is the one over the depths with room, "
-        "whose outcome it is; the all-depth value is kept in result.value_all_depths. Round 11 printed the "
+        "outcome (the notes) is the one over the depths with room, whose outcome it is. Round 11 printed the "
         "all-depth value beside the masked value's outcome (SmolLM2 (f) vs (n): '0.255 (holds by the "
-        "criterion)', the 'holds' of 0.070 at depth 1). False: round 11",
+        "criterion)', the 'holds' of 0.070 at depth 1). Revised after review round 13 (F2): the record's "
+        "value stays the declared one (round 12 had replaced it by the value over the depths with room); "
+        "that value is named beside its outcome and kept in result.value_over_room. False: round 11",
     )
     statement_names_fit: bool = Field(
         True,
@@ -2217,9 +2218,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 if flow == "frames_mlp":
                     what += "; (g) is flow (a) then the MLP flow in each layer"
             if scale_mismatch:
-                what += (" -- the flow divides by the full model's stream scale rho_l, while (n) runs on its "
-                         "own stream, without the MLPs' writes (config scale_source_rule; review round 11, "
-                         "F1)")  # fmt: skip
+                what += (" -- the flow divides by the full model's stream scale rho_l (its "
+                         f"'{c.scale_estimator}' token norm), while (n) runs on its own stream, without the "
+                         "MLPs' writes (config scale_source_rule; review rounds 11, 13)")  # fmt: skip
             if flow in _IDENTITIES and ref == "model" and _same_flow(res, flow, _IDENTITIES[flow][0]):
                 out.append(record_identity(
                     id=f"flows-{fam}-{vid}", statement=f"{name}: {what}", source=src_text,
@@ -2436,6 +2437,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             ms = scored(q, *main_pair, crit, c.bootstrap, seed, ctl, margin_factors=factors, **scoring)
             main, main_flow = ms["outcome"], ms["outcome_flow"]
             q_main = q
+            shown = f"{v:.3f}"  # the value beside main_flow in the notes (review round 12, F2)
             if ms.get("room"):  # review round 8, F1, F2: the value over the depths with room
                 extra["room_per_depth"] = ms["room"]
                 if ms["room"]["masked"] and ms["room"]["enough"]:
@@ -2446,14 +2448,13 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     extra["value_all_depths"] = v
                     v, ci = ms["value"], tuple(ms["ci95"])
                 elif ms["room"]["masked"] and not ms.get("room_fail_stands") and c.room_value_named:
-                    # review round 12, F2: too few depths with room: the value whose outcome is reported
-                    # (the one over the depths with room) is the one named, with its controls
-                    q_main = room_of(q, main_pair[0], *scoring["room"])[0]
-                    notes.append(f"value over the depths with room {ms['room']['kept']} only, too few to "
-                                 f"measure (declared: {v:.3f} over {ms['room']['depths']}; config "
-                                 "room_value_named; review round 12, F2)")  # fmt: skip
-                    extra["value_all_depths"] = v
-                    v, ci = ms["value"], tuple(ms["ci95"])
+                    # review rounds 12 (F2) and 13 (F2): too few depths with room: the value stays the
+                    # declared one; the value whose outcome is reported (over the depths with room) is named
+                    rr = ms["room"]
+                    extra["value_over_room"] = {"value": ms["value"], "ci95": list(ms["ci95"]),
+                                                "depths": rr["kept"], "outcome": main_flow}  # fmt: skip
+                    shown = (f"{ms['value']:.3f} over the depths with room {rr['kept']} (the declared value "
+                             f"over {rr['depths']}: {v:.3f})")  # fmt: skip
                 if ms["room"].get("excess_over_room") is not None:
                     extra["excess_over_room"] = ms["room"]["excess_over_room"]
             if ms.get("room_fail_stands"):  # review round 9, F2
@@ -2582,14 +2583,22 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     if kind != "over" and margin is not None and c.holds_reachable_check:  # round 11, F5
                         extra["holds_reachable"] = holds_reachable(*main_pair, q=q_main, B=c.bootstrap,
                                                                    seed=seed, margin=margin)  # fmt: skip
-                        if not extra["holds_reachable"]["reachable"]:
-                            notes.append(extra["holds_reachable"]["reading"])
+                        hr, rr = extra["holds_reachable"], ms.get("room")
+                        if hr["reachable"] and rr and rr["masked"] and not rr["enough"]:  # round 13, F3
+                            hr["reachable"] = False
+                            hr["short"] = (f"only {len(rr['kept'])} of {len(rr['depths'])} depths have room, "
+                                           f"{rr['min_depths']} needed: a value can only fail or be void")
+                            hr["reading"] = (f"could not have held: {hr['short']} (config "
+                                             "holds_reachable_check, room_per_depth; review round 13, "
+                                             "F3)")  # fmt: skip
+                        if not hr["reachable"]:
+                            notes.append(hr["reading"])
                 if "collapse" in ms["controls"]:
                     extra["collapse"] = ms["controls"]["collapse"]
                 extra["controls_per_value"] = ctl_log
                 extra["outcome_flow"] = main_flow
                 if not ms.get("missing_depth0"):
-                    notes.append(f"controls of the main value: {_describe(ms)}; the value {v:.3f} is "
+                    notes.append(f"controls of the main value: {_describe(ms)}; the value {shown} is "
                                  f"{main_flow} by the criterion alone, {main} with its controls (review "
                                  "round 5: the paired stand-still test decides)")  # fmt: skip
                 missing = [f"{ch} {x['choice_value']}" for ch, xs in ctl_log.items() for x in xs
@@ -2627,7 +2636,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     f"no flow can exceed the model by the criterion's threshold, so the value {v:.3f} "
                     f"({main_flow} by the criterion) cannot fail the claim (config headroom_rule; review "
                     "round 7, F3)" if "depths_with_room" not in nh else
-                    f"no headroom: {no_room_text(nh, kind)}, so the value {v:.3f} ({main_flow} by the "
+                    f"no headroom: {no_room_text(nh, kind)}, so the value {shown} ({main_flow} by the "
                     "criterion) does not test the claim")  # fmt: skip
                 extra["no_headroom"] = nh
             elif why_main is None and collapsed is None and not ms["measured"]:
@@ -2752,7 +2761,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     extra["reading"] += "; " + scale_source_reading(sc)
                 hr = extra.get("holds_reachable")
                 if hr and not hr["reachable"]:  # review round 11, F5: named beside the verdict
-                    extra["reading"] += f"; could not have held ({hr['short']})"
+                    extra["reading"] += f"; the declared value could not have held ({hr['short']})"
                 if why_main is None and extra["reading"] != combine(outcome, rob):
                     notes.insert(0, f"reading: {extra['reading']}")
             spec = (summary.get("null_outcomes") or {}).get(fam, {}) if c.null_specificity else {}
@@ -2768,6 +2777,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             every = c.specificity_every_verdict and out[-1].klass == "test"
             if spec and (out[-1].verdict == "holds" or every):
                 lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"))
+                if out[-1].result.get("depends_on_estimator"):  # review round 13, F1
+                    lab += (f" -- with the declared scale estimator ({c.scale_estimator}) only: the record "
+                            "depends on it")  # fmt: skip
                 r = out[-1].to_json()
                 out[-1] = VerdictRecord.model_validate(
                     {**r, "result": {**r["result"], "null_specificity": lab},
@@ -3019,12 +3031,17 @@ def scale_source_reading(sc: dict) -> str:
 
     d = sc["flow_at_n_scale_minus_collapse"]
     beats = d["ci95"][1] <= -sc["margin"]
+    if sc["collapse"]["value"] < sc["margin"]:  # review round 13, F3: a comparison that could not pass
+        how = (f"a collapse is itself within the margin {sc['margin']:g} of (n), so no flow can be told from "
+               "it there")
+    else:
+        how = "better than a collapse" if beats else "no better than a collapse"
+        how += f" (margin {sc['margin']:g})"
     return (
         f"scale source (K = {sc['K']}, {sc['source']}): the flow at the full model's stream scale "
         f"{v('flow_at_model_scale')}, at (n)'s own {v('flow_at_n_scale')}, a collapse {v('collapse')}; "
-        f"flow at (n)'s scale - collapse {v('flow_at_n_scale_minus_collapse')}: "
-        + ("better than a collapse" if beats else "no better than a collapse")
-        + f" (margin {sc['margin']:g}; config scale_source_rule)"
+        f"flow at (n)'s scale - collapse {v('flow_at_n_scale_minus_collapse')}: {how} (config "
+        "scale_source_rule)"
     )
 
 
