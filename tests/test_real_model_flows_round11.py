@@ -195,3 +195,44 @@ def test_r13_f1_a_null_specificity_label_says_it_holds_under_the_declared_estima
         "-- with the declared scale estimator (mean) only: the record depends on it")
     plain = _recs(fake_family({"attention": 0.05}, trend=-0.1), summary=_null(vid, "fails", 0.02))[vid]
     assert "declared scale estimator" not in plain.result["null_specificity"]
+
+
+def test_r12_f6_a_verdict_that_depends_only_through_hidden_state_values_says_so():
+    """A 'depth summary' check whose only 'holds' is the hidden-state last-depth value (MiniLM-L6
+    frames-mlp-cos: 0.055 inconclusive, last depth sphere 0.161 fails, hidden 0.008 holds): the verdict
+    'depends on depth summary' is not the sphere tokens' (inconclusive), and the reading says so."""
+    from attnflow.analysis.verdicts import Criterion, RobustnessCheck, combine
+    from attnflow.studies.real_model_flows import _choice_reading, _sphere_only
+
+    crit = Criterion(quantity="gap", op="<=", threshold=0.1, declared_in="test")
+    vals = ["mean over depths 1..L, sphere tokens", "last depth L, sphere tokens",
+            "last depth L, hidden states"]
+    rob = [RobustnessCheck.from_values(crit, "depth summary", vals, [0.055, 0.161, 0.008],
+                                       outcomes=["inconclusive", "fails", "holds"])]  # fmt: skip
+    verdict = combine("inconclusive", rob)
+    assert verdict == "depends on depth summary"
+    sphere = combine("inconclusive", _sphere_only(rob, crit))
+    assert sphere != verdict and not sphere.startswith("depends")
+    assert _sphere_only(rob, crit)[0].values == vals[:2]
+    extra = {"reading": verdict}
+    out = _choice_reading(extra, {}, verdict, None, True, 0.1, 0.1, (), sphere_verdict=sphere)
+    tail = f" [sphere tokens (declared) alone: {sphere}; the rest rests on hidden-state values]"
+    assert out == verdict + tail
+    assert extra["sphere_only_verdict"] == sphere
+    # without hidden-state values nothing is added
+    rob2 = [RobustnessCheck.from_values(crit, "depth summary", vals[:2], [0.055, 0.161],
+                                        outcomes=["inconclusive", "fails"])]  # fmt: skip
+    v2 = combine("inconclusive", rob2)
+    assert _choice_reading({"reading": v2}, {}, v2, None, True, 0.1, 0.1, (),
+                           sphere_verdict=combine("inconclusive", _sphere_only(rob2, crit))) == v2
+
+
+def test_r13_f5_the_fitted_time_reading_says_the_fit_is_worse_than_a_constant_time():
+    res = fake_family({"fitted_time": 0.3, "attention": 0.05})
+    r = _recs(res)["fitted-time-cos"]
+    d = r.result["fit_grid"]["values"]["T = 1 (flow (a))"]["fit_minus_this"]
+    want = "this fit is worse than a constant time of its grid (T = 0 (standing still): paired fit - it "
+    assert want in r.result["reading"]
+    assert f"T = 1 (flow (a)): paired fit - it {d['value']:+.3f}" in r.result["reading"]
+    old = _recs(res, statement_names_fit=False)["fitted-time-cos"]
+    assert "worse than a constant time" not in old.result["reading"]

@@ -84,6 +84,8 @@ def test_f3_an_inconclusive_record_with_a_decided_main_says_which_values_are_und
     assert a.result["outcome"] == "fails" and a.verdict == "inconclusive"
     assert a.result["reading"] == (
         "main fails; undecided: representation hidden, depth summary last depth L, hidden states"
+        # review round 12, F6: the undecided values are all hidden-state ones
+        " [sphere tokens (declared) alone: fails; the rest rests on hidden-state values]"
     )
     assert a.notes.startswith("reading: main fails; undecided: representation hidden")
     # a decided record reads as its verdict

@@ -2748,13 +2748,25 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                                             unmeasured_o, collapsed, why_main)  # fmt: skip
                 if c.reading_names_choice:  # F4, F5 (review round 7)
                     verdict_now = combine(outcome or "inconclusive", rob)
+                    # review round 12, F6: the verdict on the declared representation alone
+                    sphere_now = combine(outcome or "inconclusive", _sphere_only(rob, crit))
                     extra["reading"] = _choice_reading(extra, ctl_log, verdict_now, outcome,
                                                        why_main is None and collapsed is None,
-                                                       crit.threshold, margin, factors)  # fmt: skip
+                                                       crit.threshold, margin, factors,
+                                                       sphere_verdict=sphere_now)  # fmt: skip
                 if c.caps_named:  # review round 8, F3, F9: the caps a reading rests on
                     cap = _caps(summary, fam, res, flow, stat, ref, k, q, c, extra)
                     if cap:
                         extra["reading"] += "; " + cap
+                fg = extra.get("fit_grid") or {}
+                if fg.get("better_than_fit") and c.statement_names_fit:  # review round 13, F5
+                    worse = []
+                    for g in fg["better_than_fit"]:
+                        d = fg["values"][g].get("fit_minus_this")
+                        worse.append(g if d is None else f"{g}: paired fit - it {d['value']:+.3f} "
+                                                          f"[{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]")
+                    extra["reading"] += "; this fit is worse than a constant time of its grid (" + "; ".join(
+                        worse) + ")"  # fmt: skip
                 sc = ((summary.get("families") or {}).get(fam) or {}).get("scale_source_check")
                 if scale_mismatch and sc:  # review round 11, F1: the check at (n)'s own stream scale
                     extra["scale_source_check"] = sc
@@ -2870,12 +2882,32 @@ def _reading(verdict: str, main: str | None, checks, unmeasured_outcomes, collap
     return verdict
 
 
+def _sphere_only(rob, crit: Criterion) -> list:
+    """The robustness checks without their hidden-state values (review round 12, F6): the values of the
+    check 'representation' and of 'depth summary' computed on hidden states are left out; a check left with
+    no value is dropped."""
+    out = []
+    for ch in rob:
+        keep = [i for i, x in enumerate(ch.values) if str(x) != "hidden" and "hidden states" not in str(x)]
+        if len(keep) == len(ch.values):
+            out.append(ch)
+        elif keep:
+            out.append(RobustnessCheck.from_values(
+                crit, ch.choice, [ch.values[i] for i in keep], [ch.results[i] for i in keep],
+                ci95=None if ch.ci95 is None else [ch.ci95[i] for i in keep],
+                outcomes=[ch.outcomes[i] for i in keep]))  # fmt: skip
+    return out
+
+
 def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, measured: bool,
-                    threshold: float, margin: float | None, factors) -> str:  # fmt: skip
+                    threshold: float, margin: float | None, factors,
+                    sphere_verdict: str | None = None) -> str:  # fmt: skip
     """The reading of review round 7 (config ``reading_names_choice``; F4, F5): the scale estimator a verdict
     depends on, the representation a verdict is about, a stand-still margin above the criterion's threshold.
     Sets ``result.depends_on_estimator``, ``representation_reading``, ``margin_above_threshold`` in
-    ``extra``; returns the reading."""
+    ``extra``; returns the reading. ``sphere_verdict``: the verdict from the sphere-token values alone
+    (review round 12, F6; default ``verdict``), named where the two differ."""
+    sphere_verdict = verdict if sphere_verdict is None else sphere_verdict
     reading = extra["reading"]
     est = ctl_log.get("scale estimator") or []
     if measured and len(est) > 1:
@@ -2900,9 +2932,15 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
         outs = {hid["outcome"], *(hid.get("outcome_margin") or {}).values()}
         if len(outs) == 1 and outs <= {"holds", "fails"} and verdict != next(iter(outs)):
             extra["representation_reading"] = (
-                f"sphere tokens (declared): {verdict}; hidden states: {next(iter(outs))} at every margin "
-                f"({hid['value']:.3f})")  # fmt: skip
+                f"sphere tokens (declared): {sphere_verdict}; hidden states: {next(iter(outs))} at every "
+                f"margin ({hid['value']:.3f})")  # fmt: skip
             reading = f"{reading} [{extra['representation_reading']}]"
+    if sphere_verdict != verdict and "representation_reading" not in extra:  # review round 12, F6
+        extra["sphere_only_verdict"] = sphere_verdict
+        reading = (f"{reading} [sphere tokens (declared) alone: {sphere_verdict}; the rest rests on "
+                   "hidden-state values]")  # fmt: skip
+    elif sphere_verdict != verdict:
+        extra["sphere_only_verdict"] = sphere_verdict
     if margin is not None and "stand-still margin" in verdict and "margin_variants_not_combined" not in extra:
         above = [f"x{s:g} ({margin * s:g})" for s in factors if margin * s > threshold + 1e-12]
         if above:
