@@ -236,3 +236,61 @@ def test_r13_f5_the_fitted_time_reading_says_the_fit_is_worse_than_a_constant_ti
     assert f"T = 1 (flow (a)): paired fit - it {d['value']:+.3f}" in r.result["reading"]
     old = _recs(res, statement_names_fit=False)["fitted-time-cos"]
     assert "worse than a constant time" not in old.result["reading"]
+
+
+def test_r14_f1_a_value_void_for_lack_of_room_does_not_make_a_record_depend_on_its_choice():
+    """SmolLM2 (f) vs (n): median_rest 0.072 'holds' over depth 1 alone, void for lack of room (1 of 30
+    depths): no estimator could hold there, so the reading does not say 'depends on scale estimator'."""
+    from attnflow.studies.real_model_flows import _choice_reading
+
+    log = {"scale estimator": [
+        {"choice_value": "mean (declared)", "value": 0.255, "outcome": "fails", "measured": True},
+        {"choice_value": "median_rest", "value": 0.072, "outcome": "holds", "measured": False,
+         "outcome_without_collapse": "holds", "no_headroom": True}]}  # fmt: skip
+    extra = {"reading": "fails"}
+    assert _choice_reading(extra, log, "fails", "fails", True, 0.1, 0.1, ()) == "fails"
+    assert "depends_on_estimator" not in extra
+    del log["scale estimator"][1]["no_headroom"]  # void by the collapse control: read by its own outcome
+    assert _choice_reading({"reading": "fails"}, log, "fails", "fails", True, 0.1, 0.1, ()).startswith(
+        "depends on scale estimator: mean (declared) fails 0.255, median_rest holds 0.072")
+
+
+def test_r14_f4_the_representation_bracket_needs_every_hidden_state_value_to_agree():
+    """MiniLM-L3 frames-overclusters: the representation check's hidden value fails at every margin, but the
+    depth summary's hidden last-depth value is undecided: no 'hidden states: fails at every margin' bracket;
+    the sphere tokens' own verdict is named instead."""
+    from attnflow.studies.real_model_flows import _choice_reading
+
+    hid = {"choice_value": "hidden", "value": 0.090, "outcome": "fails", "measured": True,
+           "outcome_margin": {"x0.5": "fails", "x1.5": "fails"}}  # fmt: skip
+    last = {"choice_value": "last depth L, hidden states", "value": 0.100, "outcome": "inconclusive",
+            "measured": True, "outcome_margin": {"x0.5": "inconclusive", "x1.5": "inconclusive"}}  # fmt: skip
+    sph = {"choice_value": "sphere", "value": 0.083, "outcome": "fails", "measured": True}
+    log = {"representation": [sph, hid], "depth summary": [last]}
+    extra = {"reading": "inconclusive"}
+    out = _choice_reading(extra, log, "inconclusive", "fails", True, 0.1, 0.1, (), sphere_verdict="fails")
+    assert "representation_reading" not in extra
+    assert out == ("inconclusive [sphere tokens (declared) alone: fails; the rest rests on hidden-state "
+                   "values]")
+    agree = {"x0.5": "fails", "x1.5": "fails"}
+    log["depth summary"] = [{**last, "outcome": "fails", "outcome_margin": agree}]
+    extra = {"reading": "holds"}
+    _choice_reading(extra, log, "holds", "holds", True, 0.1, 0.1, (), sphere_verdict="holds")
+    assert extra["representation_reading"] == (
+        "sphere tokens (declared): holds; hidden states: fails at every margin (0.090)")
+
+
+def test_r14_f5_every_hidden_state_value_in_the_committed_records_is_one_sphere_only_drops():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "studies" / "real_model_flows"
+    seen = set()
+    for p in sorted(root.rglob("summary.json")):
+        if "review" in p.parts:
+            continue
+        for r in json.loads(p.read_text()).get("verdicts", []):
+            for ch in r.get("robustness") or []:
+                seen |= {str(v) for v in ch["values"] if "hidden" in str(v).lower()}
+    assert seen, "no hidden-state value found in the committed records"
+    assert all(v == "hidden" or "hidden states" in v for v in seen), seen

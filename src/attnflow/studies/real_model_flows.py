@@ -628,7 +628,10 @@ class FlowsConfig(StudyConfig):
         "all-depth value beside the masked value's outcome (SmolLM2 (f) vs (n): '0.255 (holds by the "
         "criterion)', the 'holds' of 0.070 at depth 1). Revised after review round 13 (F2): the record's "
         "value stays the declared one (round 12 had replaced it by the value over the depths with room); "
-        "that value is named beside its outcome and kept in result.value_over_room. False: round 11",
+        "that value is named beside its outcome and kept in result.value_over_room. False: round 11. (Review "
+        "round 14, F1, a reading fix outside this flag: a check value void for lack of room is not read as a "
+        "decided outcome of its choice, e.g. 'depends on scale estimator'; the room depends on the "
+        "reference, not on the estimator.)",
     )
     statement_names_fit: bool = Field(
         True,
@@ -2153,6 +2156,7 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
              **({"outcome_without_collapse": x["outcome_without_collapse"]}
                 if "outcome_without_collapse" in x else {}),
              **({"missing_depth0": True} if x.get("missing_depth0") else {}),
+             **({"no_headroom": True} if x.get("no_headroom") else {}),
              **({"outcome_margin": {f"x{s:g}": o for s, o in x["outcome_margin"].items()}}
                 if x["outcome_margin"] else {}),
              "controls": {n: {k: y[k] for k in ("value", "outcome", "paired", "vs_stand_still") if k in y}
@@ -2914,6 +2918,8 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
         o0 = main or "inconclusive"
 
         def own(x: dict) -> str:  # an unmeasured value: its outcome on its own (without the collapse)
+            if not x["measured"] and x.get("no_headroom"):  # review round 14, F1: void for lack of room,
+                return "inconclusive"  # whatever the estimator: it decides nothing
             return x["outcome"] if x["measured"] else x.get("outcome_without_collapse", x["outcome"])
 
         alts = [x for x in est[1:] if own(x) in ("holds", "fails") and own(x) != o0]
@@ -2928,8 +2934,11 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
                 "" if reading == verdict else f" -- {reading}")  # fmt: skip
     rep = {str(x["choice_value"]): x for x in ctl_log.get("representation") or []}
     hid = rep.get("hidden")
-    if hid is not None and hid["measured"]:
-        outs = {hid["outcome"], *(hid.get("outcome_margin") or {}).values()}
+    # review round 14, F4: every hidden-state value of every check, not only the representation check's
+    every = [x for xs in ctl_log.values() for x in xs
+             if str(x["choice_value"]) == "hidden" or "hidden states" in str(x["choice_value"])]  # fmt: skip
+    if hid is not None and hid["measured"] and all(x["measured"] for x in every):
+        outs = {o for x in every for o in (x["outcome"], *(x.get("outcome_margin") or {}).values())}
         if len(outs) == 1 and outs <= {"holds", "fails"} and verdict != next(iter(outs)):
             extra["representation_reading"] = (
                 f"sphere tokens (declared): {sphere_verdict}; hidden states: {next(iter(outs))} at every "
