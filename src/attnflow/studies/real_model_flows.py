@@ -633,6 +633,18 @@ class FlowsConfig(StudyConfig):
         "decided outcome of its choice, e.g. 'depends on scale estimator'; the room depends on the "
         "reference, not on the estimator.)",
     )
+    null_seeds_check: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 14 (F2); the reading rule was "
+        "declared before the data (review/round15/null_seeds_smollm2_declared.md, committed before seeds "
+        "3..9 were run): a null record whose summary carries a check over more seeds "
+        "(families[fam].null_seeds_check, written by review/round15/regen.py from the committed "
+        "check, each seed scored by the study's own rules) names its outcomes per seed in its "
+        "reading; a trained record's null-specificity label counts that null as failing (or "
+        "holding) only if every checked seed at the check's main K is a measured fail (hold); "
+        "otherwise the null is named with its counts and does not speak. The null record's own "
+        "verdict is unchanged (its run's null_seeds). False: the labels of round 14",
+    )
     statement_names_fit: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 11 (F3, F8), a label change (no "
@@ -1581,6 +1593,18 @@ def _fitted_pair(res: dict, rep: str, key: str, k: int | None, fit: dict) -> tup
     return _arr(res, rep, "model", key, k)[fit["report"]], (a[..., k] if key == "clusters" else a)
 
 
+class StepPair(tuple):
+    """A (reference, flow) pair of per-sentence arrays with the Euler step count ``K`` per unit time its flow
+    was computed at (None: not known to the caller); it unpacks as the plain pair (review round 14, F6)."""
+
+    K: int | None
+
+    def __new__(cls, pair, K: int | None = None):
+        obj = super().__new__(cls, pair)
+        obj.K = K
+        return obj
+
+
 def _pair(res: dict, flow: str, stat: str, rep: str, *, k: int | None, ref: str = "model", j: int = 0,
           idx=None, est: str | None = None, free: bool = False, steps: int | None = None,
           var: tuple[str, str] | None = None):  # fmt: skip
@@ -2058,6 +2082,8 @@ def scored(q, m: np.ndarray, f: np.ndarray, crit: Criterion, B: int, seed: int, 
             out["measured"] = False
     if rinfo is not None:  # review round 8, F1, F2: the depths with room
         out["room"] = rinfo
+        if rinfo["masked"]:  # review round 14, F6: the value over all the summary's depths, beside it
+            out["value_all_depths"] = float(full(m, f))
         if not rinfo["enough"] and out["measured"] and room_fail_stands and kind != "over":
             # review round 9, F2: a follow-claim's fail over all depths stands; the value and every control
             # scored again on that all-depth quantity (review round 10, F4: not the kept depths' controls)
@@ -2100,6 +2126,24 @@ def _describe(x: dict) -> str:
     return "; ".join(parts)
 
 
+def _k_tag(p) -> str:
+    """' (K = 4)': the step count a check's value was computed at, where its pair carries one (review round
+    14, F6)."""
+    K = getattr(p, "K", None)
+    return "" if K is None else f" (K = {K})"
+
+
+def _over_room(x: dict) -> str:
+    """Where a value is taken over the depths with room only: which depths, and its value over all the
+    summary's depths (review round 14, F6); '' otherwise."""
+    if "value_all_depths" not in x or not x["room"]["kept"]:
+        return ""
+    kept, dep = x["room"]["kept"], x["room"]["depths"]
+    span = f"{dep[0]}..{dep[-1]}" if len(dep) > 1 else f"{dep[0]}"
+    return (f" over depth{'s' * (len(kept) > 1)} {', '.join(map(str, kept))}, the {len(kept)} with room (all "
+            f"depths {span}: {x['value_all_depths']:.3f})")
+
+
 def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values, pairs, controls=(),
            log: dict | None = None, qs=None, *, kind: str = "over", margin: float | None = None,
            unmeasured: list | None = None, rule: str = "symmetric", rob_alt: dict | None = None,
@@ -2123,15 +2167,17 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
     keep = [i for i, x in enumerate(xs) if x["measured"]]
     if unmeasured is not None:
         unmeasured.extend(
-            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion) is the "
+            (f"{choice} {values[i]}{_k_tag(pairs[i])}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the "
+             "criterion) is the "
              f"collapse's value: flow - collapse {xs[i]['is_collapse']['flow_minus_collapse']:+.3f} "
              f"[{xs[i]['is_collapse']['ci95'][0]:+.3f}, {xs[i]['is_collapse']['ci95'][1]:+.3f}] within "
              f"+-{xs[i]['is_collapse']['eps']:g}: unmeasured (collapses; review round 7, F6)")
             if xs[i].get("is_collapse") else
-            (f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome']}): no headroom, "
-             + no_room_text(xs[i]["no_headroom"], kind))
+            (f"{choice} {values[i]}{_k_tag(pairs[i])}: {xs[i]['value']:.3f}{_over_room(xs[i])} "
+             f"({xs[i]['outcome']}): no headroom, " + no_room_text(xs[i]["no_headroom"], kind))
             if xs[i].get("no_headroom") else
-            f"{choice} {values[i]}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the criterion), because "
+            f"{choice} {values[i]}{_k_tag(pairs[i])}: {xs[i]['value']:.3f} ({xs[i]['outcome_flow']} by the "
+            "criterion), because "
             f"the collapse control does not fail there ({_describe(xs[i])}): the criterion cannot tell the "
             "flow from a collapse"
             for i in range(len(xs)) if i not in keep
@@ -2153,6 +2199,9 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
         log[choice] = [
             {"choice_value": val, "value": x["value"], "outcome": x["outcome"],
              "outcome_flow": x["outcome_flow"], "measured": x["measured"],
+             **({"K": p.K} if getattr(p, "K", None) is not None else {}),
+             **({"depths": x["room"]["kept"], "value_all_depths": x["value_all_depths"]}
+                if "value_all_depths" in x else {}),
              **({"outcome_without_collapse": x["outcome_without_collapse"]}
                 if "outcome_without_collapse" in x else {}),
              **({"missing_depth0": True} if x.get("missing_depth0") else {}),
@@ -2161,7 +2210,7 @@ def _check(rob: list, crit: Criterion, q, B: int, seed: int, choice: str, values
                 if x["outcome_margin"] else {}),
              "controls": {n: {k: y[k] for k in ("value", "outcome", "paired", "vs_stand_still") if k in y}
                           for n, y in x["controls"].items()}}
-            for val, x in zip(values, xs, strict=True)
+            for val, x, p in zip(values, xs, pairs, strict=True)
         ]  # fmt: skip
 
 
@@ -2269,11 +2318,12 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             Kf = Ks[-1] if watched and lad_pair is not None and Ks[-1] != Kc else None
             pair0 = partial(_pair, res, flow, stat, k=k, ref=ref)
 
-            def pair(rep, Kf=Kf, pair0=pair0, flow=flow, **kw):
+            def pair(rep, Kf=Kf, pair0=pair0, flow=flow, Kr=Kc if watched else None, **kw):
                 if Kf is not None and rep == REPS[0] and set(kw) <= {"idx", "k", "j"} and not kw.get("j"):
                     if not (flow == "fitted_time" and "idx" in kw):
                         kw = {x: y for x, y in kw.items() if x != "j"} | {"steps": Kf}
-                return pair0(rep, **kw)
+                # review round 14, F6: each value carries the step count it was computed at, where known
+                return StepPair(pair0(rep, **kw), kw.get("steps", Kr))
 
             main_pair = pair("sphere")
             v, ci = _boot(q, *main_pair, c.bootstrap, seed)
@@ -2467,8 +2517,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 notes.append(f"only {rf['depths_with_room']} of {rf['depths']} depths have room (at least "
                              f"{rf['min_depths']} needed), but the value fails over all depths "
                              f"({rf['value']:.3f} [{rf['ci95'][0]:.3f}, {rf['ci95'][1]:.3f}]): a reference "
-                             "with no room voids only a 'holds' (config room_fail_stands; review round 9, "
-                             "F2)")  # fmt: skip
+                             "with no room voids a 'holds', and a fail over its depths with room alone, not "
+                             "a fail over all depths (config room_fail_stands; review round 9, F2; round "
+                             "14, F2)")  # fmt: skip
             fit_why = None
             if c.fit_grid_check and flow == "fitted_time" and kind in ("gap", "rel") and main == "fails":
                 # review round 9, F1: the fit's own grid holds T = 0 (standing still) and T = 1 (flow (a))
@@ -2775,6 +2826,10 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 if scale_mismatch and sc:  # review round 11, F1: the check at (n)'s own stream scale
                     extra["scale_source_check"] = sc
                     extra["reading"] += "; " + scale_source_reading(sc)
+                ns = ((summary.get("families") or {}).get(fam) or {}).get("null_seeds_check")
+                if ns and ns.get("record") == vid and c.null_seeds_check:  # review round 14, F2
+                    extra["null_seeds_check"] = ns
+                    extra["reading"] += "; " + null_seeds_reading(ns)
                 hr = extra.get("holds_reachable")
                 if hr and not hr["reachable"]:  # review round 11, F5: named beside the verdict
                     extra["reading"] += f"; the declared value could not have held ({hr['short']})"
@@ -2792,7 +2847,8 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             # F8 (round 5), F7 (round 6): the claim in the nulls; round 7 (F2, F7): for every test verdict
             every = c.specificity_every_verdict and out[-1].klass == "test"
             if spec and (out[-1].verdict == "holds" or every):
-                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"))
+                lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"),
+                                  seeds=c.null_seeds_check)
                 if out[-1].result.get("depends_on_estimator"):  # review round 13, F1
                     lab += (f" -- with the declared scale estimator ({c.scale_estimator}) only: the record "
                             "depends on it")  # fmt: skip
@@ -2847,9 +2903,20 @@ def _caps(summary: dict, fam: str, res: dict, flow: str, stat: str, ref: str, k,
         if capped:
             extra["time_cap"] = {"max_time": c.max_time, "layers_at_cap": capped}
             lay = sorted({i for v in capped.values() for i in v})
+            tc = fs.get("time_cap_check")  # review round 14, F3: a committed refit with a wider grid
+            if tc and tc.get("declared_max_time") == c.max_time:
+                extra["time_cap"]["refit"] = tc
+                at = ", ".join(f"layer {i} {tc['times'][i]:g}" for i in lay if i < len(tc["times"]))
+                a, b = tc["value_declared_cap"], tc["value"]
+                refit = (f"refitted with the cap at {tc['max_time']:g} ({tc['fit']}, K = {tc['K']}; "
+                         f"{tc['source']}): {at}; the value {a['value']:.3f} [{a['ci95'][0]:.3f}, "
+                         f"{a['ci95'][1]:.3f}] ({a['outcome']}) -> {b['value']:.3f} [{b['ci95'][0]:.3f}, "
+                         f"{b['ci95'][1]:.3f}] ({b['outcome']})")  # fmt: skip
+            else:
+                refit = "not refitted"
             parts.append(f"the time grid's cap {c.max_time:g} binds at layer{'s' * (len(lay) > 1)} "
                          f"{', '.join(map(str, lay))} in {len(capped)} of {len(res['fitted'])} fits (a fit "
-                         "there may want more time; review round 8, F9; not refitted)")  # fmt: skip
+                         f"there may want more time; review round 8, F9; {refit})")  # fmt: skip
     return "; ".join(parts)
 
 
@@ -2960,14 +3027,17 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
     return reading
 
 
-def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None) -> str:
+def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None, *,
+                seeds: bool = True) -> str:
     """The null-specificity label of a trained test record (config ``null_specificity``; review round 5, F8,
     round 6, F7; round 7, F2, F7: every test verdict, config ``specificity_every_verdict``), from its nulls'
     records of the same claim (``spec``: null family -> verdict id -> verdict, value, ``guard``: a fail that
     says only 'too slow at T_l = 1', ``no_headroom``: a fail the model's ceiling leaves no room for,
     ``cannot_test``: why the null cannot test the claim by construction, ``ladder``: whether the null ran
     under the step ladder). ``verdict``: the trained record's verdict, ``main``: its main outcome (what a
-    'depends on ...' record is compared by). A null run without the ladder never labels the record."""
+    'depends on ...' record is compared by). A null run without the ladder never labels the record.
+    ``seeds`` (config ``null_seeds_check``; review round 14, F2): a null entry with ``seeds_check`` (its
+    outcomes over more seeds, :func:`null_outcomes`) speaks only if every checked seed repeats its verdict."""
     entries = {nf: d.get(vid) for nf, d in spec.items()}
     off = [nf for nf, e in entries.items() if e is not None and e.get("ladder") is False]
     excl = f" ({', '.join(off)}: not run under the step ladder, not used)" if off else ""
@@ -2982,9 +3052,25 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
             "null cannot test this (" + "; ".join(f"{nf}: {why}" for nf, why in cannot.items()) + ")" + excl
         )
 
+    def split(e: dict | None) -> dict | None:
+        """The null's outcomes over its checked seeds where they are not all its verdict (review round 14,
+        F2: a null record's fail or hold that another seed does not repeat is no contrast either way)."""
+        ns = (e or {}).get("seeds_check")
+        if not seeds or not ns or e.get("no_headroom"):
+            return None
+        by, _ = seeds_counts(ns)
+        return by if set(by) != {e["verdict"]} else None
+
     def word(e: dict) -> str:
         if e.get("no_headroom"):
             return "no headroom"
+        by = split(e)
+        if by is not None:
+            ns = e["seeds_check"]
+            n = sum(len(v) for v in by.values())
+            return (f"{e['verdict']} at the run's seed, but depends on {ns['check']} (" + ", ".join(
+                f"{o} at {len(v)} of {n}" for o, v in sorted(by.items())) + f"; K = {ns['K_main']}, "
+                f"{ns['source'].split(' ')[0]})")  # fmt: skip
         return e["verdict"] + (" (only by the guard 'too slow at T_l = 1')" if e.get("guard") else "")
 
     def val(nf: str, e: dict) -> str:
@@ -2997,13 +3083,15 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         verdict if verdict in ("holds", "fails") else (main if dep and main in ("holds", "fails") else None)
     )
     lead = verdict if verdict in ("holds", "fails") else f"{verdict} (main {main})"
-    held = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "holds"]
+    held = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "holds" and split(e) is None]
     real_fail = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "fails"
-                 and not e.get("guard") and not e.get("no_headroom")]  # fmt: skip
+                 and not e.get("guard") and not e.get("no_headroom") and split(e) is None]  # fmt: skip
     present = [e for e in use.values() if e is not None]
-    # the nulls that speak: a record that holds, or fails by more than the guard or the ceiling
-    speak = [e for e in present if e["verdict"] == "holds" or (e["verdict"] == "fails" and not e.get("guard")
-                                                               and not e.get("no_headroom"))]  # fmt: skip
+    # the nulls that speak: a record that holds, or fails by more than the guard or the ceiling, at every
+    # seed checked
+    speak = [e for e in present if split(e) is None and (e["verdict"] == "holds" or (
+        e["verdict"] == "fails" and not e.get("guard") and not e.get("no_headroom")))]  # fmt: skip
+    seeded = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and split(e) is not None]
     silent = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and e not in speak]
     rest = f"; not speaking: {', '.join(silent)}" if silent else ""
     if (side == "holds" or dep) and held:
@@ -3018,6 +3106,9 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
     if speak and len(other) == len(speak):
         return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
                 + ", ".join(other) + ")" + rest + cant + excl)  # fmt: skip
+    if present and not speak and seeded:
+        return (f"{lead}; specificity undecided: the null's outcome depends on its seed ({named})" + cant
+                + excl)  # fmt: skip
     if present and not speak:
         return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1', has no "
                 f"headroom, is inconclusive, or is a description or an identity: {named})"
@@ -3051,6 +3142,11 @@ def null_outcomes(
                 else {}
             ),
             **({} if ladder is None or fam not in ladder else {"ladder": bool(ladder[fam])}),
+            **(
+                {"seeds_check": r["result"]["null_seeds_check"]}
+                if r.get("result", {}).get("null_seeds_check")
+                else {}
+            ),
         }
     return out
 
@@ -3090,6 +3186,31 @@ def scale_source_reading(sc: dict) -> str:
         f"flow at (n)'s scale - collapse {v('flow_at_n_scale_minus_collapse')}: {how} (config "
         "scale_source_rule)"
     )
+
+
+def seeds_counts(ns: dict, K: int | str | None = None) -> tuple[dict, bool]:
+    """The outcomes of a null record over its checked seeds at step ``K`` (default: the check's main K):
+    outcome -> the seeds with it, and whether every seed is a measured fail (review round 14, F2)."""
+    r = ns["per_K"][str(ns["K_main"] if K is None else K)]
+    by: dict[str, list] = {}
+    for s, o in zip(r["seeds"], r["outcomes"], strict=True):
+        by.setdefault(o, []).append(s)
+    return by, set(by) == {"fails"}
+
+
+def null_seeds_reading(ns: dict) -> str:
+    """A null record's check over more seeds in words (review round 14, F2); ``ns``:
+    ``families[fam].null_seeds_check`` (the committed check's outcomes, each seed scored by the study's rules;
+    'void': left unmeasured by them, for lack of room or as a collapse)."""
+
+    def part(K: str) -> str:
+        by, _ = seeds_counts(ns, K)
+        n = len(ns["per_K"][K]["seeds"])
+        return f"K = {K}: " + ", ".join(f"{o} at {len(v)} of {n} (seed{'s' * (len(v) > 1)} "
+                                         f"{', '.join(map(str, v))})" for o, v in sorted(by.items()))
+    Ks = sorted(ns["per_K"], key=lambda k: (k != str(ns["K_main"]), int(k)))
+    return (f"over {ns['check']}s {', '.join(map(str, ns['per_K'][Ks[0]]['seeds']))} ({ns['source']}), each "
+            "scored by the study's rules: " + "; ".join(part(K) for K in Ks))  # fmt: skip
 
 
 def holds_reachable(m: np.ndarray, f: np.ndarray, *, q, B: int, seed: int, margin: float) -> dict:
