@@ -123,24 +123,41 @@ TC = {
 }
 
 
-def test_r14_f3_the_time_cap_reading_cites_a_committed_refit():
+def test_r14_f3_r15_f5_the_time_cap_reading_names_every_capped_fit_and_cites_the_committed_refits():
+    """Two fits at K = 4 reach the cap at layer 1 (0-based); a refit of one of them with a wider grid is
+    cited, and the other is said not to be refitted; a ladder's main-value fit at K = 16 at the cap is counted
+    too."""
     from attnflow.studies.real_model_flows import FlowsConfig, _caps, _quantity
 
     c = FlowsConfig(families=["tiny-bert"], bootstrap=20)
     res, q = _fitted_res([1.0, c.max_time, 2.0]), _quantity("gap")
     extra: dict = {}
     old = _caps({}, "tiny-bert", res, "fitted_time", "cos", "model", None, q, c, extra)
-    assert "binds at layer 1 in 2 of 2 fits" in old and old.endswith("not refitted)")
+    assert old == (
+        "the time grid's cap 8 binds at layer 1 (0-based) in 2 of 2 fits (seed 0 A->B, K = 4; seed 0 B->A, "
+        "K = 4; a fit there may want more time; review round 8, F9; not refitted)"
+    )
     summary = {"families": {"tiny-bert": {"time_cap_check": TC}}}
     extra = {}
     new = _caps(summary, "tiny-bert", res, "fitted_time", "cos", "model", None, q, c, extra)
-    assert "not refitted" not in new
+    assert new.endswith(
+        "refitted with the cap at 16: split seed 0, fitted on half A, scored on half B, K = 4 "
+        "(review/round11/fit_scale_check_K4_T16.json): layer 1 9.25; the value 0.267 [0.248, 0.287] "
+        "(fails) -> 0.269 [0.249, 0.289] (fails) (1 of the capped fits not refitted))"
+    )
+    assert extra["time_cap"]["refits"] == [TC]
+    # the main value's fit at the reported K = 16 (a ladder rung) is counted, and a second refit cited
+    res["step_ladder"] = {"levels": {"16": {"fitted": {"split_seed": 0, "direction": "A->B",
+                                                        "times": [1.0, c.max_time, 2.0]}}}}  # fmt: skip
+    ex16 = {"step_ladder": {"chosen": 4, "reported_K": 16}}
+    tc16 = {**TC, "K": 16, "source": "k16.json"}
+    both = {"families": {"tiny-bert": {"time_cap_check": [TC, tc16]}}}
+    r16 = _caps(both, "tiny-bert", res, "fitted_time", "cos", "model", None, q, c, ex16)
     assert (
-        "refitted with the cap at 16 (split seed 0, fitted on half A, scored on half B, K = 4; "
-        "review/round11/fit_scale_check_K4_T16.json): layer 1 9.25; the value 0.267 [0.248, 0.287] "
-        "(fails) -> 0.269 [0.249, 0.289] (fails)"
-    ) in new
-    assert extra["time_cap"]["refit"] == TC
+        "in 3 of 3 fits (seed 0 A->B, K = 4; seed 0 B->A, K = 4; seed 0 A->B, K = 16 (the main value's);"
+        in r16
+    )
+    assert "K = 16 (k16.json): layer 1 9.25" in r16 and r16.endswith("(1 of the capped fits not refitted))")
     # a refit of another grid than the run's is not cited
     other = {"families": {"tiny-bert": {"time_cap_check": {**TC, "declared_max_time": 4.0}}}}
     assert _caps(other, "tiny-bert", res, "fitted_time", "cos", "model", None, q, c, {}).endswith(
@@ -181,10 +198,21 @@ def test_r14_f2_a_null_speaks_only_if_every_checked_seed_repeats_its_verdict():
     }
     lab = specificity(vid, spec, "fails", "fails")
     assert lab.startswith(
-        "fails; specificity undecided: the null's outcome depends on its seed (n-permuted "
-        "fails at the run's seed, but depends on permutation seed (fails at 2 of 4, holds at "
-        "1 of 4, void at 1 of 4; K = 16, review/round15/null_seeds_smollm2.json)"
+        "fails; specificity undecided: the null's outcome depends on its seed (n-permuted fails at the run's "
+        "seed, but depends on permutation seed (K = 16: fails at 2 of 4, holds at 1 of 4, void at 1 of 4; "
+        "K = 4: fails at 4 of 4; review/round15/null_seeds_smollm2.json), n-random inconclusive)"
     )
+    # every seed fails at K = 16 but not at K = 4: both named, the null does not speak
+    k4 = _ns(["fails"] * 4)
+    k4["per_K"]["4"]["outcomes"] = ["fails", "void", "fails", "fails"]
+    k4["per_K"]["16"]["all_depths"] = [
+        {"value": 0.11 + 0.01 * i, "ci95": [0.105, 0.12 + 0.01 * i]} for i in range(4)
+    ]
+    lab4 = specificity(vid, {**spec, "n-permuted": {vid: {**base, "seeds_check": k4}}}, "fails", "fails")
+    assert (
+        "(K = 16: fails at 4 of 4; values 0.110-0.140, upper bounds <= 0.150; K = 4: fails at 3 of 4, "
+        "void at 1 of 4;"
+    ) in lab4
     assert "not specific" not in lab
     # every seed a measured fail: the null fails, as before
     same = {**spec, "n-permuted": {vid: {**base, "seeds_check": _ns(["fails"] * 4)}}}
@@ -253,5 +281,102 @@ def test_committed_records_read_the_committed_checks():
         in (trained["notes"])
     )
     fit = _record("smollm2", "flows-smollm2-fitted-time-cos")
-    assert "not refitted" not in fit["notes"]
-    assert "refitted with the cap at 16" in fit["notes"] and "-> 0.269 [0.249, 0.289] (fails)" in fit["notes"]
+    assert (
+        "in 3 of 3 fits (seed 0 A->B, K = 4; seed 0 B->A, K = 4; seed 0 A->B, K = 16 (the main value's)"
+        in (fit["notes"])
+    )
+    assert (
+        "-> 0.269 [0.249, 0.289] (fails)" in fit["notes"]
+        and "-> 0.260 [0.240, 0.281] (fails)" in fit["notes"]
+    )
+    assert "(1 of the capped fits not refitted)" in fit["notes"]
+
+
+def test_r14_f2_the_rule_reads_a_null_runs_own_seeds_where_no_wider_check_exists():
+    """A null record whose run's three permutation seeds give fails, fails and a value void for lack of room
+    does not speak as a fail; where all three fail it does."""
+    from attnflow.studies.real_model_flows import null_outcomes, run_seeds_check, specificity
+
+    def rec(third: dict) -> dict:
+        cpv = [
+            {"choice_value": 0, "value": 0.113, "outcome": "fails", "measured": True, "K": 16},
+            {"choice_value": 1, "value": 0.118, "outcome": "fails", "measured": True, "K": 4},
+            {"choice_value": 2, "value": 0.087, **third, "K": 4},
+        ]
+        return {
+            "id": "flows-minilm-permuted-frames-follows-network-cos",
+            "verdict": "fails",
+            "result": {"value": 0.113, "controls_per_value": {"permutation seed": cpv}},
+        }
+
+    void = {"outcome": "holds", "measured": False, "no_headroom": True}
+    sc = run_seeds_check(rec(void)["result"])
+    assert sc["K_main"] == "the run's steps (seed 0 at K = 16, seed 1 at K = 4, seed 2 at K = 4)"
+    assert sc["per_K"][sc["K_main"]]["outcomes"] == ["fails", "fails", "void for lack of room"]
+    vid = "frames-follows-network-cos"
+    spec = null_outcomes([rec(void)], ["minilm", "minilm-permuted"])
+    lab = specificity(vid, spec, "fails", "fails")
+    assert lab.startswith(
+        "fails; specificity undecided: the null's outcome depends on its seed (minilm-permuted "
+        "fails at the run's seed, but depends on permutation seed (the run's steps (seed 0 at K = 16, seed 1 "
+        "at K = 4, seed 2 at K = 4): fails at 2 of 3, void for lack of room at 1 of 3; the run's null_seeds "
+        "(controls_per_value)))"
+    )
+    spec = null_outcomes([rec({"outcome": "fails", "measured": True})], ["minilm", "minilm-permuted"])
+    assert specificity(vid, spec, "fails", "fails").startswith(
+        "fails, not specific to training (also fails in null minilm-permuted: 0.113)"
+    )
+    one = rec(void)
+    one["result"]["controls_per_value"]["permutation seed"] = one["result"]["controls_per_value"][
+        "permutation seed"
+    ][:1]
+    assert run_seeds_check(one["result"]) is None
+
+
+def test_every_other_committed_null_that_speaks_repeats_its_verdict_at_its_seeds():
+    """Applied to the committed runs after the data, the rule changes only SmolLM2's (f) vs (n) label: every
+    other trained label still rests on nulls whose three seeds agree."""
+    labs = {}
+    for d in (".", "smollm2"):
+        for v in json.loads((ROOT / d / "summary.json").read_text())["verdicts"]:
+            lab = (v.get("result") or {}).get("null_specificity")
+            if lab:
+                labs[v["id"]] = lab
+    undecided = sorted(k for k, v in labs.items() if "specificity undecided" in v)
+    assert undecided == ["flows-smollm2-frames-follows-network-cos"]
+
+
+def test_r15_f1_a_value_over_enough_depths_with_room_is_the_one_named_beside_its_outcome():
+    """(n) at 0.40 / 0.60 / 0.95: depths 1 and 2 have room (2 of 3, 2 needed), so the record's value is taken
+    over them; the notes name that value beside its outcome, not the all-depth one (review round 15, F1)."""
+    from flows_helpers import fake_family, records_by_id
+
+    res = fake_family({}, trend=0.1)
+    rng = np.random.default_rng(0)
+    for src, depths in (("no_mlp", [0.40, 0.60, 0.95]), ("frames", [0.45, 0.65, 0.80])):
+        a = res["stats"]["sphere"][src]["cos"]
+        a[:, 1:] = np.asarray(depths) + 0.005 * rng.standard_normal((a.shape[0], 3))
+    m = np.asarray(res["stats"]["sphere"]["no_mlp"]["cos"], float)
+    f = np.asarray(res["stats"]["sphere"]["frames"]["cos"], float)
+    r = records_by_id(res, bootstrap=20)["frames-follows-network-cos"]
+    kept = float(np.mean(np.abs(f.mean(0)[1:3] - m.mean(0)[1:3])))
+    assert r.result["room_per_depth"]["kept"] == [1, 2]
+    assert r.result["value"] == pytest.approx(kept, abs=1e-12)
+    assert r.result["value_all_depths"] == pytest.approx(_gap_all(m, f), abs=1e-12)
+    assert f"the value {kept:.3f} is " in r.notes
+    assert f"the value {_gap_all(m, f):.3f} is " not in r.notes
+
+
+def test_committed_minilm_fitted_time_label_survives_ten_null_seeds_at_both_steps():
+    """Review round 15, F3: the null that makes MiniLM-L6's fitted-time fail 'specific to training' holds at
+    every permutation seed 0..9, at K = 16 and at K = 4 (the check's per-seed outcomes recounted here)."""
+    x = json.loads((ROOT / "review" / "round15" / "null_seeds_minilm_fitted.json").read_text())
+    assert x["step1_match"]["ok"]
+    for K in ("16", "4"):
+        per = x["per_K"][K]["per_seed"]
+        assert len(per) == 10
+        held = all(p["measured"] and p["outcome"] == "holds" for p in per)
+        trained = _record(".", "flows-minilm-fitted-time-cos")["result"]["null_specificity"]
+        assert trained.startswith("fails; specific to training (holds in null minilm-permuted") == held
+    null = _record("permuted", "flows-minilm-permuted-fitted-time-cos")
+    assert "K = 16: holds at 10 of 10" in null["result"]["reading"]

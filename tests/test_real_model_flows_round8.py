@@ -206,9 +206,11 @@ def test_f9_a_fitted_time_record_names_where_the_time_cap_binds():
     for i, x in enumerate(res["fitted"]):
         x["times"] = [1.0, 8.0 if i == 0 else 3.0, 2.0]
     r = _recs(res)["fitted-time-cos"]
-    assert r.result["time_cap"] == {"max_time": 8.0, "layers_at_cap": {"seed 0 A->B": [1]}}
+    # review round 15, F5: the fits are named with their step count, the layers counted from 0
+    assert r.result["time_cap"] == {"max_time": 8.0, "layers_at_cap": {"seed 0 A->B, K = 4": [1]},
+                                    "layers": "0-based"}  # fmt: skip
     assert (  # review round 13, F5 appends how much worse the fit is than a constant time
-        "the time grid's cap 8 binds at layer 1 in 1 of 4 fits (a fit there may want more time; review round "
-        "8, F9; not refitted)" in r.result["reading"]
+        "the time grid's cap 8 binds at layer 1 (0-based) in 1 of 4 fits (seed 0 A->B, K = 4; a fit there "
+        "may want more time; review round 8, F9; not refitted)" in r.result["reading"]
     )
     assert "time_cap" not in _recs(res, caps_named=False)["fitted-time-cos"].result

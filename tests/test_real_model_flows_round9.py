@@ -44,8 +44,8 @@ def test_f2_a_follows_value_that_fails_over_all_depths_stands_without_room():
     rf = r.result["room_fail_stands"]
     assert (rf["depths_with_room"], rf["depths"], rf["min_depths"]) == (1, 3, 2)
     assert rf["ci95"][0] > 0.1
-    assert ("a reference with no room voids a 'holds', and a fail over its depths with room alone, not a fail "
-            "over all depths (config room_fail_stands") in r.notes  # fmt: skip
+    assert ("a reference with no room voids a 'holds', and a fail over its depths with room alone, not a "
+            "fail over all depths (config room_fail_stands") in r.notes  # fmt: skip
     # review round 10, F4: the controls are scored on the same all-depth quantity as the value
     still = np.repeat(np.asarray(m)[:, :1], np.asarray(m).shape[1], axis=1)
     ss = r.result["stand_still"]

@@ -642,8 +642,12 @@ class FlowsConfig(StudyConfig):
         "check, each seed scored by the study's own rules) names its outcomes per seed in its "
         "reading; a trained record's null-specificity label counts that null as failing (or "
         "holding) only if every checked seed at the check's main K is a measured fail (hold); "
-        "otherwise the null is named with its counts and does not speak. The null record's own "
-        "verdict is unchanged (its run's null_seeds). False: the labels of round 14",
+        "otherwise the null is named with its counts and does not speak. Where a null record has "
+        "no such check, the same rule reads the seeds its run has (null_seeds: controls_per_value "
+        "'permutation seed' / 'init seed', each at the step it was computed at); applied so after "
+        "the data, it changes no other committed label (every other null that speaks repeats its "
+        "verdict at its three seeds). The null record's own verdict is unchanged. False: the "
+        "labels of round 14",
     )
     statement_names_fit: bool = Field(
         True,
@@ -2434,18 +2438,22 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                 extra["robustness_K"] = {
                     "main value": Kf or Kc,
                     "checks on the ladder's data (sphere tokens: corpus halves, depth summaries on sphere "
-                    "tokens, cluster radii, the main fit)": Kf or Kc,
+                    "tokens, cluster radii, the main fit) and the stand-still margin (the main value at "
+                    "other margins)": Kf or Kc,
                     "the other checks (hidden states, other fits, joined sentences, null seeds, scale "
-                    "estimator, stand-still margin)": Kc,
+                    "estimator), except their first value, the declared choice, which is the main value":
+                    Kc,
+                    "per value": "controls_per_value[choice][i].K (review round 15, F4)",
                 }  # fmt: skip
                 if Kf is not None:
                     notes.append(
                         f"main value at the finest rung computed, K = {Kf} (review round 4, F4; the run's "
                         f"step K = {Kc}); the values of the checks on the ladder's data (sphere tokens: "
-                        f"corpus halves, depth summaries on sphere tokens, the main fit) are at K = {Kf}, "
-                        "the others "
+                        f"corpus halves, depth summaries on sphere tokens, the main fit) and of the "
+                        f"stand-still margin are at K = {Kf}, the others "
                         f"(hidden states, the other fits, joined sentences, null seeds, scale estimator) at "
-                        f"K = {Kc}, so they may disagree with the main value by the step's move"
+                        f"K = {Kc} except their first value (the declared choice: the main value), so they "
+                        "may disagree with the main value by the step's move"
                         + ("" if move is None else f" ({move:.3f} here)"))  # fmt: skip
             if step_bad is None and not lad and steps and flow in (*STEP_FLOWS, "fitted_time"):
                 # a run without the step rule (review round 5, F6): its check "step count" is the ladder it
@@ -2501,6 +2509,7 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                                  "8, F1, F2)")  # fmt: skip
                     extra["value_all_depths"] = v
                     v, ci = ms["value"], tuple(ms["ci95"])
+                    shown = f"{v:.3f}"  # review round 15, F1: the value whose outcome is reported
                 elif ms["room"]["masked"] and not ms.get("room_fail_stands") and c.room_value_named:
                     # review rounds 12 (F2) and 13 (F2): too few depths with room: the value stays the
                     # declared one; the value whose outcome is reported (over the depths with room) is named
@@ -2827,7 +2836,9 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
                     extra["scale_source_check"] = sc
                     extra["reading"] += "; " + scale_source_reading(sc)
                 ns = ((summary.get("families") or {}).get(fam) or {}).get("null_seeds_check")
-                if ns and ns.get("record") == vid and c.null_seeds_check:  # review round 14, F2
+                ns = next((x for x in ([ns] if isinstance(ns, dict) else ns or []) if x.get("record") == vid),
+                          None)  # fmt: skip
+                if ns and c.null_seeds_check:  # review round 14, F2: the record over more seeds
                     extra["null_seeds_check"] = ns
                     extra["reading"] += "; " + null_seeds_reading(ns)
                 hr = extra.get("holds_reachable")
@@ -2896,27 +2907,37 @@ def _caps(summary: dict, fam: str, res: dict, flow: str, stat: str, ref: str, k,
             t += f" and its {va:.3f} (depths 1..L) is {va / room:.2f} of the collapse's value"
         parts.append(t + " (review round 8, F3; a sink-robust scale and 96 sentences were not run)")
     if flow == "fitted_time" and res.get("fitted"):
-        capped = {f"seed {x['split_seed']} {x['direction']}": [i for i, t in enumerate(x.get("times") or [])
-                                                             if t >= c.max_time - 1e-9]
-                  for x in res["fitted"]}  # fmt: skip
+        # review round 15, F5: every fit the record rests on, the main value's at its reported K included
+        Kc = (extra.get("step_ladder") or {}).get("chosen")
+        Kc = _k_of(Kc, "fitted_time") if Kc is not None else c.steps_per_layer
+        fits = [(f"seed {x['split_seed']} {x['direction']}, K = {Kc}", x) for x in res["fitted"]]
+        Kr = (extra.get("step_ladder") or {}).get("reported_K")
+        if Kr is not None and Kr != Kc and (_level(res, Kr) or {}).get("fitted"):
+            x = _level(res, Kr)["fitted"]
+            fits.append((f"seed {x['split_seed']} {x['direction']}, K = {Kr} (the main value's)", x))
+        capped = {n: [i for i, t in enumerate(x.get("times") or []) if t >= c.max_time - 1e-9]
+                  for n, x in fits}  # fmt: skip
         capped = {n: v for n, v in capped.items() if v}
         if capped:
-            extra["time_cap"] = {"max_time": c.max_time, "layers_at_cap": capped}
+            extra["time_cap"] = {"max_time": c.max_time, "layers_at_cap": capped, "layers": "0-based"}
             lay = sorted({i for v in capped.values() for i in v})
-            tc = fs.get("time_cap_check")  # review round 14, F3: a committed refit with a wider grid
-            if tc and tc.get("declared_max_time") == c.max_time:
-                extra["time_cap"]["refit"] = tc
+            tcs = fs.get("time_cap_check")  # review round 14, F3: committed refits with a wider grid
+            tcs = [tcs] if isinstance(tcs, dict) else list(tcs or [])
+            done = []
+            for tc in (t for t in tcs if t.get("declared_max_time") == c.max_time):
+                extra["time_cap"].setdefault("refits", []).append(tc)
                 at = ", ".join(f"layer {i} {tc['times'][i]:g}" for i in lay if i < len(tc["times"]))
                 a, b = tc["value_declared_cap"], tc["value"]
-                refit = (f"refitted with the cap at {tc['max_time']:g} ({tc['fit']}, K = {tc['K']}; "
-                         f"{tc['source']}): {at}; the value {a['value']:.3f} [{a['ci95'][0]:.3f}, "
-                         f"{a['ci95'][1]:.3f}] ({a['outcome']}) -> {b['value']:.3f} [{b['ci95'][0]:.3f}, "
-                         f"{b['ci95'][1]:.3f}] ({b['outcome']})")  # fmt: skip
-            else:
-                refit = "not refitted"
+                done.append(f"{tc['fit']}, K = {tc['K']} ({tc['source']}): {at}; the value {a['value']:.3f} "
+                            f"[{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}] ({a['outcome']}) -> {b['value']:.3f} "
+                            f"[{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}] ({b['outcome']})")  # fmt: skip
+            refit = (f"refitted with the cap at {tcs[0]['max_time']:g}: " + "; ".join(done)
+                     + ("" if len(done) == len(capped) else f" ({len(capped) - len(done)} of the capped fits "
+                        "not refitted)")) if done else "not refitted"  # fmt: skip
             parts.append(f"the time grid's cap {c.max_time:g} binds at layer{'s' * (len(lay) > 1)} "
-                         f"{', '.join(map(str, lay))} in {len(capped)} of {len(res['fitted'])} fits (a fit "
-                         f"there may want more time; review round 8, F9; {refit})")  # fmt: skip
+                         f"{', '.join(map(str, lay))} (0-based) in {len(capped)} of {len(fits)} fits ("
+                         f"{'; '.join(capped)}; a fit there may want more time; review round 8, F9; "
+                         f"{refit})")  # fmt: skip
     return "; ".join(parts)
 
 
@@ -3053,24 +3074,35 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         )
 
     def split(e: dict | None) -> dict | None:
-        """The null's outcomes over its checked seeds where they are not all its verdict (review round 14,
-        F2: a null record's fail or hold that another seed does not repeat is no contrast either way)."""
+        """The null's outcomes over its checked seeds, per step count checked (the check's main K first),
+        where at some K they are not all its verdict (review round 14, F2: a null record's fail or hold that
+        another seed does not repeat is no contrast either way; the declared rule names every K checked)."""
         ns = (e or {}).get("seeds_check")
-        if not seeds or not ns or e.get("no_headroom"):
-            return None
-        by, _ = seeds_counts(ns)
-        return by if set(by) != {e["verdict"]} else None
+        if not seeds or not ns or e.get("no_headroom") or e["verdict"] not in ("holds", "fails"):
+            return None  # only a null that would speak can be kept from speaking by its seeds
+        Ks = sorted(ns["per_K"], key=lambda k: k != str(ns["K_main"]))
+        by = {K: seeds_counts(ns, K)[0] for K in Ks}
+        return by if any(set(b) != {e["verdict"]} for b in by.values()) else None
 
     def word(e: dict) -> str:
         if e.get("no_headroom"):
             return "no headroom"
-        by = split(e)
-        if by is not None:
+        per = split(e)
+        if per is not None:
             ns = e["seeds_check"]
-            n = sum(len(v) for v in by.values())
-            return (f"{e['verdict']} at the run's seed, but depends on {ns['check']} (" + ", ".join(
-                f"{o} at {len(v)} of {n}" for o, v in sorted(by.items())) + f"; K = {ns['K_main']}, "
-                f"{ns['source'].split(' ')[0]})")  # fmt: skip
+            src = ns["source"] if ns["source"].startswith("the run's") else ns["source"].split(" ")[0]
+            parts = []
+            for K, by in per.items():
+                n = sum(len(v) for v in by.values())
+                x = ns["per_K"][K].get("all_depths")
+                lo, hi = (min(a["value"] for a in x), max(a["value"] for a in x)) if x else (0, 0)
+                span = "" if not x else (f"; values {lo:.3f}-{hi:.3f}, upper bounds <= "
+                                         f"{max(a['ci95'][1] for a in x):.3f}")  # fmt: skip
+                k = f"K = {K}" if K.isdigit() else K
+                parts.append(f"{k}: " + ", ".join(f"{o} at {len(v)} of {n}" for o, v in sorted(by.items()))
+                             + span)  # fmt: skip
+            return (f"{e['verdict']} at the run's seed, but depends on {ns['check']} (" + "; ".join(parts)
+                    + f"; {src})")  # fmt: skip
         return e["verdict"] + (" (only by the guard 'too slow at T_l = 1')" if e.get("guard") else "")
 
     def val(nf: str, e: dict) -> str:
@@ -3143,12 +3175,32 @@ def null_outcomes(
             ),
             **({} if ladder is None or fam not in ladder else {"ladder": bool(ladder[fam])}),
             **(
-                {"seeds_check": r["result"]["null_seeds_check"]}
-                if r.get("result", {}).get("null_seeds_check")
+                {"seeds_check": r["result"].get("null_seeds_check") or run_seeds_check(r["result"])}
+                if r.get("result", {}).get("null_seeds_check") or run_seeds_check(r.get("result", {}))
                 else {}
             ),
         }
     return out
+
+
+def run_seeds_check(result: dict) -> dict | None:
+    """A null record's own seeds (its run's ``null_seeds``: the robustness check 'permutation seed' / 'init
+    seed', ``controls_per_value``) in the form of ``families[fam].null_seeds_check``: each seed's outcome, or
+    'void ...' where the study's rules left it unmeasured (review round 14, F2: the rule declared for the
+    check over more seeds, applied to the seeds every null run has). None: fewer than two seeds logged."""
+    cpv = result.get("controls_per_value") or {}
+    ch = next((k for k in NULL_CHECK.values() if len(cpv.get(k) or ()) > 1), None)
+    if ch is None:
+        return None
+    outs = [x["outcome"] if x["measured"] else
+            "void for lack of room" if x.get("no_headroom") else "void by the collapse control"
+            for x in cpv[ch]]  # fmt: skip
+    ks = [x.get("K") for x in cpv[ch]]
+    K = (ks[0] if len(set(ks)) == 1 else ", ".join(f"seed {x['choice_value']} at K = {k}" for x, k in
+                                                   zip(cpv[ch], ks, strict=True))) if None not in ks else None
+    K = K if isinstance(K, int) else f"the run's steps ({K})" if K else "the run's step"
+    return {"check": ch, "K_main": K, "source": "the run's null_seeds (controls_per_value)",
+            "per_K": {str(K): {"seeds": [x["choice_value"] for x in cpv[ch]], "outcomes": outs}}}  # fmt: skip
 
 
 def stand_still(m: np.ndarray, f: np.ndarray, *, q, B: int, seed: int) -> dict:
