@@ -46,6 +46,15 @@ def test_r14_f6_a_value_void_for_lack_of_room_names_its_step_its_depths_and_its_
     from attnflow.analysis.verdicts import Criterion
 
     crit = Criterion(quantity="gap", op="<=", threshold=0.1, declared_in="test")
+    rules = {
+        "controls": controls_of("gap", c),
+        "kind": "gap",
+        "margin": 0.1,
+        "rule": c.control_paired_rule,
+        "collapse_pair": True,
+        "room": (0.1, c.room_min_depth_share),
+        "room_fail_stands": True,
+    }
     rob, log, unm, unm_o = [], {}, [], []
     _check(
         rob,
@@ -56,16 +65,10 @@ def test_r14_f6_a_value_void_for_lack_of_room_names_its_step_its_depths_and_its_
         "scale estimator",
         ["mean (declared)", "median_rest"],
         [StepPair((m, m + 0.3), 16), StepPair((m, f), 4)],
-        controls=controls_of("gap", c),
         log=log,
         unmeasured=unm,
         unmeasured_outcomes=unm_o,
-        kind="gap",
-        margin=0.1,
-        rule=c.control_paired_rule,
-        collapse_pair=True,
-        room=(0.1, c.room_min_depth_share),
-        room_fail_stands=True,
+        **rules,
     )
     depth1 = float(abs(f.mean(0)[1] - m.mean(0)[1]))
     assert len(unm) == 1, unm
@@ -88,16 +91,10 @@ def test_r14_f6_a_value_void_for_lack_of_room_names_its_step_its_depths_and_its_
         "x",
         ["a"],
         [(m, f)],
-        controls=controls_of("gap", c),
         log=log2,
         unmeasured=unm2,
         unmeasured_outcomes=[],
-        kind="gap",
-        margin=0.1,
-        rule=c.control_paired_rule,
-        collapse_pair=True,
-        room=(0.1, c.room_min_depth_share),
-        room_fail_stands=True,
+        **rules,
     )
     assert unm2[0].startswith(f"x a: {depth1:.3f} over depth 1") and "K" not in log2["x"][0]
 
