@@ -649,6 +649,20 @@ class FlowsConfig(StudyConfig):
         "verdict at its three seeds). The null record's own verdict is unchanged. False: the "
         "labels of round 14",
     )
+    specificity_same_depths: bool = Field(
+        True,
+        description="post-review amendment of 2026-12-04, review round 16 (F1, F2, F3, F5, F6), declared "
+        "after the reviewer's numbers were read: a null-specificity label compares like with "
+        "like. (F1) Where a null's value is taken over its depths with room only, the trained "
+        "record is scored over the same depths (its own controls); a null whose outcome differs "
+        "from the trained record's only outside those depths cannot make the record specific "
+        "(or not) to training, and is named with both outcomes. (F2) A 'depends on X' record is "
+        "compared at its main setting only, and says so; a main outcome that is neither holds "
+        "nor fails has nothing to compare. (F6) Where one null that speaks holds and another "
+        "fails, specificity is undecided and both are named. (F3) A null value names how many "
+        "seeds agree and at which steps; (F5) a seed check names, per K, how the seeds' "
+        "all-depth intervals lie against the threshold. False: the labels of review round 15",
+    )
     statement_names_fit: bool = Field(
         True,
         description="post-review amendment of 2026-12-04, review round 11 (F3, F8), a label change (no "
@@ -2858,8 +2872,14 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             # F8 (round 5), F7 (round 6): the claim in the nulls; round 7 (F2, F7): for every test verdict
             every = c.specificity_every_verdict and out[-1].klass == "test"
             if spec and (out[-1].verdict == "holds" or every):
+                if c.specificity_same_depths and getattr(q, "depths", None) == "all":
+                    # review round 16, F1: the trained record over a null's depths with room, like with like
+                    spec = {nf: d if not (d.get(vid) or {}).get("depths") else {
+                        **d, vid: {**d[vid], "trained_on_depths": _on_depths_outcome(
+                            q, d[vid]["depths"], main_pair, crit, c.bootstrap, seed, ctl, scoring)}}
+                        for nf, d in spec.items()}  # fmt: skip
                 lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"),
-                                  seeds=c.null_seeds_check)
+                                  seeds=c.null_seeds_check, like_with_like=c.specificity_same_depths)
                 if out[-1].result.get("depends_on_estimator"):  # review round 13, F1
                     lab += (f" -- with the declared scale estimator ({c.scale_estimator}) only: the record "
                             "depends on it")  # fmt: skip
@@ -3048,8 +3068,24 @@ def _choice_reading(extra: dict, ctl_log: dict, verdict: str, main: str | None, 
     return reading
 
 
+def _on_depths_outcome(q, depths: list[int], pair, crit: Criterion, B: int, seed: int, controls,
+                       scoring: dict) -> dict:
+    """A record's value over the given depths only (a null's depths with room), scored with its own
+    controls and without the room rule (review round 16, F1): value, interval, outcome ('unmeasured' where
+    the controls leave it so)."""
+    idx = np.asarray(depths)
+
+    def qd(a: np.ndarray, f: np.ndarray) -> float:
+        return _depth_value(q.kind, np.asarray(a, float).mean(0)[idx], np.asarray(f, float).mean(0)[idx])
+
+    qd.kind, qd.depths = q.kind, "all"
+    x = scored(qd, *pair, crit, B, seed, controls, **{**scoring, "room": None, "room_fail_stands": False})
+    return {"depths": list(depths), "value": x["value"], "ci95": list(x["ci95"]),
+            "outcome": x["outcome"] if x["measured"] else "unmeasured"}  # fmt: skip
+
+
 def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None, *,
-                seeds: bool = True) -> str:
+                seeds: bool = True, like_with_like: bool = False) -> str:
     """The null-specificity label of a trained test record (config ``null_specificity``; review round 5, F8,
     round 6, F7; round 7, F2, F7: every test verdict, config ``specificity_every_verdict``), from its nulls'
     records of the same claim (``spec``: null family -> verdict id -> verdict, value, ``guard``: a fail that
@@ -3098,6 +3134,12 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
                 lo, hi = (min(a["value"] for a in x), max(a["value"] for a in x)) if x else (0, 0)
                 span = "" if not x else (f"; values {lo:.3f}-{hi:.3f}, upper bounds <= "
                                          f"{max(a['ci95'][1] for a in x):.3f}")  # fmt: skip
+                t = ns.get("threshold")
+                if x and t is not None and like_with_like:  # review round 16, F5: where the intervals lie
+                    below = sum(a["ci95"][1] <= t for a in x)
+                    above = sum(a["ci95"][0] > t for a in x)
+                    span += (f"; all-depth intervals: {below} below {t:g}, {len(x) - below - above} across "
+                             f"it, {above} above")  # fmt: skip
                 k = f"K = {K}" if K.isdigit() else K
                 parts.append(f"{k}: " + ", ".join(f"{o} at {len(v)} of {n}" for o, v in sorted(by.items()))
                              + span)  # fmt: skip
@@ -3107,7 +3149,23 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
 
     def val(nf: str, e: dict) -> str:
         h = e.get("headroom")
-        return f"{nf}: {e['value']:.3f}" + ("" if h is None else f", headroom {h:.3f}")
+        t = f"{nf}: {e['value']:.3f}" + ("" if h is None else f", headroom {h:.3f}")
+        ns = e.get("seeds_check") if seeds and like_with_like else None
+        if ns:  # review round 16, F3: how many seeds agree, and at which steps
+            n = len(ns["per_K"][str(ns["K_main"])]["seeds"])
+            t += (f", the same at {n} {ns['check']}s (" + "; ".join(
+                f"K = {k}" if k.isdigit() else k.removeprefix("the run's steps (").removesuffix(")")
+                for k in ns["per_K"]) + ")")  # fmt: skip
+        td = e.get("trained_on_depths") if like_with_like else None
+        if td:  # review round 16, F1: the null's value is over its depths with room
+            t += f", over its depths with room {td['depths']} (the trained record there: {td['outcome']})"
+        return t
+
+    def unlike(e: dict | None) -> bool:
+        """Review round 16, F1: the trained record's outcome over the null's depths with room is not its
+        own, so the null's outcome there cannot contrast with it."""
+        td = (e or {}).get("trained_on_depths")
+        return like_with_like and td is not None and td["outcome"] != side
 
     named = ", ".join(f"{nf} {word(e) if e else 'no record'}" for nf, e in use.items())
     dep = verdict.startswith("depends on")
@@ -3115,29 +3173,49 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         verdict if verdict in ("holds", "fails") else (main if dep and main in ("holds", "fails") else None)
     )
     lead = verdict if verdict in ("holds", "fails") else f"{verdict} (main {main})"
-    held = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "holds" and split(e) is None]
-    real_fail = [val(nf, e) for nf, e in use.items() if e and e["verdict"] == "fails"
-                 and not e.get("guard") and not e.get("no_headroom") and split(e) is None]  # fmt: skip
+    ok = {nf: e for nf, e in use.items() if e is not None and split(e) is None and not unlike(e)}
+    held = [val(nf, e) for nf, e in ok.items() if e["verdict"] == "holds"]
+    real_fail = [val(nf, e) for nf, e in ok.items() if e["verdict"] == "fails"
+                 and not e.get("guard") and not e.get("no_headroom")]  # fmt: skip
     present = [e for e in use.values() if e is not None]
     # the nulls that speak: a record that holds, or fails by more than the guard or the ceiling, at every
-    # seed checked
-    speak = [e for e in present if split(e) is None and (e["verdict"] == "holds" or (
-        e["verdict"] == "fails" and not e.get("guard") and not e.get("no_headroom")))]  # fmt: skip
+    # seed checked (and, review round 16, F1, on depths where the trained record has its own outcome)
+    speak = [e for nf, e in ok.items() if e["verdict"] == "holds" or (
+        e["verdict"] == "fails" and not e.get("guard") and not e.get("no_headroom"))]  # fmt: skip
     seeded = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and split(e) is not None]
-    silent = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and e not in speak]
+    def unlike_text(nf: str, e: dict) -> str:
+        td = e["trained_on_depths"]
+        return (f"{nf} {e['verdict']} over its depths with room {td['depths']}, where the trained record's "
+                f"value is {td['value']:.3f} [{td['ci95'][0]:.3f}, {td['ci95'][1]:.3f}] ({td['outcome']})")
+
+    unlike_d = [unlike_text(nf, e) for nf, e in use.items()
+                if e is not None and split(e) is None and unlike(e)]  # fmt: skip
+    silent = [f"{nf} {word(e)}" for nf, e in use.items()
+              if e is not None and e not in speak and not unlike(e)]  # fmt: skip
     rest = f"; not speaking: {', '.join(silent)}" if silent else ""
-    if (side == "holds" or dep) and held:
-        settled = f" whichever way {verdict.removeprefix('depends on ')} is settled" if dep else ""
+    at = ""
+    if like_with_like and dep:  # review round 16, F2: a 'depends on X' record at its main setting only
+        x = verdict.removeprefix("depends on ")
+        at = f" at its main setting (the other settings of {x} not compared)"
+    if like_with_like and held and real_fail:  # review round 16, F6: the nulls disagree
+        return (f"{lead}; specificity undecided: the nulls disagree (holds in null {', '.join(held)}; fails "
+                f"in null {', '.join(real_fail)})" + cant + excl)  # fmt: skip
+    if (side == "holds" or (dep and not like_with_like)) and held:
+        settled = f" whichever way {verdict.removeprefix('depends on ')} is settled" if dep and not at else at
         return (f"{lead}, not specific to training{settled} (also holds in null " + ", ".join(held) + ")"
                 + cant + excl)  # fmt: skip
     if side is None:
         return f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}{cant}{excl}"
     if side == "fails" and real_fail:
-        return f"{lead}, not specific to training (also fails in null {', '.join(real_fail)}){cant}{excl}"
+        return f"{lead}, not specific to training{at} (also fails in null {', '.join(real_fail)}){cant}{excl}"
     other = real_fail if side == "holds" else held
     if speak and len(other) == len(speak):
-        return (f"{lead}; specific to training ({'fails' if side == 'holds' else 'holds'} in null "
+        return (f"{lead}; specific to training{at} ({'fails' if side == 'holds' else 'holds'} in null "
                 + ", ".join(other) + ")" + rest + cant + excl)  # fmt: skip
+    if present and not speak and unlike_d:
+        return (f"{lead}; specificity undecided: the null has room at fewer depths, and there the trained "
+                f"record has not its own outcome ({'; '.join(unlike_d)})" + rest.replace("; not speaking",
+                "; not speaking either") + cant + excl)  # fmt: skip
     if present and not speak and seeded:
         return (f"{lead}; specificity undecided: the null's outcome depends on its seed ({named})" + cant
                 + excl)  # fmt: skip
@@ -3168,6 +3246,12 @@ def null_outcomes(
             "guard": bool(r.get("result", {}).get("null_fail_guard")),
             "no_headroom": bool(r.get("result", {}).get("no_headroom")),
             "headroom": r.get("result", {}).get("headroom"),
+            **(
+                {"depths": r["result"]["room_per_depth"]["kept"]}
+                if (r.get("result", {}).get("room_per_depth") or {}).get("masked")
+                and r["result"]["room_per_depth"].get("enough")
+                else {}
+            ),
             **(
                 {"cannot_test": r["result"]["null_cannot_test"]}
                 if r.get("result", {}).get("null_cannot_test")

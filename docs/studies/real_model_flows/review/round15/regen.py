@@ -91,7 +91,7 @@ def _seeds_check(path: Path) -> dict:
         }  # fmt: skip
     return {
         "record": x["record"].split(f"flows-{x['family']}-", 1)[1], "check": "permutation seed",
-        "source": f"review/round15/{path.name}", "K_main": 16, "per_K": per_K,
+        "source": f"review/round15/{path.name}", "K_main": 16, "per_K": per_K, "threshold": x["threshold"],
         "rule": "review round 14, F2 (declared before the data, null_seeds_smollm2_declared.md): the trained "
         "record's null line counts the null as failing (holding) only if every seed at K = 16 and at K = 4 "
         "is a measured fail (hold); otherwise it names the counts at each K",
