@@ -1691,13 +1691,19 @@ def room_of(q, m: np.ndarray, threshold: float, share: float):
             "rule": "config room_per_depth, room_min_depth_share (review round 8, F1, F2)"}  # fmt: skip
     if not info["masked"] or not keep:
         return q, info
-    kind, idx = q.kind, np.asarray(keep)
+    return _over_depths(q, keep, q.depths), info
 
-    def qk(a: np.ndarray, f: np.ndarray) -> float:
-        return _depth_value(kind, a.mean(0)[idx], f.mean(0)[idx])
 
-    qk.kind, qk.depths = kind, q.depths
-    return qk, info
+def _over_depths(q, depths: list[int], summary: str = "all"):
+    """The quantity ``q`` (its kind) taken over the given depths only, the per-depth means over all sentences
+    (``_depth_value``); ``summary``: the depth summary the result reports as its own (``q.depths``)."""
+    kind, idx = q.kind, np.asarray(depths)
+
+    def qd(a: np.ndarray, f: np.ndarray) -> float:
+        return _depth_value(kind, np.asarray(a, float).mean(0)[idx], np.asarray(f, float).mean(0)[idx])
+
+    qd.kind, qd.depths = kind, summary
+    return qd
 
 
 def no_room_text(nh: dict, kind: str) -> str:
@@ -3073,13 +3079,8 @@ def _on_depths_outcome(q, depths: list[int], pair, crit: Criterion, B: int, seed
     """A record's value over the given depths only (a null's depths with room), scored with its own
     controls and without the room rule (review round 16, F1): value, interval, outcome ('unmeasured' where
     the controls leave it so)."""
-    idx = np.asarray(depths)
-
-    def qd(a: np.ndarray, f: np.ndarray) -> float:
-        return _depth_value(q.kind, np.asarray(a, float).mean(0)[idx], np.asarray(f, float).mean(0)[idx])
-
-    qd.kind, qd.depths = q.kind, "all"
-    x = scored(qd, *pair, crit, B, seed, controls, **{**scoring, "room": None, "room_fail_stands": False})
+    rules = {**scoring, "room": None, "room_fail_stands": False}
+    x = scored(_over_depths(q, depths), *pair, crit, B, seed, controls, **rules)
     return {"depths": list(depths), "value": x["value"], "ci95": list(x["ci95"]),
             "outcome": x["outcome"] if x["measured"] else "unmeasured"}  # fmt: skip
 
