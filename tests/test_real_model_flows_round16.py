@@ -167,7 +167,8 @@ def test_committed_labels_after_round_16():
     m, f = np.asarray(vd["stats"]["sphere"]["model"]["cos"]), np.asarray(lev["frames"]["cos"])
     over13 = float(np.mean((f.mean(0) - m.mean(0))[1:4]))
     assert f"where the trained record's value is {over13:.3f} [" in fo and "(fails))" in fo
-    assert fo.split("; ")[1].startswith("specificity undecided: the null has room at fewer depths")
+    assert fo.split("; ")[1].startswith("specificity undecided at its main setting (the other settings of ")
+    assert "the null has room at fewer depths" in fo
     nm = rec("smollm2", "flows-smollm2-no-mlp-network-overclusters")["result"]["null_specificity"]
     assert nm.startswith("holds; specificity undecided: the nulls disagree (holds in null smollm2-permuted")
     assert "fails in null smollm2-random: 0.068" in nm
@@ -176,3 +177,84 @@ def test_committed_labels_after_round_16():
     a = rec(".", "flows-minilm-l3-attention-overclusters")["result"]["null_specificity"]
     assert "not specific to training at its main setting (the other settings of stand-still margin not " in a
     assert "whichever way" not in a
+
+
+def test_r17_f2_an_inconclusive_record_with_a_decided_main_is_compared_at_its_main_setting():
+    from attnflow.studies.real_model_flows import specificity
+
+    spec = _spec(**{"n-random": {"verdict": "fails", "value": 0.0026}})
+    assert specificity(VID, spec, "inconclusive", "fails", like_with_like=True) == (
+        "inconclusive (main fails), not specific to training at its main setting (the checks that leave it "
+        "undecided not compared) (also fails in null n-random: 0.003)"
+    )
+    assert specificity(VID, spec, "inconclusive", "fails").startswith(
+        "no outcome to compare (the trained record is inconclusive)"
+    )
+    # review round 17, F4: an undecided main is named
+    v = "depends on stand-still margin"
+    assert specificity(VID, spec, v, "inconclusive", like_with_like=True).startswith(
+        f"no outcome to compare (the trained record's verdict is {v}, its main outcome inconclusive)"
+    )
+
+
+def test_r17_f1_f3_f6_the_label_says_what_decides_each_side():
+    from attnflow.studies.real_model_flows import specificity
+
+    td = {
+        "depths": [1, 2, 3],
+        "value": 0.091,
+        "ci95": [0.087, 0.099],
+        "outcome": "inconclusive",
+        "outcome_flow": "holds",
+        "holds_reachable": False,
+    }
+    lab = specificity(
+        VID,
+        _spec(**{"n-p": {"verdict": "holds", "value": 0.064, "depths": [1, 2, 3], "trained_on_depths": td}}),
+        "fails",
+        "fails",
+        like_with_like=True,
+    )
+    assert lab.endswith(
+        "value is 0.091 [0.087, 0.099] (inconclusive; holds by the criterion alone; a hold was out of reach "
+        "there: the reference itself is too close to standing still))"
+    )
+    lab = specificity(
+        VID,
+        _spec(**{"n-r": {"verdict": "fails", "value": 0.068, "excess_over_room": 0.469}}),
+        "fails",
+        "fails",
+        like_with_like=True,
+    )
+    assert "(also fails in null n-r: 0.068, 0.47 of a collapse's value over all depths)" in lab
+    lab = specificity(
+        VID,
+        _spec(**{"n-p": {"verdict": "depends on permutation seed", "value": 0.1}}),
+        "fails",
+        "fails",
+        like_with_like=True,
+    )
+    assert lab.startswith(
+        "specificity untested (every null fails only by the guard 'too slow at T_l = 1', has "
+        "no headroom, is inconclusive, depends on a choice (such as its seed), or is a"
+    )
+
+
+def test_r17_committed_labels():
+    """Review round 17, F2: an inconclusive record with a decided main outcome is compared at its main
+    setting; a null that does not speak is not named as a contrast on fewer depths."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "studies" / "real_model_flows"
+    recs = {v["id"]: v for v in json.loads((root / "summary.json").read_text())["verdicts"]}
+
+    def rec(_d: str, rid: str) -> dict:
+        return recs[rid]
+
+    nm6 = rec(".", "flows-minilm-no-mlp-network-overclusters")["result"]["null_specificity"]
+    assert nm6.startswith("inconclusive (main fails), not specific to training at its main setting")
+    assert "minilm-random: 0.003" in nm6
+    # a null that does not speak is not named as a contrast on fewer depths
+    fn = rec(".", "flows-minilm-frames-follows-network-cos")["result"]["null_specificity"]
+    assert fn.startswith("specificity untested") and "fewer depths" not in fn

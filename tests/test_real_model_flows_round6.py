@@ -171,8 +171,8 @@ def test_f7_specificity_untested_by_the_guard_or_without_the_ladder():
     trained = fake_family({"attention": 0.3})
     for ladder, want in (
         (True, "specificity untested (every null fails only by the guard 'too slow at T_l = 1', has no "
-               "headroom, is inconclusive, or is a description or an identity: tiny-bert-permuted fails "
-               "(only by the guard 'too slow at T_l = 1'))"),  # words of rounds 7, 8
+               "headroom, is inconclusive, depends on a choice (such as its seed), or is a description or an "
+               "identity: tiny-bert-permuted fails (only by the guard 'too slow at T_l = 1'))"),  # r7, 8, 17
         (False, "specificity untested (nulls not run under the step ladder: tiny-bert-permuted)"),
     ):  # fmt: skip
         outs = null_outcomes(recs, ["tiny-bert-permuted"], {"tiny-bert-permuted": ladder})

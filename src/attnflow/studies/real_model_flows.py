@@ -3080,9 +3080,14 @@ def _on_depths_outcome(q, depths: list[int], pair, crit: Criterion, B: int, seed
     controls and without the room rule (review round 16, F1): value, interval, outcome ('unmeasured' where
     the controls leave it so)."""
     rules = {**scoring, "room": None, "room_fail_stands": False}
-    x = scored(_over_depths(q, depths), *pair, crit, B, seed, controls, **rules)
-    return {"depths": list(depths), "value": x["value"], "ci95": list(x["ci95"]),
-            "outcome": x["outcome"] if x["measured"] else "unmeasured"}  # fmt: skip
+    qd = _over_depths(q, depths)
+    x = scored(qd, *pair, crit, B, seed, controls, **rules)
+    out = {"depths": list(depths), "value": x["value"], "ci95": list(x["ci95"]),
+           "outcome": x["outcome"] if x["measured"] else "unmeasured", "outcome_flow": x["outcome_flow"]}
+    if scoring.get("kind") in ("gap", "rel") and scoring.get("margin") is not None:  # review round 17, F1
+        out["holds_reachable"] = holds_reachable(*pair, q=qd, B=B, seed=seed, margin=scoring["margin"])[
+            "reachable"]  # fmt: skip
+    return out
 
 
 def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None = None, *,
@@ -3157,6 +3162,9 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
             t += (f", the same at {n} {ns['check']}s (" + "; ".join(
                 f"K = {k}" if k.isdigit() else k.removeprefix("the run's steps (").removesuffix(")")
                 for k in ns["per_K"]) + ")")  # fmt: skip
+        xr = e.get("excess_over_room") if like_with_like else None
+        if xr is not None:  # review round 17, F3: how far toward a collapse the null goes
+            t += f", {xr:.2f} of a collapse's value over all depths"
         td = e.get("trained_on_depths") if like_with_like else None
         if td:  # review round 16, F1: the null's value is over its depths with room
             t += f", over its depths with room {td['depths']} (the trained record there: {td['outcome']})"
@@ -3166,13 +3174,17 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         """Review round 16, F1: the trained record's outcome over the null's depths with room is not its
         own, so the null's outcome there cannot contrast with it."""
         td = (e or {}).get("trained_on_depths")
-        return like_with_like and td is not None and td["outcome"] != side
+        speaks = e is not None and (e["verdict"] == "holds" or (
+            e["verdict"] == "fails" and not e.get("guard") and not e.get("no_headroom")))  # fmt: skip
+        return like_with_like and speaks and td is not None and td["outcome"] != side
 
     named = ", ".join(f"{nf} {word(e) if e else 'no record'}" for nf, e in use.items())
     dep = verdict.startswith("depends on")
-    side = (
-        verdict if verdict in ("holds", "fails") else (main if dep and main in ("holds", "fails") else None)
-    )
+    # review round 17, F2: an inconclusive record with a decided main outcome is compared at its main setting
+    # too, as a 'depends on X' one is
+    at_main = dep or (like_with_like and verdict == "inconclusive")
+    decided = main if main in ("holds", "fails") else None
+    side = verdict if verdict in ("holds", "fails") else (decided if at_main else None)
     lead = verdict if verdict in ("holds", "fails") else f"{verdict} (main {main})"
     ok = {nf: e for nf, e in use.items() if e is not None and split(e) is None and not unlike(e)}
     held = [val(nf, e) for nf, e in ok.items() if e["verdict"] == "holds"]
@@ -3186,8 +3198,14 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
     seeded = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and split(e) is not None]
     def unlike_text(nf: str, e: dict) -> str:
         td = e["trained_on_depths"]
+        why = ""  # review round 17, F1: what decides the trained outcome there
+        if td.get("outcome_flow") and td["outcome_flow"] != td["outcome"]:
+            why += f"; {td['outcome_flow']} by the criterion alone"
+        if td.get("holds_reachable") is False:
+            why += "; a hold was out of reach there: the reference itself is too close to standing still"
         return (f"{nf} {e['verdict']} over its depths with room {td['depths']}, where the trained record's "
-                f"value is {td['value']:.3f} [{td['ci95'][0]:.3f}, {td['ci95'][1]:.3f}] ({td['outcome']})")
+                f"value is {td['value']:.3f} [{td['ci95'][0]:.3f}, {td['ci95'][1]:.3f}] "
+                f"({td['outcome']}{why})")
 
     unlike_d = [unlike_text(nf, e) for nf, e in use.items()
                 if e is not None and split(e) is None and unlike(e)]  # fmt: skip
@@ -3198,6 +3216,8 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
     if like_with_like and dep:  # review round 16, F2: a 'depends on X' record at its main setting only
         x = verdict.removeprefix("depends on ")
         at = f" at its main setting (the other settings of {x} not compared)"
+    elif like_with_like and verdict == "inconclusive" and side is not None:  # review round 17, F2
+        at = " at its main setting (the checks that leave it undecided not compared)"
     if like_with_like and held and real_fail:  # review round 16, F6: the nulls disagree
         return (f"{lead}; specificity undecided: the nulls disagree (holds in null {', '.join(held)}; fails "
                 f"in null {', '.join(real_fail)})" + cant + excl)  # fmt: skip
@@ -3206,7 +3226,10 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         return (f"{lead}, not specific to training{settled} (also holds in null " + ", ".join(held) + ")"
                 + cant + excl)  # fmt: skip
     if side is None:
-        return f"no outcome to compare (the trained record is {verdict}); in the null(s): {named}{cant}{excl}"
+        named_main = like_with_like and main and main != verdict  # review round 17, F4
+        what = (f"the trained record's verdict is {verdict}, its main outcome {main}" if named_main
+                else f"the trained record is {verdict}")  # fmt: skip
+        return f"no outcome to compare ({what}); in the null(s): {named}{cant}{excl}"
     if side == "fails" and real_fail:
         return f"{lead}, not specific to training{at} (also fails in null {', '.join(real_fail)}){cant}{excl}"
     other = real_fail if side == "holds" else held
@@ -3214,7 +3237,8 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
         return (f"{lead}; specific to training{at} ({'fails' if side == 'holds' else 'holds'} in null "
                 + ", ".join(other) + ")" + rest + cant + excl)  # fmt: skip
     if present and not speak and unlike_d:
-        return (f"{lead}; specificity undecided: the null has room at fewer depths, and there the trained "
+        return (f"{lead}; specificity undecided{at}: the null has room at fewer depths, and there the "
+                "trained "
                 f"record has not its own outcome ({'; '.join(unlike_d)})" + rest.replace("; not speaking",
                 "; not speaking either") + cant + excl)  # fmt: skip
     if present and not speak and seeded:
@@ -3222,7 +3246,8 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
                 + excl)  # fmt: skip
     if present and not speak:
         return ("specificity untested (every null fails only by the guard 'too slow at T_l = 1', has no "
-                f"headroom, is inconclusive, or is a description or an identity: {named})"
+                "headroom, is inconclusive, " + ("depends on a choice (such as its seed), " if like_with_like
+                                                 else "") + f"or is a description or an identity: {named})"
                 + cant + excl)  # fmt: skip
     return f"{lead}; in the null(s): " + named + cant + excl
 
@@ -3247,6 +3272,11 @@ def null_outcomes(
             "guard": bool(r.get("result", {}).get("null_fail_guard")),
             "no_headroom": bool(r.get("result", {}).get("no_headroom")),
             "headroom": r.get("result", {}).get("headroom"),
+            **(
+                {"excess_over_room": r["result"]["excess_over_room"]}
+                if r.get("result", {}).get("excess_over_room") is not None
+                else {}
+            ),
             **(
                 {"depths": r["result"]["room_per_depth"]["kept"]}
                 if (r.get("result", {}).get("room_per_depth") or {}).get("masked")
