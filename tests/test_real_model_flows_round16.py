@@ -162,11 +162,13 @@ def test_committed_labels_after_round_16():
 
     fo = rec(".", "flows-minilm-frames-overclusters")["result"]["null_specificity"]
     vd = json.loads((root / "summary.json").read_text())["families"]["minilm"]["verdict_data"]
-    # the main value is at the finest rung computed (review round 4, F4)
-    lev = vd["step_ladder"]["levels"][max(vd["step_ladder"]["levels"], key=int)]["sphere"]
+    # review round 17, F5: the trained flow at the null's main step count (16; the trained record reports 64)
+    null = rec("permuted", "flows-minilm-permuted-frames-overclusters")
+    K_null = null["result"]["robustness_K"]["main value"]
+    lev = vd["step_ladder"]["levels"][str(K_null)]["sphere"]
     m, f = np.asarray(vd["stats"]["sphere"]["model"]["cos"]), np.asarray(lev["frames"]["cos"])
     over13 = float(np.mean((f.mean(0) - m.mean(0))[1:4]))
-    assert f"where the trained record's value is {over13:.3f} [" in fo and "(fails))" in fo
+    assert f"where the trained record's value at K = {K_null} is {over13:.3f} [" in fo and "(fails))" in fo
     assert fo.split("; ")[1].startswith("specificity undecided at its main setting (the other settings of ")
     assert "the null has room at fewer depths" in fo
     nm = rec("smollm2", "flows-smollm2-no-mlp-network-overclusters")["result"]["null_specificity"]
@@ -258,3 +260,12 @@ def test_r17_committed_labels():
     # a null that does not speak is not named as a contrast on fewer depths
     fn = rec(".", "flows-minilm-frames-follows-network-cos")["result"]["null_specificity"]
     assert fn.startswith("specificity untested") and "fewer depths" not in fn
+
+
+def test_r17_f5_the_like_depth_comparison_names_its_step_count():
+    from attnflow.studies.real_model_flows import specificity
+
+    td = {"depths": [1, 2, 3], "value": 0.074, "ci95": [0.067, 0.081], "outcome": "fails", "K": 16}
+    e = {"verdict": "fails", "value": -0.005, "depths": [1, 2, 3], "trained_on_depths": td}
+    lab = specificity(VID, _spec(**{"n-p": e}), "holds", "holds", like_with_like=True)
+    assert "where the trained record's value at K = 16 is 0.074 [0.067, 0.081] (fails))" in lab

@@ -2880,9 +2880,17 @@ def records(summary: dict, config: FlowsConfig, results: dict[str, dict] | None 
             if spec and (out[-1].verdict == "holds" or every):
                 if c.specificity_same_depths and getattr(q, "depths", None) == "all":
                     # review round 16, F1: the trained record over a null's depths with room, like with like
+                    def at_null_k(e: dict, pair=main_pair, pair0=pair0, watched=watched,
+                                  Ks=Ks if watched else ()):  # fmt: skip
+                        # review round 17, F5: the trained flow at the null's main step count, where computed
+                        Kn = e.get("K")
+                        if watched and Kn in Ks and Kn != getattr(pair, "K", None):
+                            return StepPair(pair0("sphere", steps=Kn), Kn)
+                        return pair
+
                     spec = {nf: d if not (d.get(vid) or {}).get("depths") else {
                         **d, vid: {**d[vid], "trained_on_depths": _on_depths_outcome(
-                            q, d[vid]["depths"], main_pair, crit, c.bootstrap, seed, ctl, scoring)}}
+                            q, d[vid]["depths"], at_null_k(d[vid]), crit, c.bootstrap, seed, ctl, scoring)}}
                         for nf, d in spec.items()}  # fmt: skip
                 lab = specificity(vid, spec, out[-1].verdict, out[-1].result.get("outcome"),
                                   seeds=c.null_seeds_check, like_with_like=c.specificity_same_depths)
@@ -3083,7 +3091,8 @@ def _on_depths_outcome(q, depths: list[int], pair, crit: Criterion, B: int, seed
     qd = _over_depths(q, depths)
     x = scored(qd, *pair, crit, B, seed, controls, **rules)
     out = {"depths": list(depths), "value": x["value"], "ci95": list(x["ci95"]),
-           "outcome": x["outcome"] if x["measured"] else "unmeasured", "outcome_flow": x["outcome_flow"]}
+           "outcome": x["outcome"] if x["measured"] else "unmeasured", "outcome_flow": x["outcome_flow"],
+           **({"K": pair.K} if getattr(pair, "K", None) is not None else {})}
     if scoring.get("kind") in ("gap", "rel") and scoring.get("margin") is not None:  # review round 17, F1
         out["holds_reachable"] = holds_reachable(*pair, q=qd, B=B, seed=seed, margin=scoring["margin"])[
             "reachable"]  # fmt: skip
@@ -3167,7 +3176,8 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
             t += f", {xr:.2f} of a collapse's value over all depths"
         td = e.get("trained_on_depths") if like_with_like else None
         if td:  # review round 16, F1: the null's value is over its depths with room
-            t += f", over its depths with room {td['depths']} (the trained record there: {td['outcome']})"
+            k = f" at K = {td['K']}" if td.get("K") is not None else ""
+            t += f", over its depths with room {td['depths']} (the trained record there{k}: {td['outcome']})"
         return t
 
     def unlike(e: dict | None) -> bool:
@@ -3203,8 +3213,9 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
             why += f"; {td['outcome_flow']} by the criterion alone"
         if td.get("holds_reachable") is False:
             why += "; a hold was out of reach there: the reference itself is too close to standing still"
+        k = f" at K = {td['K']}" if td.get("K") is not None else ""
         return (f"{nf} {e['verdict']} over its depths with room {td['depths']}, where the trained record's "
-                f"value is {td['value']:.3f} [{td['ci95'][0]:.3f}, {td['ci95'][1]:.3f}] "
+                f"value{k} is {td['value']:.3f} [{td['ci95'][0]:.3f}, {td['ci95'][1]:.3f}] "
                 f"({td['outcome']}{why})")
 
     unlike_d = [unlike_text(nf, e) for nf, e in use.items()
@@ -3272,6 +3283,11 @@ def null_outcomes(
             "guard": bool(r.get("result", {}).get("null_fail_guard")),
             "no_headroom": bool(r.get("result", {}).get("no_headroom")),
             "headroom": r.get("result", {}).get("headroom"),
+            **(
+                {"K": r["result"]["robustness_K"]["main value"]}
+                if (r.get("result", {}).get("robustness_K") or {}).get("main value") is not None
+                else {}
+            ),
             **(
                 {"excess_over_room": r["result"]["excess_over_room"]}
                 if r.get("result", {}).get("excess_over_room") is not None
