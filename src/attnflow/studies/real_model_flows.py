@@ -3180,13 +3180,16 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
             t += f", over its depths with room {td['depths']} (the trained record there{k}: {td['outcome']})"
         return t
 
+    def would_speak(e: dict | None) -> bool:
+        """A null record that holds, or fails by more than the guard or the ceiling."""
+        return e is not None and (e["verdict"] == "holds" or (
+            e["verdict"] == "fails" and not e.get("guard") and not e.get("no_headroom")))  # fmt: skip
+
     def unlike(e: dict | None) -> bool:
         """Review round 16, F1: the trained record's outcome over the null's depths with room is not its
         own, so the null's outcome there cannot contrast with it."""
         td = (e or {}).get("trained_on_depths")
-        speaks = e is not None and (e["verdict"] == "holds" or (
-            e["verdict"] == "fails" and not e.get("guard") and not e.get("no_headroom")))  # fmt: skip
-        return like_with_like and speaks and td is not None and td["outcome"] != side
+        return like_with_like and would_speak(e) and td is not None and td["outcome"] != side
 
     named = ", ".join(f"{nf} {word(e) if e else 'no record'}" for nf, e in use.items())
     dep = verdict.startswith("depends on")
@@ -3203,8 +3206,7 @@ def specificity(vid: str, spec: dict, verdict: str = "holds", main: str | None =
     present = [e for e in use.values() if e is not None]
     # the nulls that speak: a record that holds, or fails by more than the guard or the ceiling, at every
     # seed checked (and, review round 16, F1, on depths where the trained record has its own outcome)
-    speak = [e for nf, e in ok.items() if e["verdict"] == "holds" or (
-        e["verdict"] == "fails" and not e.get("guard") and not e.get("no_headroom"))]  # fmt: skip
+    speak = [e for e in ok.values() if would_speak(e)]
     seeded = [f"{nf} {word(e)}" for nf, e in use.items() if e is not None and split(e) is not None]
     def unlike_text(nf: str, e: dict) -> str:
         td = e["trained_on_depths"]
@@ -3277,6 +3279,7 @@ def null_outcomes(
         fam = next((f for f in fams if r["id"].startswith(f"flows-{f}-")), None)
         if fam is None or null_base(fam) is None:
             continue
+        sc = r.get("result", {}).get("null_seeds_check") or run_seeds_check(r.get("result", {}))
         out.setdefault(fam, {})[r["id"].removeprefix(f"flows-{fam}-")] = {
             "verdict": r["verdict"],
             "value": r.get("result", {}).get("value"),
@@ -3305,11 +3308,7 @@ def null_outcomes(
                 else {}
             ),
             **({} if ladder is None or fam not in ladder else {"ladder": bool(ladder[fam])}),
-            **(
-                {"seeds_check": r["result"].get("null_seeds_check") or run_seeds_check(r["result"])}
-                if r.get("result", {}).get("null_seeds_check") or run_seeds_check(r.get("result", {}))
-                else {}
-            ),
+            **({"seeds_check": sc} if sc else {}),
         }
     return out
 
